@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/examples"
+	"github.com/urfave/cli/v2"
+)
+
+var configFlag = &cli.StringFlag{
+	Name:    "config",
+	Aliases: []string{"c"},
+	Usage:   "load-balancer configuration `FILE` (lb.yaml); without it, the embedded examples/" + examples.DefaultName,
+}
+
+var healthFlag = &cli.StringFlag{
+	Name:  "health",
+	Usage: "health and weight state `FILE` (endpoint: {healthy: bool, weight: 0..1000}); without it every endpoint is healthy",
+}
+
+// loaded is a validated configuration and its health state.
+type loaded struct {
+	Name   string
+	Config *compiler.Config
+	State  compiler.State
+}
+
+// loadConfig reads -c (or the embedded default) and --health, printing
+// warnings to w. Every problem of a file is reported at once.
+func loadConfig(c *cli.Context, w io.Writer) (*loaded, error) {
+	name := c.String(configFlag.Name)
+	var data []byte
+	if name == "" {
+		name = "examples/" + examples.DefaultName
+		data = examples.Default()
+	} else {
+		var err error
+		if data, err = os.ReadFile(name); err != nil {
+			return nil, err
+		}
+	}
+	dec, err := compiler.Load(name, data)
+	if err != nil {
+		return nil, problemsError(name, err)
+	}
+	for _, p := range dec.Warnings {
+		fmt.Fprintln(w, "warning:", p)
+	}
+	l := &loaded{Name: name, Config: dec.Config}
+	if hf := c.String(healthFlag.Name); hf != "" {
+		data, err := os.ReadFile(hf)
+		if err != nil {
+			return nil, err
+		}
+		if l.State, err = compiler.LoadState(hf, data, dec.Config); err != nil {
+			return nil, problemsError(hf, err)
+		}
+	}
+	return l, nil
+}
+
+func problemsError(file string, err error) error {
+	if ps, ok := err.(compiler.Problems); ok {
+		return fmt.Errorf("%s: %d problem(s):\n%s", file, len(ps), ps.Error())
+	}
+	return err
+}

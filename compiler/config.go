@@ -1,0 +1,296 @@
+package compiler
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is a whole lb.yaml: the services of one load balancer, in the
+// vocabulary of the cloud API that spec/lb-semantics.md restates.
+type Config struct {
+	// Tunnel holds the outer source addresses of IP-in-IP encapsulation.
+	Tunnel Tunnel `yaml:"tunnel" json:"tunnel"`
+	// Limits raises the R-LIMIT bounds for deployments that need more.
+	Limits   Limits    `yaml:"limits" json:"limits"`
+	Services []Service `yaml:"services" json:"services"`
+}
+
+// Tunnel is the outer source of IP-in-IP packets sent to backends.
+type Tunnel struct {
+	SourceIPv4 string `yaml:"sourceIPv4" json:"sourceIPv4,omitempty"`
+	SourceIPv6 string `yaml:"sourceIPv6" json:"sourceIPv6,omitempty"`
+}
+
+// Limits bounds the size of one service (R-LIMIT). Zero means the default.
+type Limits struct {
+	MaxEndpoints      int `yaml:"maxEndpoints" json:"maxEndpoints,omitempty"`
+	MaxPrimaryGroups  int `yaml:"maxPrimaryGroups" json:"maxPrimaryGroups,omitempty"`
+	MaxFailoverGroups int `yaml:"maxFailoverGroups" json:"maxFailoverGroups,omitempty"`
+}
+
+// Service is one forwarding rule plus its backend service.
+type Service struct {
+	Name                     string                    `yaml:"name" json:"name"`
+	VIP                      string                    `yaml:"vip" json:"vip"`
+	Protocol                 string                    `yaml:"protocol" json:"protocol"`
+	Ports                    Ports                     `yaml:"ports" json:"ports"`
+	SessionAffinity          string                    `yaml:"sessionAffinity" json:"sessionAffinity,omitempty"`
+	ConnectionTrackingPolicy *ConnectionTrackingPolicy `yaml:"connectionTrackingPolicy" json:"connectionTrackingPolicy,omitempty"`
+	LocalityLbPolicy         string                    `yaml:"localityLbPolicy" json:"localityLbPolicy,omitempty"`
+	FailoverPolicy           *FailoverPolicy           `yaml:"failoverPolicy" json:"failoverPolicy,omitempty"`
+	ConnectionDraining       *ConnectionDraining       `yaml:"connectionDraining" json:"connectionDraining,omitempty"`
+	HealthCheck              *HealthCheck              `yaml:"healthCheck" json:"healthCheck,omitempty"`
+	RingSize                 int                       `yaml:"ringSize" json:"ringSize,omitempty"`
+	Encapsulation            string                    `yaml:"encapsulation" json:"encapsulation,omitempty"`
+	Backends                 []BackendGroup            `yaml:"backends" json:"backends"`
+}
+
+// ConnectionTrackingPolicy selects how connections are tracked (R-CT, R-TRK,
+// R-PERSIST, R-AGE).
+type ConnectionTrackingPolicy struct {
+	TrackingMode                             string `yaml:"trackingMode" json:"trackingMode,omitempty"`
+	ConnectionPersistenceOnUnhealthyBackends string `yaml:"connectionPersistenceOnUnhealthyBackends" json:"connectionPersistenceOnUnhealthyBackends,omitempty"`
+	IdleTimeoutSec                           *int   `yaml:"idleTimeoutSec" json:"idleTimeoutSec,omitempty"`
+}
+
+// FailoverPolicy enables failover groups (R-ELIG-3/4, R-EPOCH).
+type FailoverPolicy struct {
+	FailoverRatio                    *float64 `yaml:"failoverRatio" json:"failoverRatio,omitempty"`
+	DropTrafficIfUnhealthy           bool     `yaml:"dropTrafficIfUnhealthy" json:"dropTrafficIfUnhealthy,omitempty"`
+	DisableConnectionDrainOnFailover bool     `yaml:"disableConnectionDrainOnFailover" json:"disableConnectionDrainOnFailover,omitempty"`
+}
+
+// ConnectionDraining keeps removed backends' connections alive (R-DRAIN).
+type ConnectionDraining struct {
+	DrainingTimeoutSec int `yaml:"drainingTimeoutSec" json:"drainingTimeoutSec"`
+}
+
+// HealthCheck describes the probes `lbc run` sends. The compiler only
+// validates it; weighted services need an HTTP check (R-HC-1).
+type HealthCheck struct {
+	Type               string `yaml:"type" json:"type"`
+	Port               int    `yaml:"port" json:"port,omitempty"`
+	RequestPath        string `yaml:"requestPath" json:"requestPath,omitempty"`
+	Method             string `yaml:"method" json:"method,omitempty"`
+	CheckIntervalSec   int    `yaml:"checkIntervalSec" json:"checkIntervalSec,omitempty"`
+	TimeoutSec         int    `yaml:"timeoutSec" json:"timeoutSec,omitempty"`
+	HealthyThreshold   int    `yaml:"healthyThreshold" json:"healthyThreshold,omitempty"`
+	UnhealthyThreshold int    `yaml:"unhealthyThreshold" json:"unhealthyThreshold,omitempty"`
+}
+
+// BackendGroup is an instance group; failover groups only serve under a
+// failover policy.
+type BackendGroup struct {
+	Name      string     `yaml:"name" json:"name"`
+	Failover  bool       `yaml:"failover" json:"failover,omitempty"`
+	Endpoints []Endpoint `yaml:"endpoints" json:"endpoints"`
+}
+
+// Endpoint is one backend machine.
+type Endpoint struct {
+	Name string `yaml:"name" json:"name"`
+	IP   string `yaml:"ip" json:"ip"`
+	MAC  string `yaml:"mac" json:"mac,omitempty"`
+	Port int    `yaml:"port" json:"port,omitempty"`
+}
+
+// Ports is either ALL or a list of ports and ranges ("8000-8080").
+type Ports struct {
+	All  bool
+	List []uint16
+}
+
+// UnmarshalYAML accepts `ALL`, a single port, or a list of ports and ranges.
+func (p *Ports) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if strings.EqualFold(n.Value, "ALL") {
+			p.All = true
+			return nil
+		}
+		return p.add(n.Value)
+	case yaml.SequenceNode:
+		for _, c := range n.Content {
+			if c.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: ports: each item must be a port or a range like 8000-8080", c.Line)
+			}
+			if strings.EqualFold(c.Value, "ALL") {
+				return fmt.Errorf("line %d: ports: ALL cannot be mixed with a list; write ports: ALL", c.Line)
+			}
+			if err := p.add(c.Value); err != nil {
+				return fmt.Errorf("line %d: %w", c.Line, err)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("line %d: ports: want ALL or a list of ports", n.Line)
+}
+
+func (p *Ports) add(s string) error {
+	lo, hi, isRange := strings.Cut(s, "-")
+	a, err := parsePort(lo)
+	if err != nil {
+		return err
+	}
+	b := a
+	if isRange {
+		if b, err = parsePort(hi); err != nil {
+			return err
+		}
+		if b < a {
+			return fmt.Errorf("ports: range %q is backwards; write %d-%d", s, b, a)
+		}
+	}
+	for v := a; ; v++ {
+		p.List = append(p.List, uint16(v))
+		if v == b {
+			break
+		}
+	}
+	return nil
+}
+
+func parsePort(s string) (int, error) {
+	v, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || v < 1 || v > 65535 {
+		return 0, fmt.Errorf("ports: %q is not a port in range 1..65535", s)
+	}
+	return v, nil
+}
+
+// MarshalYAML writes ports back in the form they are read.
+func (p Ports) MarshalYAML() (any, error) {
+	if p.All {
+		return "ALL", nil
+	}
+	return p.List, nil
+}
+
+// MarshalJSON writes ALL or the list.
+func (p Ports) MarshalJSON() ([]byte, error) {
+	if p.All {
+		return []byte(`"ALL"`), nil
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, v := range p.List {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(int(v)))
+	}
+	b.WriteByte(']')
+	return []byte(b.String()), nil
+}
+
+// Enumerations of the configuration vocabulary.
+const (
+	AffinityNone              = "NONE"
+	AffinityClientIP          = "CLIENT_IP"
+	AffinityClientIPProto     = "CLIENT_IP_PROTO"
+	AffinityClientIPPortProto = "CLIENT_IP_PORT_PROTO"
+
+	TrackPerConnection = "PER_CONNECTION"
+	TrackPerSession    = "PER_SESSION"
+
+	PersistDefault = "DEFAULT_FOR_PROTOCOL"
+	PersistNever   = "NEVER_PERSIST"
+	PersistAlways  = "ALWAYS_PERSIST"
+
+	LbMaglev         = "MAGLEV"
+	LbWeightedMaglev = "WEIGHTED_MAGLEV"
+
+	ProtoTCP       = "TCP"
+	ProtoUDP       = "UDP"
+	ProtoL3Default = "L3_DEFAULT"
+
+	EncapIPIP  = "IPIP"
+	EncapL2DSR = "L2_DSR"
+)
+
+// Defaults applied when a field is absent.
+const (
+	DefaultRingSize       = 65537
+	DefaultIdleTimeoutSec = 60
+	DefaultMaxEndpoints   = 250
+	DefaultMaxGroups      = 50
+	MaxWeight             = 1000
+	MaxRingSize           = 1 << 22
+)
+
+// Weighted reports whether the service uses WEIGHTED_MAGLEV.
+func (s *Service) Weighted() bool { return s.LocalityLbPolicy == LbWeightedMaglev }
+
+// Affinity returns sessionAffinity with its default.
+func (s *Service) Affinity() string {
+	if s.SessionAffinity == "" {
+		return AffinityNone
+	}
+	return s.SessionAffinity
+}
+
+// TrackingMode returns the tracking mode with its default.
+func (s *Service) TrackingMode() string {
+	if s.ConnectionTrackingPolicy == nil || s.ConnectionTrackingPolicy.TrackingMode == "" {
+		return TrackPerConnection
+	}
+	return s.ConnectionTrackingPolicy.TrackingMode
+}
+
+// Persistence returns connectionPersistenceOnUnhealthyBackends with its default.
+func (s *Service) Persistence() string {
+	if s.ConnectionTrackingPolicy == nil || s.ConnectionTrackingPolicy.ConnectionPersistenceOnUnhealthyBackends == "" {
+		return PersistDefault
+	}
+	return s.ConnectionTrackingPolicy.ConnectionPersistenceOnUnhealthyBackends
+}
+
+// IdleTimeout returns idleTimeoutSec with its default (R-AGE).
+func (s *Service) IdleTimeout() int {
+	if s.ConnectionTrackingPolicy == nil || s.ConnectionTrackingPolicy.IdleTimeoutSec == nil {
+		return DefaultIdleTimeoutSec
+	}
+	return *s.ConnectionTrackingPolicy.IdleTimeoutSec
+}
+
+// Ring returns ringSize with its default.
+func (s *Service) Ring() int {
+	if s.RingSize == 0 {
+		return DefaultRingSize
+	}
+	return s.RingSize
+}
+
+// DrainingTimeout returns connectionDraining.drainingTimeoutSec (0 = off).
+func (s *Service) DrainingTimeout() int {
+	if s.ConnectionDraining == nil {
+		return 0
+	}
+	return s.ConnectionDraining.DrainingTimeoutSec
+}
+
+// FailoverRatio returns failoverRatio with its default of 0.
+func (s *Service) FailoverRatio() float64 {
+	if s.FailoverPolicy == nil || s.FailoverPolicy.FailoverRatio == nil {
+		return 0
+	}
+	return *s.FailoverPolicy.FailoverRatio
+}
+
+// Encap returns the encapsulation with its default.
+func (s *Service) Encap() string {
+	if s.Encapsulation == "" {
+		return EncapIPIP
+	}
+	return s.Encapsulation
+}
+
+// VIPAddr parses the VIP; Validate has already rejected bad ones.
+func (s *Service) VIPAddr() netip.Addr {
+	a, _ := netip.ParseAddr(s.VIP)
+	return a.Unmap()
+}

@@ -1,0 +1,327 @@
+package compiler
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Table names, as diffs and targets report them.
+const (
+	TableVIP     = "vip"
+	TableService = "service"
+	TableRing    = "ring"
+	TableBackend = "backend"
+)
+
+// Op is what a change does to a table entry.
+type Op uint8
+
+// Operations.
+const (
+	Insert Op = iota
+	Modify
+	Delete
+)
+
+func (o Op) String() string { return [...]string{"insert", "modify", "delete"}[o] }
+
+// RingEntry is one slot of one half of a ring.
+type RingEntry struct {
+	ServiceID uint32 `json:"serviceID"`
+	Half      uint8  `json:"half"`
+	Slot      uint32 `json:"slot"`
+	BackendID uint32 `json:"backendID"`
+}
+
+// Change is one table write. Exactly one of the row pointers is set,
+// matching Table; for a Delete it holds the old row.
+type Change struct {
+	Table   string      `json:"table"`
+	Op      Op          `json:"op"`
+	VIP     *VIPRow     `json:"vip,omitempty"`
+	Service *ServiceRow `json:"service,omitempty"`
+	Ring    *RingEntry  `json:"ring,omitempty"`
+	Backend *BackendRow `json:"backend,omitempty"`
+}
+
+func (c Change) String() string {
+	switch {
+	case c.VIP != nil:
+		k := c.VIP.Key
+		return fmt.Sprintf("%s vip %s proto %d port %d (%s) → service %d", c.Op, k.VIP, k.Proto, k.Port, k.Kind, c.VIP.ServiceID)
+	case c.Service != nil:
+		return fmt.Sprintf("%s service %d %q (half %d, epoch %d)", c.Op, c.Service.ID, c.Service.Name, c.Service.ActiveHalf, c.Service.Epoch)
+	case c.Ring != nil:
+		return fmt.Sprintf("%s ring service %d half %d slot %d → backend %d", c.Op, c.Ring.ServiceID, c.Ring.Half, c.Ring.Slot, c.Ring.BackendID)
+	case c.Backend != nil:
+		return fmt.Sprintf("%s backend %d %q", c.Op, c.Backend.ID, c.Backend.Name)
+	}
+	return c.Op.String()
+}
+
+// Diff is the writes that turn one IR into another, in an order that is
+// safe to apply one by one while packets flow (design decision 4):
+//
+//  1. backend inserts and modifies (rows exist before rings point at them);
+//  2. ring writes and deletes of the halves packets do not look up;
+//  3. service inserts and modifies (the flip to the new half is one write);
+//  4. VIP inserts and modifies (a service is reachable once it is whole);
+//  5. VIP deletes, then service, ring and backend deletes of what is gone.
+type Diff struct {
+	Changes []Change `json:"changes"`
+}
+
+// Empty reports whether there is nothing to write.
+func (d Diff) Empty() bool { return len(d.Changes) == 0 }
+
+// Counts tallies the changes per table and operation.
+func (d Diff) Counts() map[string][3]int {
+	out := map[string][3]int{}
+	for _, c := range d.Changes {
+		x := out[c.Table]
+		x[c.Op]++
+		out[c.Table] = x
+	}
+	return out
+}
+
+// Summary is one line per table: "ring: 655 insert, 0 modify, 12 delete".
+func (d Diff) Summary() string {
+	counts := d.Counts()
+	var lines []string
+	for _, t := range []string{TableBackend, TableRing, TableService, TableVIP} {
+		if x, ok := counts[t]; ok {
+			lines = append(lines, fmt.Sprintf("%s: %d insert, %d modify, %d delete", t, x[Insert], x[Modify], x[Delete]))
+		}
+	}
+	if len(lines) == 0 {
+		return "no changes"
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ServiceDatapathEqual compares the fields a datapath holds.
+func ServiceDatapathEqual(a, b *ServiceRow) bool {
+	return a.ID == b.ID && a.RingSize == b.RingSize && a.ActiveHalf == b.ActiveHalf && a.Epoch == b.Epoch &&
+		a.IdleTimeoutSec == b.IdleTimeoutSec && a.SynNew == b.SynNew && a.Classes == b.Classes &&
+		a.NoBackends == b.NoBackends && a.AllUnhealthy == b.AllUnhealthy && a.Encap == b.Encap
+}
+
+// BackendDatapathEqual compares the fields a datapath holds.
+func BackendDatapathEqual(a, b *BackendRow) bool {
+	return a.ID == b.ID && a.ServiceID == b.ServiceID && a.IP == b.IP && a.MAC == b.MAC &&
+		a.Healthy == b.Healthy && a.Draining == b.Draining
+}
+
+// DiffIR returns the ordered writes from old (what the target holds; nil
+// for an empty target) to new.
+func DiffIR(old, new *IR) Diff {
+	if old == nil {
+		old = &IR{}
+	}
+	var d Diff
+	add := func(c Change) { d.Changes = append(d.Changes, c) }
+
+	// 1. Backends in.
+	oldB := map[uint32]*BackendRow{}
+	for i := range old.Backends {
+		oldB[old.Backends[i].ID] = &old.Backends[i]
+	}
+	newB := map[uint32]*BackendRow{}
+	for i := range new.Backends {
+		b := &new.Backends[i]
+		newB[b.ID] = b
+		if o, ok := oldB[b.ID]; !ok {
+			add(Change{Table: TableBackend, Op: Insert, Backend: b})
+		} else if !BackendDatapathEqual(o, b) {
+			add(Change{Table: TableBackend, Op: Modify, Backend: b})
+		}
+	}
+
+	// 2. Rings of services that remain or are new.
+	for i := range new.Rings {
+		nr := &new.Rings[i]
+		or := old.Ring(nr.ServiceID)
+		for h := 0; h < 2; h++ {
+			var oh []uint32
+			if or != nil {
+				oh = or.Halves[h]
+			}
+			diffHalf(nr.ServiceID, uint8(h), oh, nr.Halves[h], add)
+		}
+	}
+
+	// 3. Services in (the flip).
+	for i := range new.Services {
+		s := &new.Services[i]
+		if o := old.Service(s.ID); o == nil {
+			add(Change{Table: TableService, Op: Insert, Service: s})
+		} else if !ServiceDatapathEqual(o, s) {
+			add(Change{Table: TableService, Op: Modify, Service: s})
+		}
+	}
+
+	// 4. VIPs in.
+	oldV := map[VIPKey]*VIPRow{}
+	for i := range old.VIPs {
+		oldV[old.VIPs[i].Key] = &old.VIPs[i]
+	}
+	newV := map[VIPKey]bool{}
+	for i := range new.VIPs {
+		v := &new.VIPs[i]
+		newV[v.Key] = true
+		if o, ok := oldV[v.Key]; !ok {
+			add(Change{Table: TableVIP, Op: Insert, VIP: v})
+		} else if o.ServiceID != v.ServiceID {
+			add(Change{Table: TableVIP, Op: Modify, VIP: v})
+		}
+	}
+
+	// 5. Deletes, outermost first.
+	for i := range old.VIPs {
+		if !newV[old.VIPs[i].Key] {
+			add(Change{Table: TableVIP, Op: Delete, VIP: &old.VIPs[i]})
+		}
+	}
+	for i := range old.Services {
+		if new.Service(old.Services[i].ID) == nil {
+			add(Change{Table: TableService, Op: Delete, Service: &old.Services[i]})
+		}
+	}
+	for i := range old.Rings {
+		or := &old.Rings[i]
+		if new.Ring(or.ServiceID) == nil {
+			for h := 0; h < 2; h++ {
+				diffHalf(or.ServiceID, uint8(h), or.Halves[h], nil, add)
+			}
+		}
+	}
+	ids := make([]uint32, 0)
+	for id := range oldB {
+		if newB[id] == nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		add(Change{Table: TableBackend, Op: Delete, Backend: oldB[id]})
+	}
+	return d
+}
+
+func diffHalf(svc uint32, half uint8, oh, nh []uint32, add func(Change)) {
+	n := max(len(oh), len(nh))
+	for slot := 0; slot < n; slot++ {
+		var o, v uint32
+		if slot < len(oh) {
+			o = oh[slot]
+		}
+		if slot < len(nh) {
+			v = nh[slot]
+		}
+		switch {
+		case o == v:
+		case o == 0:
+			add(Change{Table: TableRing, Op: Insert, Ring: &RingEntry{ServiceID: svc, Half: half, Slot: uint32(slot), BackendID: v}})
+		case v == 0:
+			add(Change{Table: TableRing, Op: Delete, Ring: &RingEntry{ServiceID: svc, Half: half, Slot: uint32(slot), BackendID: o}})
+		default:
+			add(Change{Table: TableRing, Op: Modify, Ring: &RingEntry{ServiceID: svc, Half: half, Slot: uint32(slot), BackendID: v}})
+		}
+	}
+}
+
+// Apply returns the IR a target holds after applying d to old; targets
+// and tests use it to check that a diff is complete.
+func (d Diff) Apply(old *IR) *IR {
+	out := old.Clone()
+	for _, c := range d.Changes {
+		switch {
+		case c.Backend != nil:
+			out.Backends = upsertDelete(out.Backends, *c.Backend, c.Op, func(r BackendRow) uint32 { return r.ID })
+		case c.Service != nil:
+			out.Services = upsertDelete(out.Services, *c.Service, c.Op, func(r ServiceRow) uint32 { return r.ID })
+		case c.VIP != nil:
+			i := -1
+			for k := range out.VIPs {
+				if out.VIPs[k].Key == c.VIP.Key {
+					i = k
+				}
+			}
+			switch {
+			case c.Op == Delete && i >= 0:
+				out.VIPs = append(out.VIPs[:i], out.VIPs[i+1:]...)
+			case c.Op != Delete && i >= 0:
+				out.VIPs[i] = *c.VIP
+			case c.Op != Delete:
+				out.VIPs = append(out.VIPs, *c.VIP)
+			}
+		case c.Ring != nil:
+			r := out.Ring(c.Ring.ServiceID)
+			if r == nil {
+				out.Rings = append(out.Rings, RingRows{ServiceID: c.Ring.ServiceID})
+				r = &out.Rings[len(out.Rings)-1]
+			}
+			h := &r.Halves[c.Ring.Half]
+			for uint32(len(*h)) <= c.Ring.Slot {
+				*h = append(*h, 0)
+			}
+			if c.Op == Delete {
+				(*h)[c.Ring.Slot] = 0
+			} else {
+				(*h)[c.Ring.Slot] = c.Ring.BackendID
+			}
+		}
+	}
+	// Trim unset tails and drop rings with nothing left, as a target holds them.
+	rings := out.Rings[:0]
+	for _, r := range out.Rings {
+		for h := 0; h < 2; h++ {
+			for len(r.Halves[h]) > 0 && r.Halves[h][len(r.Halves[h])-1] == 0 {
+				r.Halves[h] = r.Halves[h][:len(r.Halves[h])-1]
+			}
+		}
+		if len(r.Halves[0])+len(r.Halves[1]) > 0 {
+			rings = append(rings, r)
+		}
+	}
+	out.Rings = rings
+	return out
+}
+
+func upsertDelete[T any](rows []T, row T, op Op, id func(T) uint32) []T {
+	for i := range rows {
+		if id(rows[i]) == id(row) {
+			if op == Delete {
+				return append(rows[:i], rows[i+1:]...)
+			}
+			rows[i] = row
+			return rows
+		}
+	}
+	if op == Delete {
+		return rows
+	}
+	return append(rows, row)
+}
+
+// Clone returns a deep copy.
+func (ir *IR) Clone() *IR {
+	if ir == nil {
+		return &IR{}
+	}
+	out := *ir
+	out.VIPs = append([]VIPRow(nil), ir.VIPs...)
+	out.Services = make([]ServiceRow, len(ir.Services))
+	for i, s := range ir.Services {
+		s.Eligible = append([]string(nil), s.Eligible...)
+		out.Services[i] = s
+	}
+	out.Rings = make([]RingRows, len(ir.Rings))
+	for i, r := range ir.Rings {
+		out.Rings[i] = RingRows{ServiceID: r.ServiceID, Halves: [2][]uint32{append([]uint32(nil), r.Halves[0]...), append([]uint32(nil), r.Halves[1]...)}}
+	}
+	out.Backends = append([]BackendRow(nil), ir.Backends...)
+	return &out
+}

@@ -1,0 +1,276 @@
+package compiler
+
+import (
+	"fmt"
+	"sort"
+)
+
+// probeBatch bounds the probes of one scheduler turn; see BuildRing.
+const probeBatch = 16
+
+// RingMember is one backend of a ring: its name seeds its permutation, its
+// weight sets its share.
+type RingMember struct {
+	Name   string
+	Weight int
+}
+
+// Ring is a weighted Maglev lookup table (R-MAGLEV).
+type Ring struct {
+	// Slots holds, per slot, an index into Members; -1 when empty.
+	Slots []int32
+	// Members are the ring's backends sorted by name; slot owners index it.
+	Members []RingMember
+	// Counts is the number of slots per member.
+	Counts []int
+}
+
+// BuildRing builds the Maglev table of m slots (m prime or a power of two)
+// over members. With weighted false every member counts as weight 1.
+//
+// The result depends only on the members' names and weights and on m, not
+// on their order. Each member gets exactly its largest-remainder share of m
+// by weight (R-MAGLEV-2): a weight-0 member gets no slot, and small ratios
+// such as 1:2 are kept. Slots are claimed in Maglev's manner, each member
+// walking its own permutation (offset + j·skip mod m, computed lazily rather
+// than precomputed as an N×m table), in the order of a stride scheduler so
+// that members with larger shares claim proportionally more often.
+func BuildRing(members []RingMember, m int, weighted bool) (*Ring, error) {
+	if m < 1 {
+		return nil, fmt.Errorf("ring size %d: must be positive", m)
+	}
+	pow2 := m&(m-1) == 0
+	if !pow2 && !isPrime(m) {
+		return nil, fmt.Errorf("ring size %d: must be prime or a power of two", m)
+	}
+	ms := append([]RingMember(nil), members...)
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	for i := 1; i < len(ms); i++ {
+		if ms[i].Name == ms[i-1].Name {
+			return nil, fmt.Errorf("ring member %q appears twice", ms[i].Name)
+		}
+	}
+	n := len(ms)
+	r := &Ring{Slots: make([]int32, m), Members: ms, Counts: make([]int, n)}
+	for i := range r.Slots {
+		r.Slots[i] = -1
+	}
+	if n == 0 {
+		return r, nil
+	}
+	w := make([]int, n)
+	for i, x := range ms {
+		if x.Weight < 0 {
+			return nil, fmt.Errorf("ring member %q: weight %d is negative", x.Name, x.Weight)
+		}
+		w[i] = 1
+		if weighted {
+			w[i] = x.Weight
+		}
+	}
+	quota := Apportion(m, w)
+
+	// Per-member permutation state: next position and step.
+	pos := make([]uint32, n)
+	skip := make([]uint32, n)
+	um := uint32(m)
+	for i, x := range ms {
+		h := nameHash(x.Name)
+		a, b := splitmix(h), splitmix(h^0x9e3779b97f4a7c15)
+		pos[i] = uint32(a % uint64(m))
+		if pow2 {
+			if m == 1 {
+				skip[i] = 0
+			} else {
+				skip[i] = uint32(b%uint64(m/2))*2 + 1
+			}
+		} else {
+			skip[i] = uint32(b%uint64(m-1)) + 1
+		}
+	}
+
+	// The scheduler's virtual time is a member's probe count over its
+	// quota. A turn probes at most probeBatch positions: a member whose next
+	// choices are taken yields its turn instead of skipping ahead, so one
+	// slot lost to another member does not shift its whole sequence. That
+	// halves the slots moved beyond the minimum compared with classic
+	// Maglev (see BenchmarkDisruption) at the same build cost.
+	probes := make([]int, n)
+	s := scheduler{quota: quota, claimed: probes}
+	for i := range ms {
+		if quota[i] > 0 {
+			s.push(i)
+		}
+	}
+	slots := r.Slots
+	for filled := 0; filled < m; {
+		i := s.pop()
+		p := pos[i]
+		for k := 0; k < probeBatch; k++ {
+			cur := p
+			if p += skip[i]; p >= um {
+				p -= um
+			}
+			probes[i]++
+			if slots[cur] < 0 {
+				slots[cur] = int32(i)
+				r.Counts[i]++
+				filled++
+				break
+			}
+		}
+		pos[i] = p
+		if r.Counts[i] < quota[i] {
+			s.push(i)
+		}
+	}
+	return r, nil
+}
+
+// Apportion splits m slots by weight with the largest-remainder method;
+// ties go to the lower index. All-zero weights count as equal.
+func Apportion(m int, weights []int) []int {
+	n := len(weights)
+	out := make([]int, n)
+	if n == 0 {
+		return out
+	}
+	var total uint64
+	for _, w := range weights {
+		total += uint64(w)
+	}
+	ws := weights
+	if total == 0 {
+		ws = make([]int, n)
+		for i := range ws {
+			ws[i] = 1
+		}
+		total = uint64(n)
+	}
+	rem := make([]uint64, n)
+	given := 0
+	for i, w := range ws {
+		share := uint64(m) * uint64(w)
+		out[i] = int(share / total)
+		rem[i] = share % total
+		given += out[i]
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return rem[idx[a]] > rem[idx[b]] })
+	for k := 0; given < m; k++ {
+		out[idx[k]]++
+		given++
+	}
+	return out
+}
+
+// scheduler orders claims by virtual finish time (claimed+1)/quota, the
+// smallest first, ties to the lower index: a stride scheduler in exact
+// integer arithmetic, so that the order is the same on every machine.
+type scheduler struct {
+	heap    []int
+	quota   []int
+	claimed []int
+}
+
+func (s *scheduler) less(a, b int) bool {
+	l := uint64(s.claimed[a]+1) * uint64(s.quota[b])
+	r := uint64(s.claimed[b]+1) * uint64(s.quota[a])
+	if l != r {
+		return l < r
+	}
+	return a < b
+}
+
+func (s *scheduler) push(i int) {
+	s.heap = append(s.heap, i)
+	h := s.heap
+	c := len(h) - 1
+	for c > 0 {
+		p := (c - 1) / 2
+		if !s.less(h[c], h[p]) {
+			break
+		}
+		h[c], h[p] = h[p], h[c]
+		c = p
+	}
+}
+
+func (s *scheduler) pop() int {
+	h := s.heap
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	s.heap = h
+	c := 0
+	for {
+		l := 2*c + 1
+		if l >= len(h) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(h) && s.less(h[r], h[l]) {
+			m = r
+		}
+		if !s.less(h[m], h[c]) {
+			break
+		}
+		h[c], h[m] = h[m], h[c]
+		c = m
+	}
+	return top
+}
+
+// nameHash is FNV-1a 64 of a backend name: stable across versions and
+// platforms, which a ring that several controllers must agree on needs.
+func nameHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// Owner returns the member name of a slot, "" when empty.
+func (r *Ring) Owner(slot int) string {
+	if i := r.Slots[slot]; i >= 0 {
+		return r.Members[i].Name
+	}
+	return ""
+}
+
+// Disruption compares two rings of the same size: moved is the number of
+// slots whose owner changed, minimum the number that had to change (the
+// slots each backend lost in count; R-MAGLEV-3).
+func Disruption(before, after *Ring) (moved, minimum int) {
+	if len(before.Slots) != len(after.Slots) {
+		return len(after.Slots), len(after.Slots)
+	}
+	for i := range before.Slots {
+		if before.Owner(i) != after.Owner(i) {
+			moved++
+		}
+	}
+	newCount := map[string]int{}
+	for i, x := range after.Members {
+		newCount[x.Name] = after.Counts[i]
+	}
+	for i, x := range before.Members {
+		if d := before.Counts[i] - newCount[x.Name]; d > 0 {
+			minimum += d
+		}
+	}
+	return moved, minimum
+}

@@ -1,0 +1,125 @@
+package compiler
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"gopkg.in/yaml.v3"
+)
+
+// BackendState is what health checks know of one endpoint. Absent fields
+// mean healthy and no weight reported.
+type BackendState struct {
+	Healthy *bool `yaml:"healthy" json:"healthy,omitempty"`
+	Weight  *int  `yaml:"weight" json:"weight,omitempty"`
+}
+
+// State maps endpoint names to their health and weight. Compile is a pure
+// function of (Config, State): without an entry an endpoint is healthy.
+type State map[string]BackendState
+
+// IsHealthy reports the endpoint's health, healthy by default.
+func (st State) IsHealthy(name string) bool {
+	s, ok := st[name]
+	return !ok || s.Healthy == nil || *s.Healthy
+}
+
+// WeightOf returns the reported weight and whether there is one.
+func (st State) WeightOf(name string) (int, bool) {
+	s, ok := st[name]
+	if !ok || s.Weight == nil {
+		return 0, false
+	}
+	return *s.Weight, true
+}
+
+// Clone returns an independent copy.
+func (st State) Clone() State {
+	out := make(State, len(st))
+	for k, v := range st {
+		c := BackendState{}
+		if v.Healthy != nil {
+			h := *v.Healthy
+			c.Healthy = &h
+		}
+		if v.Weight != nil {
+			w := *v.Weight
+			c.Weight = &w
+		}
+		out[k] = c
+	}
+	return out
+}
+
+// SetHealthy records a health result.
+func (st State) SetHealthy(name string, healthy bool) {
+	s := st[name]
+	s.Healthy = &healthy
+	st[name] = s
+}
+
+// SetWeight records a weight.
+func (st State) SetWeight(name string, w int) {
+	s := st[name]
+	s.Weight = &w
+	st[name] = s
+}
+
+// LoadState parses a health.yaml (endpoint name → {healthy, weight}) and
+// checks it against the configuration: unknown names and weights outside
+// 0..1000 are errors, all reported at once.
+func LoadState(file string, data []byte, cfg *Config) (State, error) {
+	st := State{}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&st); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			var ps Problems
+			for _, e := range te.Errors {
+				p := typeErrProblem(file, e)
+				if p.Msg != "" && bytes.Contains([]byte(e), []byte("BackendState")) {
+					p.Msg += " (each entry is name: {healthy: true|false, weight: 0..1000})"
+				}
+				ps = append(ps, p)
+			}
+			return nil, ps
+		}
+		return nil, Problems{{File: file, Line: yamlErrLine(err), Msg: cleanYAMLErr(err) + " (want a mapping of endpoint name: {healthy: true|false, weight: 0..1000})"}}
+	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root)
+	loc := locator{root: &root}
+	known := map[string]bool{}
+	if cfg != nil {
+		for _, s := range cfg.Services {
+			for _, g := range s.Backends {
+				for _, e := range g.Endpoints {
+					known[e.Name] = true
+				}
+			}
+		}
+	}
+	names := make([]string, 0, len(st))
+	for n := range st {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var ps Problems
+	for _, n := range names {
+		s := st[n]
+		if cfg != nil && !known[n] {
+			ps = append(ps, Problem{File: file, Line: loc.line([]any{n}), Path: n, Msg: "no endpoint of that name in the configuration; check the spelling"})
+		}
+		if s.Weight != nil && (*s.Weight < 0 || *s.Weight > MaxWeight) {
+			ps = append(ps, Problem{File: file, Line: loc.line([]any{n, "weight"}), Path: n + ": weight", Msg: fmt.Sprintf("%d out of range 0..%d", *s.Weight, MaxWeight)})
+		}
+	}
+	if len(ps) > 0 {
+		return nil, ps
+	}
+	return st, nil
+}
