@@ -1,0 +1,146 @@
+package targets
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/lbc-dev/lbc/compiler"
+)
+
+// TCP flags as traces spell them.
+const (
+	FlagSYN uint8 = 1 << iota
+	FlagACK
+	FlagFIN
+	FlagRST
+	FlagPSH
+)
+
+// Frag says which piece of a fragmented datagram a packet is.
+type Frag uint8
+
+// Fragment kinds. FragNone is an unfragmented packet; FragFirst carries the
+// transport header (offset 0, more-fragments set); FragMiddle and FragLast
+// carry no ports (R-FRAG).
+const (
+	FragNone Frag = iota
+	FragFirst
+	FragMiddle
+	FragLast
+)
+
+func (f Frag) String() string {
+	return [...]string{"", "first", "middle", "last"}[f]
+}
+
+// Packet is the header fields of one packet as the datapaths see them. The
+// replay path of a real datapath builds bytes from it; the reference model
+// reads the fields.
+type Packet struct {
+	Src, Dst         netip.Addr
+	Proto            uint8
+	SrcPort, DstPort uint16 // zero for non-first fragments and portless protocols
+	Flags            uint8  // TCP flags, FlagSYN|FlagACK|...
+	Frag             Frag
+	FragID           uint32 // IP identification of a fragmented datagram
+	PayloadLen       int    // bytes after the transport header; 0 means a small default
+	// ICMPType/ICMPCode for ICMP and ICMPv6 packets.
+	ICMPType, ICMPCode uint8
+	// Inner is the packet an ICMP error quotes (destination unreachable,
+	// packet too big, time exceeded; and their ICMPv6 forms), as sent: from
+	// the VIP to the client. See ICMP errors below.
+	Inner *compiler.Tuple
+}
+
+// ICMP errors: a router that cannot deliver a reply sent from the VIP
+// (backends answer clients directly, with the VIP as source) sends the
+// error to the VIP. The datapaths send it to the backend of the flow it
+// quotes: they reverse the quoted tuple (client → VIP), find the service,
+// look the flow up in conntrack (without creating or refreshing an entry)
+// and, on a miss, pick the backend from the ring by that flow's affinity
+// tuple. The error itself is never tracked.
+
+// IsSYN reports a TCP SYN with ACK clear (R-CT-1).
+func (p Packet) IsSYN() bool {
+	return p.Proto == compiler.IPProtoTCP && p.Flags&FlagSYN != 0 && p.Flags&FlagACK == 0 && p.Frag <= FragFirst
+}
+
+// Fragmented reports whether the packet is any piece of a fragmented datagram.
+func (p Packet) Fragmented() bool { return p.Frag != FragNone }
+
+// Tuple returns the packet's header tuple.
+func (p Packet) Tuple() compiler.Tuple {
+	return compiler.Tuple{Src: p.Src, Dst: p.Dst, Proto: p.Proto, SrcPort: p.SrcPort, DstPort: p.DstPort}
+}
+
+// Action is what a datapath did with a packet.
+type Action uint8
+
+// Actions.
+const (
+	Forward  Action = iota // encapsulated to Verdict.Backend
+	Drop                   // dropped; Verdict.DropReason says why
+	NotOurs                // no service: passed on untouched
+	Fallback               // sent out the fallback port (P4: fragments, unparsed protocols)
+)
+
+func (a Action) String() string {
+	return [...]string{"forward", "drop", "not-ours", "fallback"}[a]
+}
+
+// Conntrack outcomes, as replay prints them.
+const (
+	CTHit       = "hit"       // a valid entry decided the backend
+	CTMiss      = "miss"      // looked up, no valid entry: selected afresh
+	CTNew       = "new"       // a SYN that skips lookup (R-CT-1/2): selected afresh
+	CTUntracked = "untracked" // the protocol is not tracked for this service (R-CT-3)
+)
+
+// Drop reasons, shared by every datapath's counters.
+const (
+	DropNoBackends = "no-backends" // the eligible set is empty (R-ELIG-3/4 drop)
+	DropMalformed  = "malformed"   // truncated or inconsistent headers
+)
+
+// Step is one decision of the per-packet algorithm, with its rule ID.
+type Step struct {
+	Rule   string `json:"rule"`
+	Detail string `json:"detail"`
+}
+
+// Verdict is a datapath's decision for one packet.
+type Verdict struct {
+	Action     Action
+	ServiceID  uint32
+	Service    string // name, where known
+	BackendID  uint32
+	Backend    string // name, where known
+	CT         string // CTHit, CTMiss, CTNew, CTUntracked ("" when no service)
+	DropReason string
+	Steps      []Step // the reference model fills these; other targets may not
+}
+
+// Same reports whether two verdicts agree on everything a datapath can
+// observe (not the explanation).
+func (v Verdict) Same(o Verdict) bool {
+	return v.Action == o.Action && v.ServiceID == o.ServiceID && v.BackendID == o.BackendID && v.CT == o.CT && v.DropReason == o.DropReason
+}
+
+func (v Verdict) String() string {
+	var b strings.Builder
+	b.WriteString(v.Action.String())
+	if v.Action == Forward {
+		fmt.Fprintf(&b, " backend %d", v.BackendID)
+		if v.Backend != "" {
+			fmt.Fprintf(&b, " (%s)", v.Backend)
+		}
+	}
+	if v.CT != "" {
+		fmt.Fprintf(&b, " ct=%s", v.CT)
+	}
+	if v.DropReason != "" {
+		fmt.Fprintf(&b, " reason=%s", v.DropReason)
+	}
+	return b.String()
+}

@@ -1,0 +1,40 @@
+package targets
+
+import (
+	"context"
+	"time"
+
+	"github.com/lbc-dev/lbc/compiler"
+)
+
+// Target is a datapath that holds compiled tables.
+type Target interface {
+	// Name identifies the target in output ("sim", "xdp eth1", "bmv2 127.0.0.1:9559").
+	Name() string
+	// Read returns the tables the datapath holds now, as an IR (an empty IR
+	// for an empty datapath), so that a push writes only the difference.
+	Read(ctx context.Context) (*compiler.IR, error)
+	// Apply performs the diff's changes in their order. A change the
+	// datapath rejects is reported by name in the error; what was applied
+	// stays applied, and the next Read shows it.
+	Apply(ctx context.Context, d compiler.Diff) (ApplyStats, error)
+	// Close releases the connection or handles; the datapath stays programmed.
+	Close() error
+}
+
+// ApplyStats reports what an Apply wrote.
+type ApplyStats struct {
+	// Counts per table: [insert, modify, delete].
+	Counts   map[string][3]int
+	Writes   int // entity writes performed
+	Batches  int // round trips (RPCs, syscalls)
+	Bytes    int // encoded size, where the target knows it
+	Duration time.Duration
+}
+
+// PacketTarget is a datapath that can run one packet for replay and
+// differential tests.
+type PacketTarget interface {
+	// Process runs pkt at virtual time now and returns what the datapath did.
+	Process(ctx context.Context, pkt Packet, now time.Duration) (Verdict, error)
+}
