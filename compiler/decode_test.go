@@ -1,0 +1,277 @@
+package compiler
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const goodConfig = `tunnel:
+  sourceIPv4: 192.0.2.1
+services:
+  - name: web
+    vip: 203.0.113.10
+    protocol: TCP
+    ports: [80, "8000-8002"]
+    backends:
+      - name: ig-a
+        endpoints:
+          - {name: vm-a1, ip: 10.0.1.1}
+          - {name: vm-a2, ip: 10.0.1.2}
+`
+
+func TestLoadGood(t *testing.T) {
+	d, err := Load("lb.yaml", []byte(goodConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := d.Config.Services[0]
+	if got := s.Ports.List; len(got) != 4 || got[0] != 80 || got[3] != 8002 {
+		t.Fatalf("ports %v, want [80 8000 8001 8002]", got)
+	}
+	if s.Ring() != DefaultRingSize || s.IdleTimeout() != 60 || s.Affinity() != AffinityNone || s.TrackingMode() != TrackPerConnection {
+		t.Fatalf("defaults not applied: ring %d idle %d affinity %s mode %s", s.Ring(), s.IdleTimeout(), s.Affinity(), s.TrackingMode())
+	}
+}
+
+func TestLoadExamples(t *testing.T) {
+	for _, f := range []string{"failover.yaml", "weighted.yaml", "udp-fragments.yaml"} {
+		b, err := os.ReadFile("../examples/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(f, b); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestLoadErrors checks that each bad value is reported with its line, its
+// field path and what is allowed.
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		want    []string // substrings, each must appear in one problem
+		wantLen int
+	}{
+		{"unknown field with line", `services:
+  - name: web
+    vip: 203.0.113.10
+    protocl: TCP
+`, []string{`lb.yaml:4: unknown field "protocl" in a service; known fields:`}, 1},
+		{"wrong type", `services:
+  - name: web
+    ringSize: big
+`, []string{`lb.yaml:3: value "big" is a str, but this field wants a whole number`}, 1},
+		{"every problem at once", `tunnel: {sourceIPv4: 192.0.2.1}
+services:
+  - name: web
+    vip: 203.0.113.300
+    protocol: tcp
+    ports: [80]
+    sessionAffinity: CLIENT_IPS
+    connectionTrackingPolicy:
+      trackingMode: PER_SESSION
+      connectionPersistenceOnUnhealthyBackends: ALWAYS_PERSIST
+      idleTimeoutSec: 0
+    failoverPolicy: {failoverRatio: 1.5}
+    ringSize: 1000
+    backends:
+      - name: ig-a
+        endpoints:
+          - {name: vm-a1, ip: 10.0.1}
+          - {name: vm-a1, ip: 10.0.1.2}
+`, []string{
+			`lb.yaml:4: service "web": vip: "203.0.113.300" is not an IP address`,
+			`lb.yaml:5: service "web": protocol: "tcp" is not one of TCP, UDP, L3_DEFAULT (values are upper case: TCP)`,
+			`lb.yaml:7: service "web": sessionAffinity: "CLIENT_IPS" is not one of`,
+			`lb.yaml:10: service "web": connectionTrackingPolicy: connectionPersistenceOnUnhealthyBackends: ALWAYS_PERSIST is invalid with trackingMode PER_SESSION`,
+			`lb.yaml:11: service "web": connectionTrackingPolicy: idleTimeoutSec: 0 out of range 1..86400`,
+			`lb.yaml:12: service "web": failoverPolicy: failoverRatio: 1.5 out of range 0..1`,
+			`lb.yaml:13: service "web": ringSize: 1000 is neither prime nor a power of two (R-MAGLEV-1); nearest usable: 1009 or 1024`,
+			`lb.yaml:17: service "web": group "ig-a": endpoint "vm-a1": ip: "10.0.1" is not an IP address`,
+			`lb.yaml:18: service "web": group "ig-a": endpoint "vm-a1": name: duplicate endpoint name in this service`,
+		}, 9},
+		{"weights and failover need their parts", `tunnel: {sourceIPv4: 192.0.2.1}
+services:
+  - name: api
+    vip: 203.0.113.20
+    protocol: TCP
+    ports: ALL
+    localityLbPolicy: WEIGHTED_MAGLEV
+    backends:
+      - name: pool
+        failover: true
+        endpoints: [{name: b1, ip: 10.1.0.1}]
+`, []string{
+			`healthCheck: missing; WEIGHTED_MAGLEV takes weights from an HTTP health check`,
+			`lb.yaml:10: service "api": group "pool": failover: failover groups need a failoverPolicy`,
+		}, 2},
+		{"overlap", `tunnel: {sourceIPv4: 192.0.2.1}
+services:
+  - name: a
+    vip: 203.0.113.1
+    protocol: TCP
+    ports: [80, 443]
+    backends: [{name: g, endpoints: [{name: x, ip: 10.0.0.1}]}]
+  - name: b
+    vip: 203.0.113.1
+    protocol: TCP
+    ports: [443]
+    backends: [{name: g, endpoints: [{name: x, ip: 10.0.0.1}]}]
+  - name: c
+    vip: 203.0.113.1
+    protocol: UDP
+    ports: [443]
+    backends: [{name: g, endpoints: [{name: x, ip: 10.0.0.1}]}]
+`, []string{`lb.yaml:9: service "b": vip: 203.0.113.1 TCP 443 is also claimed by service "a"`}, 1},
+		{"ring too small for backends", `tunnel: {sourceIPv4: 192.0.2.1}
+services:
+  - name: a
+    vip: 203.0.113.1
+    protocol: TCP
+    ports: [80]
+    ringSize: 13
+    backends: [{name: g, endpoints: [{name: x, ip: 10.0.0.1}, {name: y, ip: 10.0.0.2}]}]
+`, []string{`ringSize: 13 is too small for 2 endpoints (need at least 10 slots each); use ringSize 23 or more`}, 1},
+		{"tunnel source needed", `services:
+  - name: a
+    vip: 2001:db8::1
+    protocol: UDP
+    ports: ALL
+    backends: [{name: g, endpoints: [{name: x, ip: 2001:db8:1::1}]}]
+`, []string{`ip: IP-in-IP to an IPv6 backend needs an outer source: set tunnel.sourceIPv6`}, 1},
+		{"L2 DSR needs MACs", `services:
+  - name: a
+    vip: 203.0.113.1
+    protocol: TCP
+    ports: [80]
+    encapsulation: L2_DSR
+    backends: [{name: g, endpoints: [{name: x, ip: 10.0.0.1}, {name: y, ip: 10.0.0.2, mac: "02:00:00:00:00:zz"}]}]
+`, []string{`endpoint "x": mac: missing; L2_DSR rewrites the destination MAC`, `endpoint "y": mac: "02:00:00:00:00:zz" is not a 48-bit MAC`}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load("lb.yaml", []byte(tt.yaml))
+			var ps Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("want Problems, got %v", err)
+			}
+			for _, w := range tt.want {
+				found := false
+				for _, p := range ps {
+					if strings.Contains(p.String(), w) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("no problem contains %q; got:\n%s", w, ps.Error())
+				}
+			}
+			if len(ps) != tt.wantLen {
+				t.Errorf("%d problems, want %d:\n%s", len(ps), tt.wantLen, ps.Error())
+			}
+		})
+	}
+}
+
+// TestRLIMIT: more than 250 endpoints is refused unless the limit is raised.
+func TestRLIMIT(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("tunnel: {sourceIPv4: 192.0.2.1}\nservices:\n  - name: big\n    vip: 203.0.113.1\n    protocol: TCP\n    ports: [80]\n    backends:\n      - name: g\n        endpoints:\n")
+	for i := 0; i < 251; i++ {
+		b.WriteString("          - {name: b" + itoa(i) + ", ip: 10.0." + itoa(i/200) + "." + itoa(i%200+1) + "}\n")
+	}
+	_, err := Load("lb.yaml", []byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "251 endpoints, over the limit of 250 (R-LIMIT)") {
+		t.Fatalf("want R-LIMIT error, got %v", err)
+	}
+	if _, err := Load("lb.yaml", []byte("limits: {maxEndpoints: 300}\n"+b.String())); err != nil {
+		t.Fatalf("raised limit still refused: %v", err)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestRFRAGCFG_Warning(t *testing.T) {
+	cfg := `tunnel: {sourceIPv4: 192.0.2.1}
+services:
+  - name: u
+    vip: 203.0.113.1
+    protocol: UDP
+    ports: [53]
+    backends: [{name: g, endpoints: [{name: x, ip: 10.0.0.1}]}]
+`
+	d, err := Load("lb.yaml", []byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0].String(), "R-FRAG-CFG") {
+		t.Fatalf("want one R-FRAG-CFG warning, got %v", d.Warnings)
+	}
+	b, _ := os.ReadFile("../examples/udp-fragments.yaml")
+	if d, err := Load("x", b); err != nil || len(d.Warnings) != 0 {
+		t.Fatalf("the recommended configuration warns: %v %v", err, d.Warnings)
+	}
+}
+
+func TestLoadState(t *testing.T) {
+	d, _ := Load("lb.yaml", []byte(goodConfig))
+	st, err := LoadState("h.yaml", []byte("vm-a1: {healthy: false}\nvm-a2: {weight: 7}\n"), d.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.IsHealthy("vm-a1") || !st.IsHealthy("vm-a2") || !st.IsHealthy("absent") {
+		t.Fatal("health read wrong")
+	}
+	if w, ok := st.WeightOf("vm-a2"); !ok || w != 7 {
+		t.Fatal("weight read wrong")
+	}
+	_, err = LoadState("h.yaml", []byte("vm-a1: {weight: 1200}\nvm-zz: {healthy: true}\nvm-a2: {helthy: true}\n"), d.Config)
+	if err == nil || !strings.Contains(err.Error(), `unknown field "helthy"`) {
+		t.Fatalf("unknown field not reported: %v", err)
+	}
+	_, err = LoadState("h.yaml", []byte("vm-a1: {weight: 1200}\nvm-zz: {healthy: true}\n"), d.Config)
+	for _, w := range []string{"h.yaml:1: vm-a1: weight: 1200 out of range 0..1000", "h.yaml:2: vm-zz: no endpoint of that name"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("want %q in %v", w, err)
+		}
+	}
+}
+
+// FuzzLoad: no input makes the decoder panic; bad input is Problems.
+func FuzzLoad(f *testing.F) {
+	f.Add([]byte(goodConfig))
+	for _, n := range []string{"failover.yaml", "weighted.yaml", "udp-fragments.yaml"} {
+		if b, err := os.ReadFile("../examples/" + n); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("services: [{ports: ALL}]"))
+	f.Add([]byte("services:\n - ports: [\"9-1\"]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := Load("fuzz.yaml", data)
+		if err != nil {
+			var ps Problems
+			if !errors.As(err, &ps) || len(ps) == 0 {
+				t.Fatalf("error is not Problems: %v", err)
+			}
+			return
+		}
+		// A configuration that validates must compile.
+		st := State{}
+		for _, s := range d.Config.Services {
+			for _, g := range s.Backends {
+				for _, e := range g.Endpoints {
+					st.SetWeight(e.Name, 1)
+				}
+			}
+		}
+		if _, err := Compile(Input{Config: d.Config, State: st}); err != nil {
+			t.Fatalf("valid configuration does not compile: %v", err)
+		}
+	})
+}
