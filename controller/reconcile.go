@@ -1,0 +1,189 @@
+// Package controller keeps datapaths programmed: it turns the
+// configuration and the health state into the IR, the ordered diff against
+// what a datapath holds, and the events an operator wants to see. `lbc run`
+// drives it with real health checks; `lbc replay` drives the same code with
+// the events of a trace.
+package controller
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/lbc-dev/lbc/compiler"
+)
+
+// Event kinds.
+const (
+	EventFailover      = "failover"       // the eligible set moved to failover backends (R-ELIG-5)
+	EventFailback      = "failback"       // it moved back to primaries (R-ELIG-5)
+	EventEpoch         = "epoch"          // the service's entries were flushed (R-EPOCH)
+	EventDrainStart    = "draining-start" // a removed backend keeps its entries until its deadline (R-DRAIN)
+	EventDrainEnd      = "draining-end"   // its deadline passed: the row and its entries are gone (R-DRAIN)
+	EventBackendAdd    = "backend-add"    // a backend row appeared
+	EventBackendRemove = "backend-remove" // a backend row went without draining (drainingTimeoutSec 0)
+	EventEligible      = "eligible"       // the eligible set changed
+	EventNoBackends    = "no-backends"    // the eligible set became empty: new connections are dropped
+)
+
+// Event is one change an operator cares about.
+type Event struct {
+	Kind    string `json:"kind"`
+	Service string `json:"service"`
+	Backend string `json:"backend,omitempty"`
+	Detail  string `json:"detail"`
+}
+
+func (e Event) String() string {
+	s := fmt.Sprintf("service %q: %s", e.Service, e.Kind)
+	if e.Backend != "" {
+		s += fmt.Sprintf(" backend %q", e.Backend)
+	}
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// Reconciled is the outcome of one Reconcile.
+type Reconciled struct {
+	IR     *compiler.IR
+	Result *compiler.Result
+	// Diff turns prev into IR, in the order that is safe to apply.
+	Diff   compiler.Diff
+	Events []Event
+}
+
+// Reconcile compiles cfg for the health state st against prev (what the
+// datapath holds, nil on a first push) at time now (seconds, the clock
+// draining deadlines are dated with) and returns the new IR, the diff and
+// the events. It is pure: no I/O, no clock. It is the one code path from
+// state to tables: the controller and replay both call it.
+//
+// cfg must have passed validation (compiler.Load or compiler.Validate).
+func Reconcile(cfg *compiler.Config, st compiler.State, prev *compiler.IR, now float64) (*Reconciled, error) {
+	res, err := compiler.Compile(compiler.Input{Config: cfg, State: st, Prev: prev, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	return &Reconciled{IR: res.IR, Result: res, Diff: compiler.DiffIR(prev, res.IR), Events: Events(prev, res.IR)}, nil
+}
+
+// Events lists what changed from prev to next, per service in ID order.
+func Events(prev, next *compiler.IR) []Event {
+	if prev == nil {
+		prev = &compiler.IR{}
+	}
+	var out []Event
+	for i := range next.Services {
+		s := &next.Services[i]
+		o := prev.Service(s.ID)
+		if o == nil {
+			continue
+		}
+		add := func(kind, backend, format string, args ...any) {
+			out = append(out, Event{Kind: kind, Service: s.Name, Backend: backend, Detail: fmt.Sprintf(format, args...)})
+		}
+		if !equalStrings(o.Eligible, s.Eligible) {
+			add(EventEligible, "", "%s (%s) → %s (%s)", list(o.Eligible), o.Rule, list(s.Eligible), s.Rule)
+		}
+		if s.NoBackends && !o.NoBackends {
+			add(EventNoBackends, "", "%s: new connections are dropped", s.Rule)
+		}
+		// FailoverSide keeps its last value while the set is empty, so a
+		// change of side is a failover or failback (R-ELIG-5).
+		if o.Decision != "" && !s.NoBackends && o.FailoverSide != s.FailoverSide {
+			if s.FailoverSide {
+				add(EventFailover, "", "new connections go to failover backends %s", list(s.Eligible))
+			} else {
+				add(EventFailback, "", "new connections go back to primaries %s", list(s.Eligible))
+			}
+		}
+		if o.Epoch != s.Epoch {
+			add(EventEpoch, "", "epoch %d → %d: every entry of the service is invalid (disableConnectionDrainOnFailover)", o.Epoch, s.Epoch)
+		}
+	}
+	// Backends, in ID order.
+	ob := map[uint32]*compiler.BackendRow{}
+	for i := range prev.Backends {
+		ob[prev.Backends[i].ID] = &prev.Backends[i]
+	}
+	nb := map[uint32]bool{}
+	svcName := func(id uint32) string {
+		if s := next.Service(id); s != nil {
+			return s.Name
+		}
+		if s := prev.Service(id); s != nil {
+			return s.Name
+		}
+		return fmt.Sprint(id)
+	}
+	for i := range next.Backends {
+		b := &next.Backends[i]
+		nb[b.ID] = true
+		o := ob[b.ID]
+		switch {
+		case o == nil && prev.Service(b.ServiceID) != nil:
+			out = append(out, Event{Kind: EventBackendAdd, Service: svcName(b.ServiceID), Backend: b.Name, Detail: b.IP.String()})
+		case o != nil && b.Draining && !o.Draining:
+			out = append(out, Event{Kind: EventDrainStart, Service: svcName(b.ServiceID), Backend: b.Name, Detail: fmt.Sprintf("keeps its entries until t=%gs", b.DrainDeadline)})
+		}
+	}
+	var gone []*compiler.BackendRow
+	for id, o := range ob {
+		if !nb[id] {
+			gone = append(gone, o)
+		}
+	}
+	sort.Slice(gone, func(i, j int) bool { return gone[i].ID < gone[j].ID })
+	for _, o := range gone {
+		if o.Draining {
+			out = append(out, Event{Kind: EventDrainEnd, Service: svcName(o.ServiceID), Backend: o.Name, Detail: "draining timeout over: its entries are invalid"})
+		} else {
+			out = append(out, Event{Kind: EventBackendRemove, Service: svcName(o.ServiceID), Backend: o.Name, Detail: "removed; its entries are invalid (no connectionDraining)"})
+		}
+	}
+	return out
+}
+
+// NextDeadline returns the earliest draining deadline in ir (seconds, on
+// the clock Reconcile was given): at that time a Reconcile deletes the
+// backend row and with it the validity of its entries (R-DRAIN).
+func NextDeadline(ir *compiler.IR) (float64, bool) {
+	var t float64
+	ok := false
+	if ir == nil {
+		return 0, false
+	}
+	for _, b := range ir.Backends {
+		if b.Draining && (!ok || b.DrainDeadline < t) {
+			t, ok = b.DrainDeadline, true
+		}
+	}
+	return t, ok
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "{}"
+	}
+	out := "{"
+	for i, x := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += x
+	}
+	return out + "}"
+}

@@ -1,0 +1,378 @@
+package sim
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/targets"
+)
+
+// Step rules that are not rule IDs of the spec but name a stage of its
+// per-packet algorithm (section 1), so that every step has a label.
+const (
+	StepLookup    = "LOOKUP"    // service lookup by VIP, protocol, port
+	StepFallback  = "FALLBACK"  // P4 semantics: not parsed, sent to the fallback port
+	StepMalformed = "MALFORMED" // inconsistent headers: dropped
+	StepICMPError = "ICMP-ERROR"
+	StepEncap     = "ENCAP"
+)
+
+// Detail is the structured account of one decision, for `lbc explain
+// --json`. Fields that did not take part are zero.
+type Detail struct {
+	Service   string `json:"service,omitempty"`
+	Match     string `json:"match,omitempty"` // port, all-ports, any-proto
+	Class     string `json:"class,omitempty"`
+	Fragment  bool   `json:"fragment,omitempty"`
+	ICMPError bool   `json:"icmpError,omitempty"`
+
+	TrackTuple string `json:"trackTuple,omitempty"` // 2-tuple, 3-tuple, 5-tuple; empty when untracked
+	TrackBytes string `json:"trackBytes,omitempty"` // R-HASH layout, hex
+	Entry      *Entry `json:"entry,omitempty"`      // the stored entry found, valid or not
+	EntryValid bool   `json:"entryValid,omitempty"`
+	Invalid    string `json:"invalid,omitempty"` // rule that invalidated the entry
+
+	AffinityTuple string   `json:"affinityTuple,omitempty"`
+	AffinityBytes string   `json:"affinityBytes,omitempty"`
+	Hash          uint32   `json:"hash,omitempty"`
+	Slot          uint32   `json:"slot,omitempty"`
+	RingSize      uint32   `json:"ringSize,omitempty"`
+	Decision      string   `json:"decision,omitempty"`
+	EligibleRule  string   `json:"eligibleRule,omitempty"`
+	Eligible      []string `json:"eligible,omitempty"`
+
+	BackendIP string `json:"backendIP,omitempty"`
+	Encap     string `json:"encap,omitempty"`
+}
+
+// Process implements targets.PacketTarget.
+func (d *Datapath) Process(ctx context.Context, pkt targets.Packet, now time.Duration) (targets.Verdict, error) {
+	v, _, err := d.ProcessDetail(pkt, now)
+	return v, err
+}
+
+// run is one packet's decision under construction.
+type run struct {
+	d   *Datapath
+	v   targets.Verdict
+	det Detail
+}
+
+func (r *run) step(rule, format string, args ...any) {
+	r.v.Steps = append(r.v.Steps, targets.Step{Rule: rule, Detail: fmt.Sprintf(format, args...)})
+}
+
+// ProcessDetail is Process with the structured account of the decision.
+// An error means the IR is inconsistent (a ring slot pointing nowhere),
+// never a bad packet: bad packets get a defined drop.
+func (d *Datapath) ProcessDetail(pkt targets.Packet, now time.Duration) (targets.Verdict, Detail, error) {
+	r := &run{d: d}
+	err := r.process(pkt, now)
+	return r.v, r.det, err
+}
+
+func isICMPError(p targets.Packet) bool {
+	switch {
+	case p.Proto == compiler.IPProtoICMP && p.Src.Unmap().Is4():
+		return p.ICMPType == 3 || p.ICMPType == 11 || p.ICMPType == 12
+	case p.Proto == compiler.IPProtoICMPv6 && p.Src.Is6() && !p.Src.Is4In6():
+		return p.ICMPType >= 1 && p.ICMPType <= 4
+	}
+	return false
+}
+
+func (r *run) drop(reason, rule, format string, args ...any) {
+	r.v.Action = targets.Drop
+	r.v.DropReason = reason
+	r.step(rule, format, args...)
+}
+
+func (r *run) process(pkt targets.Packet, now time.Duration) error {
+	src, dst := pkt.Src.Unmap(), pkt.Dst.Unmap()
+	if !src.IsValid() || !dst.IsValid() || src.Is4() != dst.Is4() {
+		r.drop(targets.DropMalformed, StepMalformed, "source %v and destination %v are not two addresses of one family", pkt.Src, pkt.Dst)
+		return nil
+	}
+	pkt.Src, pkt.Dst = src, dst
+	if pkt.Frag > targets.FragLast {
+		r.drop(targets.DropMalformed, StepMalformed, "unknown fragment kind %d", pkt.Frag)
+		return nil
+	}
+	frag := pkt.Fragmented()
+	r.det.Fragment = frag
+	if r.d.fallback && (frag || (pkt.Proto != compiler.IPProtoTCP && pkt.Proto != compiler.IPProtoUDP)) {
+		r.v.Action = targets.Fallback
+		if frag {
+			r.step(StepFallback, "%s fragment: the switch does not reassemble; sent to the fallback port (R-FRAG)", pkt.Frag)
+		} else {
+			r.step(StepFallback, "protocol %d is not parsed by the switch; sent to the fallback port", pkt.Proto)
+		}
+		return nil
+	}
+	if isICMPError(pkt) {
+		return r.icmpError(pkt, now)
+	}
+	if (pkt.Proto == compiler.IPProtoICMP || pkt.Proto == compiler.IPProtoICMPv6) && pkt.Inner != nil {
+		r.drop(targets.DropMalformed, StepMalformed, "ICMP type %d is not an error but quotes a packet", pkt.ICMPType)
+		return nil
+	}
+
+	// Service lookup. A non-first fragment has no ports: it can only match
+	// an all-ports or L3_DEFAULT service (R-FRAG).
+	port := pkt.DstPort
+	if pkt.Frag == targets.FragMiddle || pkt.Frag == targets.FragLast {
+		port = 0
+	}
+	svc, kind, ok := r.d.lookup(pkt.Dst, pkt.Proto, port)
+	if !ok {
+		r.v.Action = targets.NotOurs
+		if port == 0 && frag {
+			r.step(StepLookup, "no service for %v proto %d (a %s fragment has no ports: only all-ports and L3_DEFAULT services match it)", pkt.Dst, pkt.Proto, pkt.Frag)
+		} else {
+			r.step(StepLookup, "no service for %v proto %d port %d", pkt.Dst, pkt.Proto, pkt.DstPort)
+		}
+		return nil
+	}
+	r.service(svc, kind)
+	r.step(StepLookup, "service %q (match %s: %v proto %d port %d)", svc.Name, kind, pkt.Dst, pkt.Proto, port)
+
+	c := compiler.ClassOf(pkt.Proto)
+	pol := svc.Classes[c]
+	r.det.Class = c.String()
+	t := pkt.Tuple()
+	if pkt.Frag == targets.FragMiddle || pkt.Frag == targets.FragLast {
+		t.SrcPort, t.DstPort = 0, 0
+	}
+
+	if pol.Track == compiler.TupleNone {
+		r.v.CT = targets.CTUntracked
+		r.step("R-CT-3", "%s is not tracked under sessionAffinity of this service: no lookup, no entry", c)
+		return r.selectBackend(svc, pol, t, frag, nil, now)
+	}
+	tk := compiler.Effective(pol.Track, frag)
+	key := MakeKey(svc.ID, tk, t)
+	r.det.TrackTuple = tk.String()
+	r.det.TrackBytes = hex.EncodeToString(key.Tuple.AppendLayout(nil, tk))
+	if pkt.Flags&(targets.FlagFIN|targets.FlagRST) != 0 && pkt.Proto == compiler.IPProtoTCP {
+		r.step("R-CT-4", "FIN/RST does not delete the entry")
+	}
+	if pkt.IsSYN() {
+		if svc.SynNew {
+			r.v.CT = targets.CTNew
+			// R-CT-2 reduces to R-CT-1 for the 5-tuple affinities.
+			r.step("R-CT-1", "TCP SYN: a new connection, conntrack lookup skipped")
+			return r.selectBackend(svc, pol, t, frag, &key, now)
+		}
+		r.step("R-CT-2", "TCP SYN under PER_SESSION with a client affinity: looks up the session entry")
+	}
+	r.step("R-TRK", "tracking tuple %s %s", tk, r.det.TrackBytes)
+	e, found := r.d.ct.Lookup(key)
+	if found {
+		ec := e
+		r.det.Entry = &ec
+		if rule, why := r.valid(svc, pol, e, now); rule != "" {
+			r.det.Invalid = rule
+			r.step(rule, "entry → backend %d no longer valid: %s", e.BackendID, why)
+		} else {
+			r.det.EntryValid = true
+			b := r.d.backends[e.BackendID]
+			e.LastSeen = now
+			r.d.ct.Store(key, e)
+			r.v.CT = targets.CTHit
+			r.step("R-AGE", "entry hit (last seen %s ago, idle timeout %ds); refreshed", now-ec.LastSeen, svc.IdleTimeoutSec)
+			if b.Draining {
+				r.step("R-DRAIN", "backend %q is draining until %gs: keeps its entries", b.Name, b.DrainDeadline)
+			} else if !b.Healthy {
+				if pol.Persist {
+					r.step("R-PERSIST", "backend %q is unhealthy; %s entries persist", b.Name, c)
+				} else {
+					r.step("R-PERSIST-LR", "backend %q is unhealthy but every backend is: entries stay valid", b.Name)
+				}
+			} else if b.Weight == 0 && r.d.weighted(svc.ID) && !eligibleHas(svc, b.Name) {
+				r.step("R-WEIGHT-0", "backend %q takes no new connections but keeps this one", b.Name)
+			}
+			r.forward(svc, b)
+			return nil
+		}
+	}
+	r.v.CT = targets.CTMiss
+	if !found {
+		r.step("R-TRK", "no entry")
+	}
+	return r.selectBackend(svc, pol, t, frag, &key, now)
+}
+
+// weighted reports whether some backend of the service has a weight,
+// which only WEIGHTED_MAGLEV services record.
+func (d *Datapath) weighted(svc uint32) bool {
+	for _, b := range d.backends {
+		if b.ServiceID == svc && b.Weight > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func eligibleHas(svc *compiler.ServiceRow, name string) bool {
+	for _, n := range svc.Eligible {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// valid applies the validity rules to a stored entry; it returns the rule
+// that invalidates it, or "".
+func (r *run) valid(svc *compiler.ServiceRow, pol compiler.ClassPolicy, e Entry, now time.Duration) (string, string) {
+	idle := time.Duration(svc.IdleTimeoutSec) * time.Second
+	// R-AGE: at exactly idleTimeoutSec after the last packet the entry has
+	// expired (now − lastSeen < idle is valid).
+	if now-e.LastSeen >= idle {
+		return "R-AGE", fmt.Sprintf("idle for %s ≥ idleTimeoutSec %ds", now-e.LastSeen, svc.IdleTimeoutSec)
+	}
+	if e.Epoch != svc.Epoch {
+		return "R-EPOCH", fmt.Sprintf("entry epoch %d, service epoch %d (flushed on failover/failback)", e.Epoch, svc.Epoch)
+	}
+	b := r.d.backends[e.BackendID]
+	if b == nil || b.ServiceID != svc.ID {
+		return "R-DRAIN", fmt.Sprintf("backend %d is gone (removed, draining over)", e.BackendID)
+	}
+	if !b.Healthy && !pol.Persist && !svc.AllUnhealthy {
+		return "R-PERSIST", fmt.Sprintf("backend %q is unhealthy and this protocol does not persist", b.Name)
+	}
+	return "", ""
+}
+
+func (r *run) service(svc *compiler.ServiceRow, kind compiler.MatchKind) {
+	r.v.ServiceID = svc.ID
+	r.v.Service = svc.Name
+	r.det.Service = svc.Name
+	r.det.Match = kind.String()
+}
+
+// selectBackend picks from the ring by the affinity tuple and, when key is
+// set, records the entry (R-CT-3: only trackable packets create one).
+func (r *run) selectBackend(svc *compiler.ServiceRow, pol compiler.ClassPolicy, t compiler.Tuple, frag bool, key *Key, now time.Duration) error {
+	r.det.Decision, r.det.EligibleRule, r.det.Eligible = svc.Decision, svc.Rule, svc.Eligible
+	if svc.NoBackends {
+		rule := svc.Rule
+		if rule == "" {
+			rule = "R-ELIG"
+		}
+		r.drop(targets.DropNoBackends, rule, "eligible set is empty (%s): new connections are dropped", svc.Decision)
+		return nil
+	}
+	ak := compiler.Effective(pol.Affinity, frag)
+	lay := t.AppendLayout(nil, ak)
+	h := compiler.HashBytes(lay)
+	r.det.AffinityTuple = ak.String()
+	r.det.AffinityBytes = hex.EncodeToString(lay)
+	r.step("R-AFF", "affinity tuple %s %s", ak, r.det.AffinityBytes)
+	ring := r.d.ir.ActiveRing(svc)
+	if svc.RingSize == 0 {
+		return fmt.Errorf("service %q: ring size 0", svc.Name)
+	}
+	slot := compiler.Slot(h, svc.RingSize)
+	r.det.Hash, r.det.Slot, r.det.RingSize = h, slot, svc.RingSize
+	r.step("R-HASH", "crc32 %#08x", h)
+	if int(slot) >= len(ring) || ring[slot] == 0 {
+		return fmt.Errorf("service %q: ring half %d slot %d is unset (ring holds %d slots)", svc.Name, svc.ActiveHalf, slot, len(ring))
+	}
+	b := r.d.backends[ring[slot]]
+	if b == nil {
+		return fmt.Errorf("service %q: ring slot %d points at backend %d, which the backend table does not hold", svc.Name, slot, ring[slot])
+	}
+	elig := svc.Rule
+	if elig == "" {
+		elig = "R-ELIG"
+	}
+	r.step(elig, "eligible set (%s): %s", svc.Decision, strings.Join(svc.Eligible, ", "))
+	r.step("R-MAGLEV-1", "slot %d of %d (half %d) → backend %q", slot, svc.RingSize, svc.ActiveHalf, b.Name)
+	if key != nil {
+		r.d.ct.Store(*key, Entry{BackendID: b.ID, Epoch: svc.Epoch, LastSeen: now})
+		r.step("R-CT-3", "entry created → %q (epoch %d)", b.Name, svc.Epoch)
+	}
+	r.forward(svc, b)
+	return nil
+}
+
+func (r *run) forward(svc *compiler.ServiceRow, b *compiler.BackendRow) {
+	r.v.Action = targets.Forward
+	r.v.BackendID = b.ID
+	r.v.Backend = b.Name
+	r.det.BackendIP = b.IP.String()
+	if svc.Encap == compiler.EncapKindL2DSR {
+		r.det.Encap = fmt.Sprintf("L2 DSR: destination MAC %x", b.MAC[:])
+	} else {
+		src := r.d.ir.TunnelSource4
+		if b.IP.Is6() {
+			src = r.d.ir.TunnelSource6
+		}
+		r.det.Encap = fmt.Sprintf("IP-in-IP: outer %v → %v", src, b.IP)
+	}
+	r.step(StepEncap, "%s", r.det.Encap)
+}
+
+// icmpError sends an ICMP error to the backend of the flow it quotes: the
+// quoted packet went from the VIP to the client, so the flow is its
+// reverse. Conntrack is looked up without creating or refreshing an entry;
+// on a miss the ring decides by the flow's affinity tuple. The error
+// itself is never tracked (R-CT-3). CT reports the flow's lookup: hit,
+// miss, or untracked when the flow's protocol is not tracked.
+func (r *run) icmpError(pkt targets.Packet, now time.Duration) error {
+	r.det.ICMPError = true
+	if pkt.Inner == nil {
+		r.drop(targets.DropMalformed, StepMalformed, "ICMP error type %d quotes no packet", pkt.ICMPType)
+		return nil
+	}
+	in := *pkt.Inner
+	flow := compiler.Tuple{Src: in.Dst.Unmap(), Dst: in.Src.Unmap(), Proto: in.Proto, SrcPort: in.DstPort, DstPort: in.SrcPort}
+	if !flow.Src.IsValid() || !flow.Dst.IsValid() || flow.Src.Is4() != flow.Dst.Is4() || flow.Src.Is4() != pkt.Src.Is4() {
+		r.drop(targets.DropMalformed, StepMalformed, "quoted packet %v → %v does not match the error's address family", in.Src, in.Dst)
+		return nil
+	}
+	r.step(StepICMPError, "ICMP error type %d code %d quotes %v:%d → %v:%d proto %d; flow is %v:%d → %v:%d", pkt.ICMPType, pkt.ICMPCode,
+		in.Src, in.SrcPort, in.Dst, in.DstPort, in.Proto, flow.Src, flow.SrcPort, flow.Dst, flow.DstPort)
+	port := flow.DstPort
+	svc, kind, ok := r.d.lookup(flow.Dst, flow.Proto, port)
+	if !ok {
+		r.v.Action = targets.NotOurs
+		r.step(StepLookup, "no service for the quoted flow (%v proto %d port %d)", flow.Dst, flow.Proto, port)
+		return nil
+	}
+	r.service(svc, kind)
+	r.step(StepLookup, "service %q (match %s)", svc.Name, kind)
+	c := compiler.ClassOf(flow.Proto)
+	pol := svc.Classes[c]
+	r.det.Class = c.String()
+	if pol.Track == compiler.TupleNone {
+		r.v.CT = targets.CTUntracked
+		r.step("R-CT-3", "the quoted flow's protocol is not tracked")
+		return r.selectBackend(svc, pol, flow, false, nil, now)
+	}
+	key := MakeKey(svc.ID, pol.Track, flow)
+	r.det.TrackTuple = pol.Track.String()
+	r.det.TrackBytes = hex.EncodeToString(key.Tuple.AppendLayout(nil, pol.Track))
+	r.step("R-TRK", "tracking tuple of the flow %s %s (lookup only: the error is never tracked)", pol.Track, r.det.TrackBytes)
+	if e, found := r.d.ct.Lookup(key); found {
+		ec := e
+		r.det.Entry = &ec
+		if rule, why := r.valid(svc, pol, e, now); rule != "" {
+			r.det.Invalid = rule
+			r.step(rule, "the flow's entry is not valid: %s", why)
+		} else {
+			r.det.EntryValid = true
+			r.v.CT = targets.CTHit
+			r.step("R-AGE", "the flow's entry is valid (not refreshed)")
+			r.forward(svc, r.d.backends[e.BackendID])
+			return nil
+		}
+	}
+	r.v.CT = targets.CTMiss
+	return r.selectBackend(svc, pol, flow, false, nil, now)
+}

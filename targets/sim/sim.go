@@ -1,0 +1,113 @@
+package sim
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/targets"
+)
+
+// Options select the behaviour of a Datapath.
+type Options struct {
+	// Conntrack is the table geometry; nil is an exact, unbounded table
+	// keyed by the tracking tuple (NewExact).
+	Conntrack Conntrack
+	// Fallback gives P4-switch semantics: fragments, and every protocol
+	// the switch does not parse (anything but TCP and UDP), get Action
+	// Fallback (sent out the fallback port unchanged) instead of being
+	// processed (design decision 5).
+	Fallback bool
+}
+
+// Datapath is the reference datapath. It is a targets.Target (it holds an
+// IR, updated by Apply) and a targets.PacketTarget. It is not safe for
+// concurrent use.
+type Datapath struct {
+	ir       *compiler.IR
+	ct       Conntrack
+	fallback bool
+
+	// Indexes of ir, rebuilt by Apply.
+	services map[uint32]*compiler.ServiceRow
+	backends map[uint32]*compiler.BackendRow
+	vips     map[compiler.VIPKey]uint32
+}
+
+var (
+	_ targets.Target       = (*Datapath)(nil)
+	_ targets.PacketTarget = (*Datapath)(nil)
+)
+
+// New returns an empty datapath (no services: every packet is not ours).
+func New(opts Options) *Datapath {
+	d := &Datapath{ct: opts.Conntrack, fallback: opts.Fallback}
+	if d.ct == nil {
+		d.ct = NewExact()
+	}
+	d.setIR(&compiler.IR{})
+	return d
+}
+
+// Name implements targets.Target.
+func (d *Datapath) Name() string { return "sim" }
+
+// Read implements targets.Target: a copy of the tables held.
+func (d *Datapath) Read(ctx context.Context) (*compiler.IR, error) {
+	return d.ir.Clone(), nil
+}
+
+// Apply implements targets.Target. The reference applies a diff at once:
+// a packet sees the IR before or after it, never in between.
+func (d *Datapath) Apply(ctx context.Context, diff compiler.Diff) (targets.ApplyStats, error) {
+	start := time.Now()
+	d.setIR(diff.Apply(d.ir))
+	return targets.ApplyStats{Counts: diff.Counts(), Writes: len(diff.Changes), Batches: 1, Duration: time.Since(start)}, nil
+}
+
+// Close implements targets.Target.
+func (d *Datapath) Close() error { return nil }
+
+// IR returns the tables the datapath holds; the caller must not modify them.
+func (d *Datapath) IR() *compiler.IR { return d.ir }
+
+// Conntrack returns the conntrack table.
+func (d *Datapath) Conntrack() Conntrack { return d.ct }
+
+func (d *Datapath) setIR(ir *compiler.IR) {
+	d.ir = ir
+	d.services = make(map[uint32]*compiler.ServiceRow, len(ir.Services))
+	for i := range ir.Services {
+		d.services[ir.Services[i].ID] = &ir.Services[i]
+	}
+	d.backends = make(map[uint32]*compiler.BackendRow, len(ir.Backends))
+	for i := range ir.Backends {
+		d.backends[ir.Backends[i].ID] = &ir.Backends[i]
+	}
+	d.vips = make(map[compiler.VIPKey]uint32, len(ir.VIPs))
+	for _, v := range ir.VIPs {
+		d.vips[v.Key] = v.ServiceID
+	}
+}
+
+// lookup finds the service of (dst, proto, port) in the datapath order of
+// compiler.IR.Lookup: exact port, all ports of the protocol, any protocol.
+func (d *Datapath) lookup(dst netip.Addr, proto uint8, port uint16) (*compiler.ServiceRow, compiler.MatchKind, bool) {
+	dst = dst.Unmap()
+	for _, k := range [...]compiler.VIPKey{
+		{VIP: dst, Proto: proto, Port: port, Kind: compiler.MatchPort},
+		{VIP: dst, Proto: proto, Kind: compiler.MatchAllPorts},
+		{VIP: dst, Kind: compiler.MatchAnyProto},
+	} {
+		if k.Kind == compiler.MatchPort && port == 0 {
+			continue // ports are 1..65535; a portless packet cannot match one
+		}
+		if id, ok := d.vips[k]; ok {
+			if s := d.services[id]; s != nil {
+				return s, k.Kind, true
+			}
+		}
+	}
+	return nil, 0, false
+}
