@@ -96,15 +96,16 @@ func BuildRing(members []RingMember, m int, weighted bool) (*Ring, error) {
 	// halves the slots moved beyond the minimum compared with classic
 	// Maglev (see BenchmarkDisruption) at the same build cost.
 	probes := make([]int, n)
-	s := scheduler{quota: quota, claimed: probes}
+	var s scheduler
 	for i := range ms {
 		if quota[i] > 0 {
-			s.push(i)
+			s.items = append(s.items, turn{key: 1 / float64(quota[i]), idx: int32(i)})
 		}
 	}
+	s.init()
 	slots := r.Slots
 	for filled := 0; filled < m; {
-		i := s.pop()
+		i := s.items[0].idx
 		p := pos[i]
 		for k := 0; k < probeBatch; k++ {
 			cur := p
@@ -113,7 +114,7 @@ func BuildRing(members []RingMember, m int, weighted bool) (*Ring, error) {
 			}
 			probes[i]++
 			if slots[cur] < 0 {
-				slots[cur] = int32(i)
+				slots[cur] = i
 				r.Counts[i]++
 				filled++
 				break
@@ -121,7 +122,10 @@ func BuildRing(members []RingMember, m int, weighted bool) (*Ring, error) {
 		}
 		pos[i] = p
 		if r.Counts[i] < quota[i] {
-			s.push(i)
+			s.items[0].key = float64(probes[i]+1) / float64(quota[i])
+			s.down(0)
+		} else {
+			s.popTop()
 		}
 	}
 	return r, nil
@@ -167,62 +171,54 @@ func Apportion(m int, weights []int) []int {
 	return out
 }
 
-// scheduler orders claims by virtual finish time (claimed+1)/quota, the
-// smallest first, ties to the lower index: a stride scheduler in exact
-// integer arithmetic, so that the order is the same on every machine.
-type scheduler struct {
-	heap    []int
-	quota   []int
-	claimed []int
+// scheduler orders turns by virtual time (probes+1)/quota, the smallest
+// first, ties to the lower index: a stride scheduler. The division is
+// IEEE-754 correctly rounded, so the order is the same on every machine.
+type scheduler struct{ items []turn }
+
+type turn struct {
+	key float64
+	idx int32
 }
 
-func (s *scheduler) less(a, b int) bool {
-	l := uint64(s.claimed[a]+1) * uint64(s.quota[b])
-	r := uint64(s.claimed[b]+1) * uint64(s.quota[a])
-	if l != r {
-		return l < r
-	}
-	return a < b
-}
+func (t turn) before(o turn) bool { return t.key < o.key || (t.key == o.key && t.idx < o.idx) }
 
-func (s *scheduler) push(i int) {
-	s.heap = append(s.heap, i)
-	h := s.heap
-	c := len(h) - 1
-	for c > 0 {
-		p := (c - 1) / 2
-		if !s.less(h[c], h[p]) {
-			break
-		}
-		h[c], h[p] = h[p], h[c]
-		c = p
+func (s *scheduler) init() {
+	for i := len(s.items)/2 - 1; i >= 0; i-- {
+		s.down(i)
 	}
 }
 
-func (s *scheduler) pop() int {
-	h := s.heap
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	s.heap = h
-	c := 0
+func (s *scheduler) popTop() {
+	last := len(s.items) - 1
+	s.items[0] = s.items[last]
+	s.items = s.items[:last]
+	if last > 0 {
+		s.down(0)
+	}
+}
+
+// down restores the heap below i after its key grew.
+func (s *scheduler) down(i int) {
+	h := s.items
+	n := len(h)
+	x := h[i]
 	for {
-		l := 2*c + 1
-		if l >= len(h) {
+		l := 2*i + 1
+		if l >= n {
 			break
 		}
-		m := l
-		if r := l + 1; r < len(h) && s.less(h[r], h[l]) {
-			m = r
+		c := l
+		if r := l + 1; r < n && h[r].before(h[l]) {
+			c = r
 		}
-		if !s.less(h[m], h[c]) {
+		if !h[c].before(x) {
 			break
 		}
-		h[c], h[m] = h[m], h[c]
-		c = m
+		h[i] = h[c]
+		i = c
 	}
-	return top
+	h[i] = x
 }
 
 // nameHash is FNV-1a 64 of a backend name: stable across versions and

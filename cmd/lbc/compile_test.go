@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runLBC runs the CLI in-process and returns stdout, stderr and the error.
+func runLBC(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	app := newApp()
+	var out, errw bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &errw
+	err := app.Run(append([]string{"lbc"}, args...))
+	return out.String(), errw.String(), err
+}
+
+func TestCompileDefault(t *testing.T) {
+	out, _, err := runLBC(t, "compile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"service web", "decision primary (R-ELIG-3d)", "25.00%"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestCompileJSON(t *testing.T) {
+	out, _, err := runLBC(t, "compile", "-c", "../../examples/failover.yaml", "--health", "../../examples/failover-health.yaml", "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Services []struct {
+			Name     string   `json:"name"`
+			Eligible []string `json:"eligible"`
+			Decision string   `json:"decision"`
+			Rule     string   `json:"rule"`
+			Ring     struct {
+				Size   int            `json:"size"`
+				Counts map[string]int `json:"counts"`
+			} `json:"ring"`
+		} `json:"services"`
+		IR struct {
+			Backends []json.RawMessage `json:"backends"`
+		} `json:"ir"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	s := got.Services[0]
+	if s.Decision != "failover" || s.Rule != "R-ELIG-3e" || strings.Join(s.Eligible, ",") != "vm-b1,vm-b2,vm-c1,vm-c2" {
+		t.Fatalf("got %s %s %v", s.Decision, s.Rule, s.Eligible)
+	}
+	total := 0
+	for _, n := range s.Ring.Counts {
+		total += n
+	}
+	if total != s.Ring.Size || s.Ring.Size != 65537 || len(got.IR.Backends) != 8 {
+		t.Fatalf("ring counts sum %d of %d, %d backends", total, s.Ring.Size, len(got.IR.Backends))
+	}
+}
+
+func TestValidateReportsAll(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "lb.yaml")
+	os.WriteFile(p, []byte("services:\n  - name: web\n    vip: nope\n    protocol: TCP\n    ports: [80]\n    ringSize: 12\n    backends: []\n"), 0o644)
+	_, _, err := runLBC(t, "validate", "-c", p)
+	if err == nil {
+		t.Fatal("bad config validated")
+	}
+	for _, want := range []string{"3 problem(s)", "lb.yaml:3: service \"web\": vip: \"nope\" is not an IP address", "lb.yaml:6: service \"web\": ringSize: 12 out of range", "lb.yaml:7: service \"web\": backends: no backend groups"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	out, _, err := runLBC(t, "validate", "-c", "../../examples/weighted.yaml")
+	if err != nil || !strings.Contains(out, "ok (2 services, 5 endpoints)") {
+		t.Fatalf("validate good: %q %v", out, err)
+	}
+}
