@@ -265,22 +265,27 @@ func DistanceKm(a, b Point) float64 {
 }
 
 // ConnLoad is the connection load of G-5: the new connections counted in
-// the period before now, divided by the period. The seed's example: 100,
-// 110, 120, 130 and 140 new connections in the five seconds of a 5 s
-// period give 120/s. ok is false when no sample falls in the period.
+// the period before now, divided by the time those counts cover (the period
+// itself once the samples fill it; less while a site's history is short or
+// has gaps, so a missed poll does not read as a quiet second). The seed's
+// example: 100, 110, 120, 130 and 140 new connections in the five seconds
+// of a 5 s period give 120/s. ok is false when no sample falls in the period.
 func ConnLoad(samples []ConnSample, now time.Time, period time.Duration) (load float64, ok bool) {
 	if period <= 0 {
 		return 0, false
 	}
 	from := now.Add(-period)
-	sum := 0.0
+	sum, span := 0.0, time.Duration(0)
 	for _, s := range samples {
 		if s.At.After(from) && !s.At.After(now) {
 			sum += s.New
-			ok = true
+			span += s.Span
 		}
 	}
-	return sum / period.Seconds(), ok
+	if span <= 0 {
+		return 0, false
+	}
+	return sum / span.Seconds(), true
 }
 
 // G-5: drop sites whose connection load is over their threshold.
