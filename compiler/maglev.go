@@ -116,6 +116,9 @@ func buildRing(members []RingMember, m int, weighted bool, classic bool) (*Ring,
 	}
 	s.init()
 	slots := r.Slots
+	// Probes test a bitmap (8 KiB for 65537 slots: it stays in L1) rather
+	// than the slot array; most probes near the end find a taken slot.
+	taken := make([]uint64, (m+63)/64)
 	for filled := 0; filled < m; {
 		i := s.items[0].idx
 		p := pos[i]
@@ -125,7 +128,8 @@ func buildRing(members []RingMember, m int, weighted bool, classic bool) (*Ring,
 				p -= um
 			}
 			probes[i]++
-			if slots[cur] < 0 {
+			if bit := uint64(1) << (cur & 63); taken[cur>>6]&bit == 0 {
+				taken[cur>>6] |= bit
 				slots[cur] = i
 				r.Counts[i]++
 				filled++
