@@ -1,0 +1,214 @@
+package fallback
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+
+	"github.com/cilium/ebpf"
+)
+
+// PinnedMaps are the maps pinned by name under LoadOptions.PinDir: the
+// tables, the conntrack and the counters, so that a later process (the
+// next `lbc push`, `lbc status`) reads what the kernel holds.
+var PinnedMaps = []string{"vips", "services", "rings", "backends", "conntrack", "config", "stats", "service_stats", "backend_stats"}
+
+// LoadOptions says how to load the datapath.
+type LoadOptions struct {
+	// PinDir, when set, pins every map in PinnedMaps there by name and
+	// reuses maps already pinned there (it must be on a bpffs).
+	PinDir string
+	// Test loads the lbtest object (virtual clock, verdict recording).
+	Test bool
+	// ConntrackEntries and RingEntries override the map sizes (0: the
+	// defaults in bpf/lb.c, 262144 and 1<<20). They take effect only when
+	// the maps are created, not when pinned maps are reused.
+	ConntrackEntries uint32
+	RingEntries      uint32
+}
+
+// Datapath is a loaded XDP program and its maps.
+type Datapath struct {
+	Prog *ebpf.Program // the load balancer
+	Pass *ebpf.Program // a trivial XDP_PASS, for benchmarks and veth peers
+
+	Vips, Services, Rings, Backends, Conntrack, Config *ebpf.Map
+	Stats, ServiceStats, BackendStats                  *ebpf.Map
+
+	// Test build only.
+	Clock, Verdicts *ebpf.Map
+	test            bool
+}
+
+type objects struct {
+	Prog         *ebpf.Program `ebpf:"lbc_xdp"`
+	Pass         *ebpf.Program `ebpf:"lbc_pass"`
+	Vips         *ebpf.Map     `ebpf:"vips"`
+	Services     *ebpf.Map     `ebpf:"services"`
+	Rings        *ebpf.Map     `ebpf:"rings"`
+	Backends     *ebpf.Map     `ebpf:"backends"`
+	Conntrack    *ebpf.Map     `ebpf:"conntrack"`
+	Config       *ebpf.Map     `ebpf:"config"`
+	Stats        *ebpf.Map     `ebpf:"stats"`
+	ServiceStats *ebpf.Map     `ebpf:"service_stats"`
+	BackendStats *ebpf.Map     `ebpf:"backend_stats"`
+}
+
+type testObjects struct {
+	objects
+	Clock    *ebpf.Map `ebpf:"clock_ns"`
+	Verdicts *ebpf.Map `ebpf:"verdicts"`
+}
+
+// Load loads the program and its maps into the kernel (it does not attach
+// it anywhere).
+func Load(opts LoadOptions) (*Datapath, error) {
+	var (
+		spec *ebpf.CollectionSpec
+		err  error
+	)
+	if opts.Test {
+		spec, err = loadLbtest()
+	} else {
+		spec, err = loadLb()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if opts.ConntrackEntries > 0 {
+		spec.Maps["conntrack"].MaxEntries = opts.ConntrackEntries
+	}
+	if opts.RingEntries > 0 {
+		spec.Maps["rings"].MaxEntries = opts.RingEntries
+	}
+	var copts ebpf.CollectionOptions
+	if opts.PinDir != "" {
+		if err := os.MkdirAll(opts.PinDir, 0o755); err != nil {
+			return nil, fmt.Errorf("pin directory: %w", err)
+		}
+		for _, name := range PinnedMaps {
+			spec.Maps[name].Pinning = ebpf.PinByName
+		}
+		copts.Maps.PinPath = opts.PinDir
+	}
+	dp := &Datapath{test: opts.Test}
+	var o *objects
+	if opts.Test {
+		var to testObjects
+		err = spec.LoadAndAssign(&to, &copts)
+		o = &to.objects
+		dp.Clock, dp.Verdicts = to.Clock, to.Verdicts
+	} else {
+		var po objects
+		err = spec.LoadAndAssign(&po, &copts)
+		o = &po
+	}
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("the kernel's verifier rejected the XDP program: %+v", ve)
+		}
+		if opts.PinDir != "" {
+			return nil, fmt.Errorf("load XDP program (maps pinned in %s; if they come from an older lbc, run `lbc detach` first): %w", opts.PinDir, err)
+		}
+		return nil, fmt.Errorf("load XDP program: %w", err)
+	}
+	dp.Prog, dp.Pass = o.Prog, o.Pass
+	dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config = o.Vips, o.Services, o.Rings, o.Backends, o.Conntrack, o.Config
+	dp.Stats, dp.ServiceStats, dp.BackendStats = o.Stats, o.ServiceStats, o.BackendStats
+	return dp, nil
+}
+
+// OpenPinned opens the maps pinned in dir without loading a program, for
+// reading and writing the tables of a datapath another process attached.
+func OpenPinned(dir string) (*Datapath, error) {
+	dp := &Datapath{}
+	ptrs := []**ebpf.Map{&dp.Vips, &dp.Services, &dp.Rings, &dp.Backends, &dp.Conntrack, &dp.Config, &dp.Stats, &dp.ServiceStats, &dp.BackendStats}
+	for i, name := range PinnedMaps {
+		m, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
+		if err != nil {
+			dp.Close()
+			return nil, fmt.Errorf("open pinned map %s/%s: %w", dir, name, err)
+		}
+		*ptrs[i] = m
+	}
+	return dp, nil
+}
+
+// Close releases the handles; pinned maps and attached links stay.
+func (dp *Datapath) Close() error {
+	for _, c := range []interface{ Close() error }{dp.Prog, dp.Pass} {
+		if p, ok := c.(*ebpf.Program); ok && p != nil {
+			p.Close()
+		}
+	}
+	for _, m := range []*ebpf.Map{dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config, dp.Stats, dp.ServiceStats, dp.BackendStats, dp.Clock, dp.Verdicts} {
+		if m != nil {
+			m.Close()
+		}
+	}
+	return nil
+}
+
+// Config is the per-datapath setting the IR diff does not carry.
+type Config struct {
+	TunnelSource4, TunnelSource6 netip.Addr
+	// GatewayMAC is where IP-in-IP packets go when the backend row has no
+	// MAC; without it they go back to the router that sent the packet.
+	GatewayMAC net.HardwareAddr
+	// EgressIfindex, when non-zero, redirects forwarded packets there
+	// (XDP_REDIRECT) instead of sending them back out (XDP_TX).
+	EgressIfindex uint32
+}
+
+// SetConfig writes the config map.
+func (dp *Datapath) SetConfig(c Config) error {
+	var v configVal
+	if c.TunnelSource4.IsValid() {
+		if !c.TunnelSource4.Unmap().Is4() {
+			return fmt.Errorf("tunnel source IPv4 %s is not an IPv4 address", c.TunnelSource4)
+		}
+		v.Src4 = c.TunnelSource4.Unmap().As4()
+		v.Flags |= cfgHaveSrc4
+	}
+	if c.TunnelSource6.IsValid() {
+		if !c.TunnelSource6.Is6() || c.TunnelSource6.Is4In6() {
+			return fmt.Errorf("tunnel source IPv6 %s is not an IPv6 address", c.TunnelSource6)
+		}
+		v.Src6 = c.TunnelSource6.As16()
+		v.Flags |= cfgHaveSrc6
+	}
+	if len(c.GatewayMAC) != 0 {
+		if len(c.GatewayMAC) != 6 {
+			return fmt.Errorf("gateway MAC %s: want 6 bytes", c.GatewayMAC)
+		}
+		copy(v.GwMac[:], c.GatewayMAC)
+	}
+	v.EgressIfindex = c.EgressIfindex
+	if err := dp.Config.Put(uint32(0), &v); err != nil {
+		return fmt.Errorf("write config map: %w", err)
+	}
+	return nil
+}
+
+// ReadConfig reads the config map back.
+func (dp *Datapath) ReadConfig() (Config, error) {
+	var v configVal
+	if err := dp.Config.Lookup(uint32(0), &v); err != nil {
+		return Config{}, fmt.Errorf("read config map: %w", err)
+	}
+	var c Config
+	if v.Flags&cfgHaveSrc4 != 0 {
+		c.TunnelSource4 = netip.AddrFrom4(v.Src4)
+	}
+	if v.Flags&cfgHaveSrc6 != 0 {
+		c.TunnelSource6 = netip.AddrFrom16(v.Src6)
+	}
+	if v.GwMac != [6]byte{} {
+		c.GatewayMAC = net.HardwareAddr(v.GwMac[:])
+	}
+	c.EgressIfindex = v.EgressIfindex
+	return c, nil
+}

@@ -1,0 +1,12 @@
+package fallback
+
+// The XDP objects are generated from bpf/lb.c and committed; `make bpf`
+// regenerates them (clang, llvm-strip and libbpf headers needed).
+//   lb:     the production program (bpf_ktime_get_ns clock).
+//   lbtest: the same source with -DLBC_TEST: "now" comes from the `clock`
+//           map and each verdict is recorded in the `verdict` map, for
+//           `lbc replay --target xdp` and the differential test.
+
+//go:generate go run ./internal/crctable bpf/crc32_table.h
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -go-package fallback -output-dir $BPF2GO_OUT lb bpf/lb.c -- -O2 -g -Wall -I/usr/include/x86_64-linux-gnu
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -go-package fallback -output-dir $BPF2GO_OUT -type verdict lbtest bpf/lb.c -- -O2 -g -Wall -DLBC_TEST -I/usr/include/x86_64-linux-gnu

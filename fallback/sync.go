@@ -1,0 +1,273 @@
+package fallback
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cilium/ebpf"
+	"github.com/lbc-dev/lbc/compiler"
+)
+
+// ApplyResult counts what Apply wrote.
+type ApplyResult struct {
+	Writes  int // map elements written or deleted
+	Batches int // syscalls
+}
+
+// Apply writes the changes into the maps in their order (compiler.DiffIR
+// orders them so that a packet never sees a half-written ring: ring slots
+// of the inactive half first, the service row that flips the half after).
+// Runs of consecutive ring writes go in batches of up to batchSize per
+// syscall; a batch never crosses a change of table or operation, so the
+// order holds. On error, what was written stays written.
+func (dp *Datapath) Apply(changes []compiler.Change) (ApplyResult, error) {
+	var res ApplyResult
+	for i := 0; i < len(changes); {
+		c := changes[i]
+		if c.Ring != nil {
+			j := i
+			for j < len(changes) && j-i < batchSize && changes[j].Ring != nil && (changes[j].Op == Delete) == (c.Op == Delete) {
+				j++
+			}
+			if err := dp.applyRings(changes[i:j], c.Op == Delete, &res); err != nil {
+				return res, err
+			}
+			i = j
+			continue
+		}
+		if err := dp.applyOne(c); err != nil {
+			return res, fmt.Errorf("%s: %w", c, err)
+		}
+		res.Writes++
+		res.Batches++
+		i++
+	}
+	return res, nil
+}
+
+// Delete is compiler.Delete, for brevity here.
+const Delete = compiler.Delete
+
+const batchSize = 8192
+
+func (dp *Datapath) applyRings(run []compiler.Change, del bool, res *ApplyResult) error {
+	keys := make([]ringKey, len(run))
+	vals := make([]uint32, len(run))
+	for k, c := range run {
+		key, err := encodeRingKey(c.Ring)
+		if err != nil {
+			return err
+		}
+		keys[k], vals[k] = key, c.Ring.BackendID
+	}
+	var err error
+	if del {
+		_, err = dp.Rings.BatchDelete(keys, nil)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			err = nil // already gone: the state we want
+		}
+	} else {
+		_, err = dp.Rings.BatchUpdate(keys, vals, nil)
+	}
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		// Old kernels: one element per syscall.
+		for k := range keys {
+			if del {
+				err = dp.Rings.Delete(&keys[k])
+				if errors.Is(err, ebpf.ErrKeyNotExist) {
+					err = nil
+				}
+			} else {
+				err = dp.Rings.Put(&keys[k], &vals[k])
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", run[k], err)
+			}
+			res.Batches++
+		}
+		res.Writes += len(keys)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s (and %d more ring writes): %w", run[0], len(run)-1, err)
+	}
+	res.Writes += len(keys)
+	res.Batches++
+	return nil
+}
+
+func (dp *Datapath) applyOne(c compiler.Change) error {
+	del := c.Op == compiler.Delete
+	switch {
+	case c.VIP != nil:
+		k := encodeVIPKey(c.VIP.Key)
+		if del {
+			return ignoreMissing(dp.Vips.Delete(&k))
+		}
+		return dp.Vips.Put(&k, c.VIP.ServiceID)
+	case c.Service != nil:
+		id := c.Service.ID
+		if del {
+			if err := ignoreMissing(dp.Services.Delete(id)); err != nil {
+				return err
+			}
+			return ignoreMissing(dp.ServiceStats.Delete(id))
+		}
+		v := encodeService(c.Service)
+		if err := dp.Services.Put(id, &v); err != nil {
+			return err
+		}
+		return ignoreExists(dp.ServiceStats.Update(id, make([]svcStats, possibleCPUs()), ebpf.UpdateNoExist))
+	case c.Backend != nil:
+		id := c.Backend.ID
+		if del {
+			if err := ignoreMissing(dp.Backends.Delete(id)); err != nil {
+				return err
+			}
+			return ignoreMissing(dp.BackendStats.Delete(id))
+		}
+		v, err := encodeBackend(c.Backend)
+		if err != nil {
+			return err
+		}
+		if err := dp.Backends.Put(id, &v); err != nil {
+			return err
+		}
+		return ignoreExists(dp.BackendStats.Update(id, make([]beStats, possibleCPUs()), ebpf.UpdateNoExist))
+	}
+	return fmt.Errorf("change with no row")
+}
+
+func possibleCPUs() int {
+	n, err := ebpf.PossibleCPU()
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+func ignoreMissing(err error) error {
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil
+	}
+	return err
+}
+
+func ignoreExists(err error) error {
+	if errors.Is(err, ebpf.ErrKeyExist) {
+		return nil
+	}
+	return err
+}
+
+// ReadTables returns the datapath fields of the four tables as the kernel
+// holds them (names and informational fields are not in the maps).
+func (dp *Datapath) ReadTables() (*compiler.IR, error) {
+	ir := &compiler.IR{}
+	{
+		var k vipKey
+		var v uint32
+		it := dp.Vips.Iterate()
+		for it.Next(&k, &v) {
+			ir.VIPs = append(ir.VIPs, compiler.VIPRow{Key: decodeVIPKey(k), ServiceID: v})
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("read vips: %w", err)
+		}
+	}
+	{
+		var k uint32
+		var v serviceVal
+		it := dp.Services.Iterate()
+		for it.Next(&k, &v) {
+			ir.Services = append(ir.Services, decodeService(k, v))
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("read services: %w", err)
+		}
+	}
+	{
+		var k uint32
+		var v backendVal
+		it := dp.Backends.Iterate()
+		for it.Next(&k, &v) {
+			ir.Backends = append(ir.Backends, decodeBackend(k, v))
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("read backends: %w", err)
+		}
+	}
+	rings, err := dp.readRings()
+	if err != nil {
+		return nil, err
+	}
+	ir.Rings = rings
+	sort.Slice(ir.VIPs, func(i, j int) bool { return vipLess(ir.VIPs[i].Key, ir.VIPs[j].Key) })
+	sort.Slice(ir.Services, func(i, j int) bool { return ir.Services[i].ID < ir.Services[j].ID })
+	sort.Slice(ir.Backends, func(i, j int) bool { return ir.Backends[i].ID < ir.Backends[j].ID })
+	return ir, nil
+}
+
+func (dp *Datapath) readRings() ([]compiler.RingRows, error) {
+	byService := map[uint32]*compiler.RingRows{}
+	add := func(k ringKey, v uint32) {
+		r := byService[k.Service]
+		if r == nil {
+			r = &compiler.RingRows{ServiceID: k.Service}
+			byService[k.Service] = r
+		}
+		h := &r.Halves[k.Slot>>31]
+		slot := k.Slot &^ halfBit
+		for uint32(len(*h)) <= slot {
+			*h = append(*h, 0)
+		}
+		(*h)[slot] = v
+	}
+	keys := make([]ringKey, batchSize)
+	vals := make([]uint32, batchSize)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := dp.Rings.BatchLookup(&cursor, keys, vals, nil)
+		for i := 0; i < n; i++ {
+			add(keys[i], vals[i])
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			var k ringKey
+			var v uint32
+			it := dp.Rings.Iterate()
+			for it.Next(&k, &v) {
+				add(k, v)
+			}
+			if err := it.Err(); err != nil {
+				return nil, fmt.Errorf("read rings: %w", err)
+			}
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read rings: %w", err)
+		}
+	}
+	out := make([]compiler.RingRows, 0, len(byService))
+	for _, r := range byService {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ServiceID < out[j].ServiceID })
+	return out, nil
+}
+
+func vipLess(a, b compiler.VIPKey) bool {
+	if c := a.VIP.Compare(b.VIP); c != 0 {
+		return c < 0
+	}
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
+	}
+	if a.Proto != b.Proto {
+		return a.Proto < b.Proto
+	}
+	return a.Port < b.Port
+}

@@ -1,0 +1,140 @@
+// Package netns builds throw-away network namespaces for system tests:
+// create them, run `ip` inside them, run Go code inside them, and remove
+// them all on Close, even after a failure. It needs root.
+package netns
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Set is a group of namespaces removed together.
+type Set struct {
+	mu     sync.Mutex
+	prefix string
+	names  []string
+}
+
+// NewSet returns an empty set whose namespaces are named prefix-<name>.
+// The prefix should be unique per run (e.g. include the PID).
+func NewSet(prefix string) *Set { return &Set{prefix: prefix} }
+
+// Available reports why namespaces cannot be used here, or nil.
+func Available() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("not root (euid %d)", os.Geteuid())
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return fmt.Errorf("ip (iproute2) not on PATH: %w", err)
+	}
+	return nil
+}
+
+// Add creates namespace name (prefixed) and returns its full name.
+func (s *Set) Add(name string) (string, error) {
+	full := s.prefix + "-" + name
+	if out, err := exec.Command("ip", "netns", "add", full).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("ip netns add %s: %v: %s", full, err, out)
+	}
+	s.mu.Lock()
+	s.names = append(s.names, full)
+	s.mu.Unlock()
+	if _, err := s.IP(full, "link", "set", "lo", "up"); err != nil {
+		return full, err
+	}
+	return full, nil
+}
+
+// Close deletes every namespace of the set (their interfaces go with them).
+func (s *Set) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []string
+	for i := len(s.names) - 1; i >= 0; i-- {
+		if out, err := exec.Command("ip", "netns", "del", s.names[i]).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v: %s", s.names[i], err, bytes.TrimSpace(out)))
+		}
+	}
+	s.names = nil
+	if len(errs) > 0 {
+		return fmt.Errorf("netns cleanup: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// IP runs `ip -n ns args...` (ns "" is the current namespace).
+func (s *Set) IP(ns string, args ...string) (string, error) {
+	if ns != "" {
+		args = append([]string{"-n", ns}, args...)
+	}
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return string(out), nil
+}
+
+// Exec runs a command inside ns (ip netns exec).
+func (s *Set) Exec(ctx context.Context, ns string, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, name}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s in %s: %v: %s", name, strings.Join(args, " "), ns, err, bytes.TrimSpace(out))
+	}
+	return string(out), nil
+}
+
+// Sysctl sets a sysctl inside ns.
+func (s *Set) Sysctl(ns, key, value string) error {
+	_, err := s.Exec(context.Background(), ns, "sysctl", "-qw", key+"="+value)
+	return err
+}
+
+// Do runs fn on an OS thread that has entered ns. Sockets created by fn
+// belong to ns and may be used from any goroutine afterwards.
+func Do(ns string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// The thread is not unlocked: if restoring the namespace failed it
+		// must die with the goroutine rather than serve others.
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open("/run/netns/" + ns)
+		if err != nil {
+			errc <- fmt.Errorf("open namespace %s: %w", ns, err)
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("restore namespace: %w", err)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("netns %s: function did not return within 2 minutes", ns)
+	}
+}
