@@ -197,4 +197,3 @@ type unavailableError struct{ err error }
 
 func (e *unavailableError) Error() string { return e.err.Error() }
 func (e *unavailableError) Unwrap() error { return e.err }
-

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
