@@ -156,6 +156,9 @@ func (c Config) Has(s Step) bool {
 // Check reports what is wrong with c: steps out of order, unknown or
 // repeated, or not exactly one final step, last.
 func (c Config) Check() error {
+	if c.Has(LeastSelected) && c.Has(Static) {
+		return fmt.Errorf("%q (G-7) and %q (G-8) are alternative final steps, not both: keep exactly one, last", LeastSelected, Static)
+	}
 	last := -1
 	finals := 0
 	for i, s := range c.Steps {
