@@ -1,0 +1,66 @@
+package fallback
+
+import (
+	"fmt"
+)
+
+// StatNames are the global counters of the `stats` map, in index order.
+var StatNames = []string{"packets", "not-ours", "forward", "drop-no-backends", "drop-malformed", "drop-no-tunnel-source",
+	"ct-hit", "ct-miss", "ct-new", "ct-untracked", "fragments", "icmp-errors"}
+
+// ServiceCounters and BackendCounters are summed over CPUs.
+type ServiceCounters struct{ Packets, Bytes, NewConns, Drops uint64 }
+
+// BackendCounters count a backend's packets and new connections.
+type BackendCounters struct{ Packets, NewConns uint64 }
+
+// Stats is a snapshot of every counter.
+type Stats struct {
+	Global   map[string]uint64
+	Services map[uint32]ServiceCounters
+	Backends map[uint32]BackendCounters
+}
+
+// ReadStats sums the per-CPU counters.
+func (dp *Datapath) ReadStats() (Stats, error) {
+	s := Stats{Global: map[string]uint64{}, Services: map[uint32]ServiceCounters{}, Backends: map[uint32]BackendCounters{}}
+	for i, name := range StatNames {
+		var per []uint64
+		if err := dp.Stats.Lookup(uint32(i), &per); err != nil {
+			return s, fmt.Errorf("read counter %s: %w", name, err)
+		}
+		for _, v := range per {
+			s.Global[name] += v
+		}
+	}
+	var id uint32
+	var sv []svcStats
+	it := dp.ServiceStats.Iterate()
+	for it.Next(&id, &sv) {
+		var c ServiceCounters
+		for _, v := range sv {
+			c.Packets += v.Packets
+			c.Bytes += v.Bytes
+			c.NewConns += v.NewConns
+			c.Drops += v.Drops
+		}
+		s.Services[id] = c
+	}
+	if err := it.Err(); err != nil {
+		return s, fmt.Errorf("read service counters: %w", err)
+	}
+	var bv []beStats
+	it = dp.BackendStats.Iterate()
+	for it.Next(&id, &bv) {
+		var c BackendCounters
+		for _, v := range bv {
+			c.Packets += v.Packets
+			c.NewConns += v.NewConns
+		}
+		s.Backends[id] = c
+	}
+	if err := it.Err(); err != nil {
+		return s, fmt.Errorf("read backend counters: %w", err)
+	}
+	return s, nil
+}
