@@ -53,7 +53,9 @@ var families = []family{
 		backend: func(i int) string { return fmt.Sprintf("10.0.%d.%d", i/200, 1+i%200) }},
 	{name: "ipv6", vipTCP: netip.MustParseAddr("2001:db8:100::10"), vipUDP: netip.MustParseAddr("2001:db8:100::20"), vipL3: netip.MustParseAddr("2001:db8:100::30"),
 		other: netip.MustParseAddr("2001:db8:100::99"), router: netip.MustParseAddr("2001:db8:ffff::1"),
-		client:  func(i int) netip.Addr { return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0xc, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(1 + i)}) },
+		client: func(i int) netip.Addr {
+			return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0xc, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(1 + i)})
+		},
 		backend: func(i int) string { return fmt.Sprintf("2001:db8:b::%x", 1+i) }},
 }
 
