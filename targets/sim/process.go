@@ -143,6 +143,9 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 	c := compiler.ClassOf(pkt.Proto)
 	pol := svc.Classes[c]
 	r.det.Class = c.String()
+	if frag {
+		r.step("R-FRAG", "%s fragment (id %d): its tuples have no ports (a 5-tuple becomes the 3-tuple)", pkt.Frag, pkt.FragID)
+	}
 	t := pkt.Tuple()
 	if pkt.Frag == targets.FragMiddle || pkt.Frag == targets.FragLast {
 		t.SrcPort, t.DstPort = 0, 0
@@ -192,8 +195,15 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 				} else {
 					r.step("R-PERSIST-LR", "backend %q is unhealthy but every backend is: entries stay valid", b.Name)
 				}
-			} else if b.Weight == 0 && r.d.weighted(svc.ID) && !eligibleHas(svc, b.Name) {
-				r.step("R-WEIGHT-0", "backend %q takes no new connections but keeps this one", b.Name)
+			} else if !svc.NoBackends && !eligibleHas(svc, b.Name) {
+				// A healthy backend outside the eligible set: weight 0 under a
+				// weighted policy, else the inactive failover side. Weights
+				// are not datapath state, so the policy's rule tells which.
+				rule := svc.Rule
+				if rule == "R-ELIG-2" || rule == "R-ELIG-4" {
+					rule = "R-WEIGHT-0"
+				}
+				r.step(rule, "backend %q takes no new connections (not in the eligible set) but keeps this one", b.Name)
 			}
 			r.forward(svc, b)
 			return nil
@@ -204,17 +214,6 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 		r.step("R-TRK", "no entry")
 	}
 	return r.selectBackend(svc, pol, t, frag, &key, now)
-}
-
-// weighted reports whether some backend of the service has a weight,
-// which only WEIGHTED_MAGLEV services record.
-func (d *Datapath) weighted(svc uint32) bool {
-	for _, b := range d.backends {
-		if b.ServiceID == svc && b.Weight > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 func eligibleHas(svc *compiler.ServiceRow, name string) bool {

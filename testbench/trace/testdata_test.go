@@ -1,0 +1,176 @@
+package trace
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/targets/sim"
+)
+
+// header is what the comment lines at the top of a testdata trace say:
+//
+//	# config: r-ct.yaml        (required; relative to testbench/testdata)
+//	# health: r-ct-health.yaml (optional initial health and weights)
+//	# fallback: true           (P4-switch semantics, sim.Options.Fallback)
+//	# rules: R-CT-1 R-CT-4     (the rules the trace tests)
+type header struct {
+	config, health string
+	fallback       bool
+	rules          []string
+}
+
+func readHeader(t *testing.T, file string) header {
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var h header
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "#")), ":")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		switch k {
+		case "config":
+			h.config = v
+		case "health":
+			h.health = v
+		case "fallback":
+			h.fallback = v == "true"
+		case "rules":
+			h.rules = append(h.rules, strings.Fields(v)...)
+		}
+	}
+	if h.config == "" {
+		t.Fatalf("%s: no '# config: file.yaml' line", file)
+	}
+	return h
+}
+
+const testdata = "../testdata"
+
+// loadConfig reads a testdata configuration and health state.
+func loadConfig(t testing.TB, cfgFile, healthFile string) (*compiler.Config, compiler.State) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testdata, cfgFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := compiler.Load(cfgFile, data)
+	if err != nil {
+		t.Fatalf("%s: %v", cfgFile, err)
+	}
+	var st compiler.State
+	if healthFile != "" {
+		data, err := os.ReadFile(filepath.Join(testdata, healthFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err = compiler.LoadState(healthFile, data, dec.Config); err != nil {
+			t.Fatalf("%s: %v", healthFile, err)
+		}
+	}
+	return dec.Config, st
+}
+
+// runTrace replays a testdata trace on the reference datapath and fails
+// the test for every line whose outcome differs from its expectation.
+func runTrace(t *testing.T, file string) header {
+	h := readHeader(t, file)
+	cfg, st := loadConfig(t, h.config, h.health)
+	ctx := context.Background()
+	dp := sim.New(sim.Options{Fallback: h.fallback})
+	rp, err := NewReplayer(ctx, cfg, st, dp, dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd := NewReader(f, filepath.Base(file))
+	expected := 0
+	for {
+		l, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Expect != nil {
+			expected++
+		}
+		outs, err := rp.Step(ctx, l)
+		if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(file), err)
+		}
+		for _, o := range outs {
+			if o.Mismatch != "" {
+				t.Errorf("%s:%d: %s", filepath.Base(file), o.Line, o.Mismatch)
+			}
+		}
+	}
+	if expected == 0 {
+		t.Errorf("%s: no line has an expectation", file)
+	}
+	if s := rp.Summary(); s.Expected != expected {
+		t.Errorf("%s: %d expectations checked, %d in the file", file, s.Expected, expected)
+	}
+	return h
+}
+
+// The per-packet rules of spec/lb-semantics.md that traces must cover.
+var packetRules = []string{
+	"R-CT-1", "R-CT-2", "R-CT-3", "R-CT-4", "R-AFF", "R-TRK", "R-FRAG", "R-AGE",
+	"R-PERSIST", "R-PERSIST-LR", "R-EPOCH", "R-DRAIN", "R-WEIGHT-0", "R-ELIG-3", "R-ELIG-5",
+}
+
+// TestTraces runs every testbench/testdata/*.jsonl through the reference
+// datapath; expectations are written from the spec, one subtest per file
+// (named for the rules it tests), and every per-packet rule has a trace.
+func TestTraces(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testdata, "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no traces in %s: %v", testdata, err)
+	}
+	covered := map[string]bool{}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			h := runTrace(t, f)
+			if len(h.rules) == 0 {
+				t.Errorf("%s: no '# rules:' line", f)
+			}
+			for _, r := range h.rules {
+				covered[r] = true
+			}
+		})
+	}
+	var missing []string
+	for _, r := range packetRules {
+		if !covered[r] {
+			missing = append(missing, r)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("rules without a trace in %s: %v", testdata, missing)
+	}
+}
