@@ -1,0 +1,748 @@
+/*
+ * lb.p4: the lbc pass-through L4 load balancer for v1model (BMv2).
+ *
+ * Per packet (spec/lb-semantics.md, design decisions 2-6):
+ *   parse Ethernet (+ one 802.1Q tag), IPv4, IPv6 (+ Fragment header), TCP, UDP;
+ *   fragments (R-FRAG) and protocols this program does not parse leave through
+ *   the fallback port unchanged (the XDP datapath there applies the same rules);
+ *   VIP lookup: vip_port (VIP, protocol, port), then vip_proto (ports: ALL),
+ *   then vip_addr (L3_DEFAULT); service row (flags, epoch, ring size and half);
+ *   conntrack in register arrays (R-CT, R-TRK, R-AGE, R-EPOCH, R-PERSIST,
+ *   R-DRAIN), otherwise the weighted Maglev ring (R-HASH, R-MAGLEV);
+ *   backend row; IP-in-IP or L2 DSR; plain forward table for the rest.
+ *
+ * Names are shared with the TNA program (p4/tna/lb.p4) wherever the
+ * architecture allows, so one P4Runtime translation (targets/bmv2) serves both:
+ * the ingress control is "LbIngress", tables vip_port, vip_proto, vip_addr,
+ * service, ring, backend, forward, fallback, tunnel_source, and their actions.
+ *
+ * Regenerate p4/build/ with `make p4`; never edit the outputs by hand.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+/* Conntrack geometry: CT_BUCKETS buckets of CT_WAYS ways (4, fixed by the code
+ * below). The bucket is CRC32(service_id, h_trk) mod CT_BUCKETS; a way holds a
+ * 32-bit signature, the backend, last-seen (48-bit µs) and the epoch. A new
+ * entry takes the way with the same signature, else the first empty way, else
+ * the least recently seen way. targets/sim/ct_register.go models exactly this. */
+#ifndef CT_BUCKETS
+#define CT_BUCKETS 16384
+#endif
+#define CT_WAYS 4
+#define CT_SLOTS (CT_BUCKETS * CT_WAYS)
+
+/* Counter arrays are indexed by ID modulo their size (powers of two). */
+#ifndef SERVICE_COUNTERS
+#define SERVICE_COUNTERS 4096
+#endif
+#ifndef BACKEND_COUNTERS
+#define BACKEND_COUNTERS 65536
+#endif
+#ifndef VIP_TABLE_SIZE
+#define VIP_TABLE_SIZE 4096
+#endif
+#ifndef SERVICE_TABLE_SIZE
+#define SERVICE_TABLE_SIZE 4096
+#endif
+#ifndef RING_TABLE_SIZE
+#define RING_TABLE_SIZE 1048576
+#endif
+#ifndef BACKEND_TABLE_SIZE
+#define BACKEND_TABLE_SIZE 65536
+#endif
+#ifndef FORWARD_TABLE_SIZE
+#define FORWARD_TABLE_SIZE 4096
+#endif
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_IPV6 = 0x86dd;
+const bit<16> ETHERTYPE_VLAN = 0x8100;
+
+const bit<8> PROTO_IPIP = 4;
+const bit<8> PROTO_TCP = 6;
+const bit<8> PROTO_UDP = 17;
+const bit<8> PROTO_IPV6 = 41;
+const bit<8> PROTO_FRAG = 44;
+
+/* Tuple kinds, as compiler.TupleKind numbers them. */
+const bit<3> TUPLE_NONE = 0;
+const bit<3> TUPLE_2 = 2;
+const bit<3> TUPLE_3 = 3;
+const bit<3> TUPLE_5 = 5;
+
+/* Drop reasons: the index into the drops counter. */
+const bit<32> DROP_NO_BACKENDS = 0; // eligible set empty or ring slot unset
+const bit<32> DROP_MALFORMED = 1;   // parser error (truncated headers)
+const bit<32> DROP_NO_ROUTE = 2;    // forward table miss
+const bit<32> DROP_NO_SERVICE = 3;  // VIP row without a service row
+const bit<32> DROP_NO_FALLBACK = 4; // fallback port not configured
+#define DROP_REASONS 8
+
+/* A 32-bit hash over a field list: CRC32 mod 2^32 (R-HASH). */
+#define HASH_MAX 64w0x100000000
+
+header ethernet_t {
+    bit<48> dst;
+    bit<48> src;
+    bit<16> ether_type;
+}
+
+header vlan_t {
+    bit<3>  pcp;
+    bit<1>  dei;
+    bit<12> vid;
+    bit<16> ether_type;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  tos;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<1>  reserved;
+    bit<1>  df;
+    bit<1>  mf;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> checksum;
+    bit<32> src;
+    bit<32> dst;
+}
+
+header ipv6_t {
+    bit<4>   version;
+    bit<8>   traffic_class;
+    bit<20>  flow_label;
+    bit<16>  payload_len;
+    bit<8>   next_hdr;
+    bit<8>   hop_limit;
+    bit<128> src;
+    bit<128> dst;
+}
+
+header ipv6_frag_t {
+    bit<8>  next_hdr;
+    bit<8>  reserved;
+    bit<13> frag_offset;
+    bit<2>  res;
+    bit<1>  more;
+    bit<32> identification;
+}
+
+header tcp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<32> seq;
+    bit<32> ack;
+    bit<4>  data_offset;
+    bit<4>  res;
+    bit<1>  cwr;
+    bit<1>  ece;
+    bit<1>  urg;
+    bit<1>  ack_flag;
+    bit<1>  psh;
+    bit<1>  rst;
+    bit<1>  syn;
+    bit<1>  fin;
+    bit<16> window;
+    bit<16> checksum;
+    bit<16> urgent;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> len;
+    bit<16> checksum;
+}
+
+struct headers_t {
+    ethernet_t  ethernet;
+    vlan_t      vlan;
+    ipv4_t      outer_ipv4; // IP-in-IP to an IPv4 backend
+    ipv6_t      outer_ipv6; // IP-in-IP to an IPv6 backend
+    ipv4_t      ipv4;
+    ipv6_t      ipv6;
+    ipv6_frag_t ipv6_frag;
+    tcp_t       tcp;
+    udp_t       udp;
+}
+
+struct meta_t {
+    bit<48>  now;
+    bit<128> dst_addr;   // IPv4 as ::ffff:a.b.c.d, so one key serves both families
+    bit<128> fwd_addr;   // what the forward table routes on
+    bit<8>   protocol;
+    bit<16>  src_port;
+    bit<16>  dst_port;
+    bit<1>   l4;         // TCP or UDP header parsed
+    bit<1>   fragment;   // R-FRAG
+    bit<1>   vip_hit;
+    bit<1>   to_fallback;
+    bit<1>   dropped;
+
+    // service row
+    bit<32>  service_id;
+    bit<32>  ring_size;
+    bit<1>   active_half;
+    bit<32>  epoch;
+    bit<32>  idle_timeout_sec;
+    bit<1>   syn_new;
+    bit<1>   no_backends;
+    bit<1>   all_unhealthy;
+    bit<1>   encap;
+    bit<3>   tcp_affinity;
+    bit<3>   tcp_track;
+    bit<1>   tcp_persist;
+    bit<3>   udp_affinity;
+    bit<3>   udp_track;
+    bit<1>   udp_persist;
+    bit<7>   held;       // tunnel/other columns: held for read-back only
+    // the packet's class
+    bit<3>   affinity;
+    bit<3>   track;
+    bit<1>   persist;
+
+    // ring and backend
+    bit<32>  slot;
+    bit<32>  ring_backend;
+    bit<32>  backend_id;
+    bit<32>  be_service;
+    bit<128> be_addr;
+    bit<48>  be_mac;
+    bit<1>   be_healthy;
+    bit<1>   be_draining;
+
+    // conntrack
+    bit<32>  h_trk;
+    bit<32>  ct_bucket;
+    bit<32>  ct_sig;
+    bit<32>  ct_base;
+    bit<32>  ct_way;     // 0..3, 4 = no way with this signature
+    bit<32>  ct_victim;
+    bit<1>   ct_candidate;
+    // set before a resubmit: the recorded backend may not serve this packet
+    // (gone, another service's, or unhealthy without persistence), so the
+    // second pass selects afresh (R-PERSIST, R-DRAIN).
+    @field_list(1)
+    bit<1>   ct_bypass;
+}
+
+parser LbParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_VLAN: parse_vlan;
+            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_IPV6: parse_ipv6;
+            default: accept;
+        }
+    }
+    state parse_vlan {
+        pkt.extract(hdr.vlan);
+        transition select(hdr.vlan.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_IPV6: parse_ipv6;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        meta.protocol = hdr.ipv4.protocol;
+        transition select(hdr.ipv4.mf, hdr.ipv4.frag_offset) {
+            (1w0, 13w0): parse_ipv4_l4;
+            default: parse_ipv4_fragment;
+        }
+    }
+    state parse_ipv4_fragment {
+        meta.fragment = 1;
+        // Only the first fragment carries the transport header.
+        transition select(hdr.ipv4.frag_offset) {
+            13w0: parse_ipv4_l4;
+            default: accept;
+        }
+    }
+    state parse_ipv4_l4 {
+        // IPv4 options are not parsed: such packets count as unparsed.
+        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
+            (4w5, PROTO_TCP): parse_tcp;
+            (4w5, PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_ipv6 {
+        pkt.extract(hdr.ipv6);
+        meta.protocol = hdr.ipv6.next_hdr;
+        transition select(hdr.ipv6.next_hdr) {
+            PROTO_FRAG: parse_ipv6_frag;
+            PROTO_TCP: parse_tcp;
+            PROTO_UDP: parse_udp;
+            default: accept;
+        }
+    }
+    state parse_ipv6_frag {
+        pkt.extract(hdr.ipv6_frag);
+        meta.fragment = 1;
+        meta.protocol = hdr.ipv6_frag.next_hdr;
+        transition select(hdr.ipv6_frag.frag_offset, hdr.ipv6_frag.next_hdr) {
+            (13w0, PROTO_TCP): parse_tcp;
+            (13w0, PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_tcp {
+        pkt.extract(hdr.tcp);
+        meta.src_port = hdr.tcp.src_port;
+        meta.dst_port = hdr.tcp.dst_port;
+        meta.l4 = 1;
+        transition accept;
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        meta.src_port = hdr.udp.src_port;
+        meta.dst_port = hdr.udp.dst_port;
+        meta.l4 = 1;
+        transition accept;
+    }
+}
+
+control LbVerifyChecksum(inout headers_t hdr, inout meta_t meta) {
+    apply { }
+}
+
+control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    counter(SERVICE_COUNTERS, CounterType.packets_and_bytes) service_packets;
+    counter(SERVICE_COUNTERS, CounterType.packets) service_new_conns;
+    counter(BACKEND_COUNTERS, CounterType.packets) backend_new_conns;
+    counter(1, CounterType.packets_and_bytes) fallback_packets;
+    counter(DROP_REASONS, CounterType.packets) drops;
+
+    register<bit<32>>(CT_SLOTS) ct_sig;
+    register<bit<32>>(CT_SLOTS) ct_backend;
+    register<bit<48>>(CT_SLOTS) ct_seen;
+    register<bit<32>>(CT_SLOTS) ct_epoch;
+
+    bit<128> tunnel_src6 = 0;
+    bit<32> tunnel_src4 = 0;
+
+    action drop_packet(bit<32> reason) {
+        mark_to_drop(sm);
+        drops.count(reason);
+        meta.dropped = 1;
+    }
+
+    // VIP tables: the service a destination belongs to.
+    action set_service_id(bit<32> service_id) {
+        meta.service_id = service_id;
+        meta.vip_hit = 1;
+    }
+    table vip_port {
+        key = {
+            meta.dst_addr: exact @name("dst_addr");
+            meta.protocol: exact @name("protocol");
+            meta.dst_port: exact @name("dst_port");
+        }
+        actions = { set_service_id; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = VIP_TABLE_SIZE;
+    }
+    table vip_proto {
+        key = {
+            meta.dst_addr: exact @name("dst_addr");
+            meta.protocol: exact @name("protocol");
+        }
+        actions = { set_service_id; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = VIP_TABLE_SIZE;
+    }
+    table vip_addr {
+        key = {
+            meta.dst_addr: exact @name("dst_addr");
+        }
+        actions = { set_service_id; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = VIP_TABLE_SIZE;
+    }
+
+    // The service row: one write flips a service to its other ring half.
+    action set_service(bit<32> ring_size, bit<1> active_half, bit<32> epoch, bit<32> idle_timeout_sec,
+                       bit<1> syn_new, bit<1> no_backends, bit<1> all_unhealthy, bit<1> encap,
+                       bit<3> tcp_affinity, bit<3> tcp_track, bit<1> tcp_persist,
+                       bit<3> udp_affinity, bit<3> udp_track, bit<1> udp_persist,
+                       bit<3> tunnel_affinity, bit<3> tunnel_track, bit<1> tunnel_persist,
+                       bit<3> other_affinity, bit<3> other_track, bit<1> other_persist) {
+        // ESP/GRE and other protocols leave through the fallback port; their
+        // columns are held so that a read-back re-compiles to no writes.
+        meta.ring_size = ring_size;
+        meta.active_half = active_half;
+        meta.epoch = epoch;
+        meta.idle_timeout_sec = idle_timeout_sec;
+        meta.syn_new = syn_new;
+        meta.no_backends = no_backends;
+        meta.all_unhealthy = all_unhealthy;
+        meta.encap = encap;
+        meta.tcp_affinity = tcp_affinity;
+        meta.tcp_track = tcp_track;
+        meta.tcp_persist = tcp_persist;
+        meta.udp_affinity = udp_affinity;
+        meta.udp_track = udp_track;
+        meta.udp_persist = udp_persist;
+        meta.held = tunnel_affinity ++ tunnel_track ++ tunnel_persist;
+        meta.held = meta.held ^ (other_affinity ++ other_track ++ other_persist);
+    }
+    table service {
+        key = { meta.service_id: exact @name("service_id"); }
+        actions = { set_service; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = SERVICE_TABLE_SIZE;
+    }
+
+    // The double-buffered weighted Maglev ring.
+    action set_ring_backend(bit<32> backend_id) {
+        meta.ring_backend = backend_id;
+    }
+    table ring {
+        key = {
+            meta.service_id: exact @name("service_id");
+            meta.active_half: exact @name("half");
+            meta.slot: exact @name("slot");
+        }
+        actions = { set_ring_backend; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = RING_TABLE_SIZE;
+    }
+
+    action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining) {
+        meta.be_service = service_id;
+        meta.be_addr = addr;
+        meta.be_mac = mac;
+        meta.be_healthy = healthy;
+        meta.be_draining = draining;
+    }
+    table backend {
+        key = { meta.backend_id: exact @name("backend_id"); }
+        actions = { set_backend; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = BACKEND_TABLE_SIZE;
+    }
+
+    // Outer sources of IP-in-IP packets (the configuration's tunnel block).
+    action set_tunnel_source(bit<32> src4, bit<128> src6) {
+        tunnel_src4 = src4;
+        tunnel_src6 = src6;
+    }
+    table tunnel_source {
+        actions = { set_tunnel_source; }
+        default_action = set_tunnel_source(0, 0);
+    }
+
+    // Fragments and unparsed protocols of a service.
+    action set_fallback_port(bit<9> port) {
+        sm.egress_spec = port;
+        fallback_packets.count(0);
+    }
+    action no_fallback() {
+        drop_packet(DROP_NO_FALLBACK);
+    }
+    table fallback {
+        actions = { set_fallback_port; no_fallback; }
+        default_action = no_fallback();
+    }
+
+    // Plain L3 forwarding for packets to no VIP and for encapsulated packets.
+    action set_next_hop(bit<9> port, bit<48> dmac) {
+        sm.egress_spec = port;
+        hdr.ethernet.dst = dmac;
+    }
+    action no_route() {
+        drop_packet(DROP_NO_ROUTE);
+    }
+    table forward {
+        key = { meta.fwd_addr: lpm @name("dst_addr"); }
+        actions = { set_next_hop; no_route; }
+        default_action = no_route();
+        size = FORWARD_TABLE_SIZE;
+    }
+
+    apply {
+        meta.now = sm.ingress_global_timestamp;
+        if (sm.parser_error != error.NoError) {
+            drop_packet(DROP_MALFORMED);
+            return;
+        }
+        if (hdr.ipv4.isValid()) {
+            meta.dst_addr = 128w0xffff00000000 | (bit<128>)hdr.ipv4.dst;
+        } else if (hdr.ipv6.isValid()) {
+            meta.dst_addr = hdr.ipv6.dst;
+        }
+        meta.fwd_addr = meta.dst_addr;
+
+        if (hdr.ipv4.isValid() || hdr.ipv6.isValid()) {
+            if (meta.fragment == 1 || meta.l4 == 0) {
+                // R-FRAG, design decision 5: every fragment and every IP
+                // packet this program does not parse (ESP, GRE, ICMP, IPv4
+                // options, IPv6 extension headers) leaves unchanged through
+                // the fallback port, where the XDP datapath applies the
+                // same rules with the same ring.
+                meta.to_fallback = 1;
+            } else if (!vip_port.apply().hit) {
+                if (!vip_proto.apply().hit) {
+                    vip_addr.apply();
+                }
+            }
+        }
+
+        if (meta.vip_hit == 1) {
+            if (!service.apply().hit) {
+                drop_packet(DROP_NO_SERVICE);
+                return;
+            }
+            if (meta.ct_bypass == 0) {
+                service_packets.count(meta.service_id & (SERVICE_COUNTERS - 1));
+            }
+            {
+                if (hdr.tcp.isValid()) {
+                    meta.affinity = meta.tcp_affinity;
+                    meta.track = meta.tcp_track;
+                    meta.persist = meta.tcp_persist;
+                } else {
+                    meta.affinity = meta.udp_affinity;
+                    meta.track = meta.udp_track;
+                    meta.persist = meta.udp_persist;
+                }
+
+                // Conntrack: find this tuple's way and a victim way.
+                if (meta.track != TUPLE_NONE) {
+                    if (hdr.ipv4.isValid()) {
+                        if (meta.track == TUPLE_5) {
+                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0,
+                                 { hdr.ipv4.src, hdr.ipv4.dst, meta.protocol, meta.src_port, meta.dst_port }, HASH_MAX);
+                        } else if (meta.track == TUPLE_3) {
+                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { hdr.ipv4.src, hdr.ipv4.dst, meta.protocol }, HASH_MAX);
+                        } else {
+                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { hdr.ipv4.src, hdr.ipv4.dst }, HASH_MAX);
+                        }
+                    } else {
+                        if (meta.track == TUPLE_5) {
+                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0,
+                                 { hdr.ipv6.src, hdr.ipv6.dst, meta.protocol, meta.src_port, meta.dst_port }, HASH_MAX);
+                        } else if (meta.track == TUPLE_3) {
+                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { hdr.ipv6.src, hdr.ipv6.dst, meta.protocol }, HASH_MAX);
+                        } else {
+                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { hdr.ipv6.src, hdr.ipv6.dst }, HASH_MAX);
+                        }
+                    }
+                    hash(meta.ct_bucket, HashAlgorithm.crc32, 32w0, { meta.service_id, meta.h_trk }, (bit<32>)CT_BUCKETS);
+                    hash(meta.ct_sig, HashAlgorithm.crc32, 32w0, { meta.h_trk, meta.service_id }, HASH_MAX);
+                    if (meta.ct_sig == 0) {
+                        meta.ct_sig = 1; // 0 marks an empty way
+                    }
+                    meta.ct_base = meta.ct_bucket << 2;
+
+                    bit<32> s0; bit<32> s1; bit<32> s2; bit<32> s3;
+                    bit<48> t0; bit<48> t1; bit<48> t2; bit<48> t3;
+                    ct_sig.read(s0, meta.ct_base);
+                    ct_sig.read(s1, meta.ct_base + 1);
+                    ct_sig.read(s2, meta.ct_base + 2);
+                    ct_sig.read(s3, meta.ct_base + 3);
+                    ct_seen.read(t0, meta.ct_base);
+                    ct_seen.read(t1, meta.ct_base + 1);
+                    ct_seen.read(t2, meta.ct_base + 2);
+                    ct_seen.read(t3, meta.ct_base + 3);
+                    meta.ct_way = 4;
+                    if (s0 == meta.ct_sig) { meta.ct_way = 0; }
+                    else if (s1 == meta.ct_sig) { meta.ct_way = 1; }
+                    else if (s2 == meta.ct_sig) { meta.ct_way = 2; }
+                    else if (s3 == meta.ct_sig) { meta.ct_way = 3; }
+                    if (meta.ct_way != 4) {
+                        meta.ct_victim = meta.ct_way;
+                    } else if (s0 == 0) { meta.ct_victim = 0; }
+                    else if (s1 == 0) { meta.ct_victim = 1; }
+                    else if (s2 == 0) { meta.ct_victim = 2; }
+                    else if (s3 == 0) { meta.ct_victim = 3; }
+                    else {
+                        // Least recently seen; the lowest way on a tie.
+                        bit<48> oldest = t0;
+                        meta.ct_victim = 0;
+                        if (t1 < oldest) { oldest = t1; meta.ct_victim = 1; }
+                        if (t2 < oldest) { oldest = t2; meta.ct_victim = 2; }
+                        if (t3 < oldest) { oldest = t3; meta.ct_victim = 3; }
+                    }
+
+                    // R-CT-1/2: a SYN of a 5-tuple-affinity service skips the
+                    // lookup; so does the second pass after a resubmit.
+                    bool syn = hdr.tcp.isValid() && hdr.tcp.syn == 1 && hdr.tcp.ack_flag == 0;
+                    if (meta.ct_way != 4 && !(syn && meta.syn_new == 1) && meta.ct_bypass == 0) {
+                        bit<48> seen;
+                        bit<32> ep;
+                        bit<32> be;
+                        ct_seen.read(seen, meta.ct_base + meta.ct_way);
+                        ct_epoch.read(ep, meta.ct_base + meta.ct_way);
+                        ct_backend.read(be, meta.ct_base + meta.ct_way);
+                        // R-AGE (lazy), R-EPOCH.
+                        if (meta.now - seen < (bit<48>)meta.idle_timeout_sec * 1000000 && ep == meta.epoch) {
+                            meta.ct_candidate = 1;
+                            meta.backend_id = be;
+                        }
+                    }
+                }
+
+                if (meta.ct_candidate == 0) {
+                    if (meta.no_backends == 1) {
+                        // R-ELIG-3/4: dropTrafficIfUnhealthy with no eligible backend.
+                        drop_packet(DROP_NO_BACKENDS);
+                        return;
+                    }
+                    // R-HASH, R-MAGLEV-1: slot = CRC32(affinity tuple) mod ring size.
+                    if (hdr.ipv4.isValid()) {
+                        if (meta.affinity == TUPLE_5) {
+                            hash(meta.slot, HashAlgorithm.crc32, 32w0,
+                                 { hdr.ipv4.src, hdr.ipv4.dst, meta.protocol, meta.src_port, meta.dst_port }, meta.ring_size);
+                        } else if (meta.affinity == TUPLE_3) {
+                            hash(meta.slot, HashAlgorithm.crc32, 32w0, { hdr.ipv4.src, hdr.ipv4.dst, meta.protocol }, meta.ring_size);
+                        } else {
+                            hash(meta.slot, HashAlgorithm.crc32, 32w0, { hdr.ipv4.src, hdr.ipv4.dst }, meta.ring_size);
+                        }
+                    } else {
+                        if (meta.affinity == TUPLE_5) {
+                            hash(meta.slot, HashAlgorithm.crc32, 32w0,
+                                 { hdr.ipv6.src, hdr.ipv6.dst, meta.protocol, meta.src_port, meta.dst_port }, meta.ring_size);
+                        } else if (meta.affinity == TUPLE_3) {
+                            hash(meta.slot, HashAlgorithm.crc32, 32w0, { hdr.ipv6.src, hdr.ipv6.dst, meta.protocol }, meta.ring_size);
+                        } else {
+                            hash(meta.slot, HashAlgorithm.crc32, 32w0, { hdr.ipv6.src, hdr.ipv6.dst }, meta.ring_size);
+                        }
+                    }
+                    if (!ring.apply().hit) {
+                        drop_packet(DROP_NO_BACKENDS);
+                        return;
+                    }
+                    meta.backend_id = meta.ring_backend;
+                }
+
+                if (!backend.apply().hit) {
+                    if (meta.ct_candidate == 1) {
+                        // R-DRAIN: the recorded backend is gone; select afresh.
+                        meta.ct_bypass = 1;
+                        resubmit_preserving_field_list(1);
+                    } else {
+                        drop_packet(DROP_NO_BACKENDS);
+                    }
+                    return;
+                }
+                if (meta.ct_candidate == 1 && (meta.be_service != meta.service_id ||
+                        (meta.be_healthy == 0 && meta.persist == 0 && meta.all_unhealthy == 0))) {
+                    // R-PERSIST, R-PERSIST-LR: not allowed to stay; select afresh.
+                    meta.ct_bypass = 1;
+                    resubmit_preserving_field_list(1);
+                    return;
+                }
+
+                if (meta.track != TUPLE_NONE) {
+                    if (meta.ct_candidate == 1) {
+                        ct_seen.write(meta.ct_base + meta.ct_way, meta.now);
+                    } else {
+                        ct_sig.write(meta.ct_base + meta.ct_victim, meta.ct_sig);
+                        ct_backend.write(meta.ct_base + meta.ct_victim, meta.backend_id);
+                        ct_seen.write(meta.ct_base + meta.ct_victim, meta.now);
+                        ct_epoch.write(meta.ct_base + meta.ct_victim, meta.epoch);
+                        service_new_conns.count(meta.service_id & (SERVICE_COUNTERS - 1));
+                        backend_new_conns.count(meta.backend_id & (BACKEND_COUNTERS - 1));
+                    }
+                }
+
+                // Design decision 6: IP-in-IP (VIP preserved inside) or L2 DSR.
+                if (meta.encap == 0) {
+                    tunnel_source.apply();
+                    bit<16> inner_len;
+                    bit<8> inner_proto;
+                    if (hdr.ipv4.isValid()) {
+                        inner_len = hdr.ipv4.total_len;
+                        inner_proto = PROTO_IPIP;
+                    } else {
+                        inner_len = hdr.ipv6.payload_len + 40;
+                        inner_proto = PROTO_IPV6;
+                    }
+                    bit<16> ether_type;
+                    if (meta.be_addr[127:32] == 96w0xffff) {
+                        hdr.outer_ipv4.setValid();
+                        hdr.outer_ipv4.version = 4;
+                        hdr.outer_ipv4.ihl = 5;
+                        hdr.outer_ipv4.tos = 0;
+                        hdr.outer_ipv4.total_len = inner_len + 20;
+                        hdr.outer_ipv4.identification = 0;
+                        hdr.outer_ipv4.reserved = 0;
+                        hdr.outer_ipv4.df = 0;
+                        hdr.outer_ipv4.mf = 0;
+                        hdr.outer_ipv4.frag_offset = 0;
+                        hdr.outer_ipv4.ttl = 64;
+                        hdr.outer_ipv4.protocol = inner_proto;
+                        hdr.outer_ipv4.checksum = 0;
+                        hdr.outer_ipv4.src = tunnel_src4;
+                        hdr.outer_ipv4.dst = meta.be_addr[31:0];
+                        ether_type = ETHERTYPE_IPV4;
+                    } else {
+                        hdr.outer_ipv6.setValid();
+                        hdr.outer_ipv6.version = 6;
+                        hdr.outer_ipv6.traffic_class = 0;
+                        hdr.outer_ipv6.flow_label = 0;
+                        hdr.outer_ipv6.payload_len = inner_len;
+                        hdr.outer_ipv6.next_hdr = inner_proto;
+                        hdr.outer_ipv6.hop_limit = 64;
+                        hdr.outer_ipv6.src = tunnel_src6;
+                        hdr.outer_ipv6.dst = meta.be_addr;
+                        ether_type = ETHERTYPE_IPV6;
+                    }
+                    if (hdr.vlan.isValid()) {
+                        hdr.vlan.ether_type = ether_type;
+                    } else {
+                        hdr.ethernet.ether_type = ether_type;
+                    }
+                }
+                meta.fwd_addr = meta.be_addr;
+            }
+        }
+
+        if (meta.to_fallback == 1) {
+            fallback.apply();
+        } else if (forward.apply().hit) {
+            if (meta.vip_hit == 1 && meta.encap == 1) {
+                hdr.ethernet.dst = meta.be_mac; // L2 DSR
+            }
+        }
+    }
+}
+
+control LbEgress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    apply { }
+}
+
+control LbComputeChecksum(inout headers_t hdr, inout meta_t meta) {
+    apply {
+        update_checksum(hdr.outer_ipv4.isValid(),
+            { hdr.outer_ipv4.version, hdr.outer_ipv4.ihl, hdr.outer_ipv4.tos, hdr.outer_ipv4.total_len,
+              hdr.outer_ipv4.identification, hdr.outer_ipv4.reserved, hdr.outer_ipv4.df, hdr.outer_ipv4.mf,
+              hdr.outer_ipv4.frag_offset, hdr.outer_ipv4.ttl, hdr.outer_ipv4.protocol,
+              hdr.outer_ipv4.src, hdr.outer_ipv4.dst },
+            hdr.outer_ipv4.checksum, HashAlgorithm.csum16);
+    }
+}
+
+control LbDeparser(packet_out pkt, in headers_t hdr) {
+    apply {
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.vlan);
+        pkt.emit(hdr.outer_ipv4);
+        pkt.emit(hdr.outer_ipv6);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.ipv6);
+        pkt.emit(hdr.ipv6_frag);
+        pkt.emit(hdr.tcp);
+        pkt.emit(hdr.udp);
+    }
+}
+
+V1Switch(LbParser(), LbVerifyChecksum(), LbIngress(), LbEgress(), LbComputeChecksum(), LbDeparser()) main;

@@ -1,0 +1,496 @@
+package runtime
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// Defaults. P4Runtime servers return large batched reads (a 65,537-slot
+// ring is ≈ 3.5 MB) and one p4.v1.Error per update in the status trailer,
+// both over gRPC's 4 MB / 16 KB defaults, so the limits are raised.
+const (
+	DefaultBatchSize   = 1000
+	DefaultMaxMsgSize  = 256 << 20
+	DefaultMaxMetadata = 64 << 20
+)
+
+// Options configures a Client.
+type Options struct {
+	Addr     string
+	DeviceID uint64
+	// ElectionID is this controller's election ID (high, low); the highest
+	// among connected controllers of a role is primary and may write.
+	ElectionHigh, ElectionLow uint64
+	// Role is the P4Runtime role name; "" is the default role.
+	Role string
+	// BatchSize bounds updates per Write RPC (DefaultBatchSize when 0).
+	BatchSize int
+	// MaxMsgSize bounds gRPC messages both ways (DefaultMaxMsgSize when 0).
+	MaxMsgSize int
+	// TLS enables TLS (mTLS when it carries a client certificate).
+	TLS *tls.Config
+	// Backoff bounds the reconnect delay (100 ms .. 5 s when zero).
+	MinBackoff, MaxBackoff time.Duration
+	Logger                 *slog.Logger
+}
+
+// TLSConfig builds a TLS configuration from PEM files; certFile and
+// keyFile are optional (mTLS), caFile verifies the server.
+func TLSConfig(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
+	cfg := &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: no PEM certificates", caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if certFile != "" || keyFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// ErrNotPrimary is returned by writes when this client is not the primary
+// controller (never was, or lost mastership).
+var ErrNotPrimary = errors.New("not the primary controller")
+
+// Client is a P4Runtime connection to one device.
+type Client struct {
+	opts   Options
+	conn   *grpc.ClientConn
+	rt     p4v1.P4RuntimeClient
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	primary  bool
+	wasEver  bool
+	reason   error         // why not primary, when known
+	changed  chan struct{} // closed and replaced on every arbitration change
+	sessions int
+}
+
+// Dial connects and starts arbitration in the background; use WaitPrimary
+// before writing.
+func Dial(ctx context.Context, opts Options) (*Client, error) {
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = DefaultBatchSize
+	}
+	if opts.MaxMsgSize <= 0 {
+		opts.MaxMsgSize = DefaultMaxMsgSize
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 100 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 5 * time.Second
+	}
+	if opts.ElectionHigh == 0 && opts.ElectionLow == 0 {
+		opts.ElectionLow = 1 // 0 is not a valid election ID
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	creds := insecure.NewCredentials()
+	if opts.TLS != nil {
+		creds = credentials.NewTLS(opts.TLS)
+	}
+	conn, err := grpc.NewClient(opts.Addr,
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMsgSize), grpc.MaxCallSendMsgSize(opts.MaxMsgSize)),
+		grpc.WithMaxHeaderListSize(DefaultMaxMetadata))
+	if err != nil {
+		return nil, fmt.Errorf("p4runtime %s: %w", opts.Addr, err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	c := &Client{opts: opts, conn: conn, rt: p4v1.NewP4RuntimeClient(conn), log: log.With("p4rt", opts.Addr),
+		cancel: cancel, done: make(chan struct{}), changed: make(chan struct{})}
+	go c.run(sctx)
+	return c, nil
+}
+
+// Close ends the session; the device keeps its state.
+func (c *Client) Close() error {
+	c.cancel()
+	<-c.done
+	return c.conn.Close()
+}
+
+// Options returns the client's options with defaults filled in.
+func (c *Client) Options() Options { return c.opts }
+
+// ElectionID returns this client's election ID.
+func (c *Client) ElectionID() *p4v1.Uint128 {
+	return &p4v1.Uint128{High: c.opts.ElectionHigh, Low: c.opts.ElectionLow}
+}
+
+func (c *Client) role() *p4v1.Role {
+	if c.opts.Role == "" {
+		return nil
+	}
+	return &p4v1.Role{Name: c.opts.Role}
+}
+
+// IsPrimary reports whether the last arbitration made this client primary.
+func (c *Client) IsPrimary() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.primary
+}
+
+// Primary reports mastership and, when not primary, why.
+func (c *Client) Primary() (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.primary {
+		return true, nil
+	}
+	if c.reason != nil {
+		return false, fmt.Errorf("%w: %w", ErrNotPrimary, c.reason)
+	}
+	return false, ErrNotPrimary
+}
+
+// Changed returns a channel closed at the next arbitration change.
+func (c *Client) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// WaitPrimary waits for the first arbitration outcome: nil when primary, an
+// error naming the reason otherwise (another controller is primary, the
+// device is unreachable and ctx ended, or the server refused the election).
+func (c *Client) WaitPrimary(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		primary, reason, ch := c.primary, c.reason, c.changed
+		c.mu.Unlock()
+		if primary {
+			return nil
+		}
+		if reason != nil && !isTransport(reason) {
+			return fmt.Errorf("%w: %w", ErrNotPrimary, reason)
+		}
+		select {
+		case <-ctx.Done():
+			if reason != nil {
+				return fmt.Errorf("p4runtime %s: %w (%w)", c.opts.Addr, ctx.Err(), reason)
+			}
+			return fmt.Errorf("p4runtime %s: no arbitration answer: %w", c.opts.Addr, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+func isTransport(err error) bool {
+	code := status.Code(err)
+	return code == codes.Unavailable || code == codes.Canceled || code == codes.DeadlineExceeded || errors.Is(err, io.EOF)
+}
+
+func (c *Client) setState(primary bool, reason error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.primary && !primary {
+		c.log.Warn("mastership lost", "reason", reason)
+	}
+	if primary && !c.primary {
+		c.log.Info("primary", "election_id", c.opts.ElectionLow)
+	}
+	c.primary, c.reason = primary, reason
+	c.wasEver = c.wasEver || primary
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// run keeps a StreamChannel session up, reconnecting with backoff.
+func (c *Client) run(ctx context.Context) {
+	defer close(c.done)
+	backoff := c.opts.MinBackoff
+	for ctx.Err() == nil {
+		reached, err := c.session(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		c.setState(false, err)
+		if reached {
+			backoff = c.opts.MinBackoff
+		}
+		c.log.Debug("stream channel ended; reconnecting", "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, c.opts.MaxBackoff)
+	}
+	c.setState(false, errors.New("client closed"))
+}
+
+func (c *Client) session(ctx context.Context) (reachedPrimary bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.rt.StreamChannel(sctx)
+	if err != nil {
+		return false, err
+	}
+	arb := &p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Arbitration{Arbitration: &p4v1.MasterArbitrationUpdate{
+		DeviceId: c.opts.DeviceID, Role: c.role(), ElectionId: c.ElectionID()}}}
+	if err := stream.Send(arb); err != nil {
+		return false, err
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return reachedPrimary, err
+		}
+		if a := msg.GetArbitration(); a != nil {
+			code := codes.Code(a.GetStatus().GetCode())
+			mine := a.GetElectionId().GetHigh() == c.opts.ElectionHigh && a.GetElectionId().GetLow() == c.opts.ElectionLow
+			if code == codes.OK && mine {
+				reachedPrimary = true
+				c.setState(true, nil)
+				continue
+			}
+			var reason error
+			switch {
+			case a.GetElectionId() != nil && !mine:
+				reason = fmt.Errorf("device %d role %q: controller with election ID %d:%d is primary (ours %d:%d)",
+					c.opts.DeviceID, c.opts.Role, a.GetElectionId().GetHigh(), a.GetElectionId().GetLow(), c.opts.ElectionHigh, c.opts.ElectionLow)
+			default:
+				reason = fmt.Errorf("device %d role %q: arbitration %s: %s", c.opts.DeviceID, c.opts.Role, code, a.GetStatus().GetMessage())
+			}
+			c.setState(false, reason)
+		}
+		if e := msg.GetError(); e != nil {
+			c.log.Warn("stream error", "code", codes.Code(e.CanonicalCode), "message", e.Message)
+		}
+	}
+}
+
+// UpdateError is the failure of one update of a batch.
+type UpdateError struct {
+	Index   int
+	Code    codes.Code
+	Message string
+}
+
+// WriteError is a Write RPC that failed as a whole (Updates empty) or in
+// some of its updates (one UpdateError per failed update, in batch order).
+type WriteError struct {
+	Code    codes.Code
+	Message string
+	Updates []UpdateError
+	Total   int
+}
+
+func (e *WriteError) Error() string {
+	if len(e.Updates) == 0 {
+		return fmt.Sprintf("write rejected: %s: %s", e.Code, e.Message)
+	}
+	u := e.Updates[0]
+	more := ""
+	if len(e.Updates) > 1 {
+		more = fmt.Sprintf(" (and %d more)", len(e.Updates)-1)
+	}
+	return fmt.Sprintf("%d of %d updates failed; update %d: %s: %s%s", len(e.Updates), e.Total, u.Index, u.Code, u.Message, more)
+}
+
+// decodeWriteError turns a Write status into a *WriteError, decoding the
+// per-update p4.v1.Error details the spec puts in the status.
+func decodeWriteError(err error, total int) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	we := &WriteError{Code: st.Code(), Message: st.Message(), Total: total}
+	i := 0
+	for _, d := range st.Details() {
+		pe, ok := d.(*p4v1.Error)
+		if !ok {
+			continue
+		}
+		if codes.Code(pe.CanonicalCode) != codes.OK {
+			we.Updates = append(we.Updates, UpdateError{Index: i, Code: codes.Code(pe.CanonicalCode), Message: pe.Message})
+		}
+		i++
+	}
+	return we
+}
+
+// Write sends updates in one RPC with CONTINUE_ON_ERROR atomicity. It
+// refuses when this client is not primary; a PERMISSION_DENIED answer
+// marks mastership lost.
+func (c *Client) Write(ctx context.Context, updates []*p4v1.Update) error {
+	if ok, err := c.Primary(); !ok {
+		return err
+	}
+	_, err := c.rt.Write(ctx, &p4v1.WriteRequest{DeviceId: c.opts.DeviceID, Role: c.opts.Role, ElectionId: c.ElectionID(),
+		Updates: updates, Atomicity: p4v1.WriteRequest_CONTINUE_ON_ERROR})
+	if err == nil {
+		return nil
+	}
+	if status.Code(err) == codes.PermissionDenied {
+		c.setState(false, err)
+		return fmt.Errorf("%w: %w", ErrNotPrimary, err)
+	}
+	return decodeWriteError(err, len(updates))
+}
+
+// Read runs one Read RPC (entities may be wildcards) and gathers the
+// streamed responses.
+func (c *Client) Read(ctx context.Context, entities ...*p4v1.Entity) ([]*p4v1.Entity, error) {
+	stream, err := c.rt.Read(ctx, &p4v1.ReadRequest{DeviceId: c.opts.DeviceID, Role: c.opts.Role, Entities: entities})
+	if err != nil {
+		return nil, err
+	}
+	var out []*p4v1.Entity
+	for {
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, resp.Entities...)
+	}
+}
+
+// ReadTable reads every entry of a table (wildcard read).
+func (c *Client) ReadTable(ctx context.Context, tableID uint32) ([]*p4v1.TableEntry, error) {
+	ents, err := c.Read(ctx, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: tableID}}})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*p4v1.TableEntry, 0, len(ents))
+	for _, e := range ents {
+		if te := e.GetTableEntry(); te != nil {
+			out = append(out, te)
+		}
+	}
+	return out, nil
+}
+
+// ReadDefault reads a table's default entry.
+func (c *Client) ReadDefault(ctx context.Context, tableID uint32) (*p4v1.TableEntry, error) {
+	ents, err := c.Read(ctx, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: tableID, IsDefaultAction: true}}})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if te := e.GetTableEntry(); te != nil {
+			return te, nil
+		}
+	}
+	return nil, fmt.Errorf("no default entry for table %#x", tableID)
+}
+
+// Counter is one counter cell.
+type Counter struct {
+	Index          int64
+	Packets, Bytes int64
+}
+
+// ReadCounter reads every cell of an indexed counter.
+func (c *Client) ReadCounter(ctx context.Context, counterID uint32) ([]Counter, error) {
+	ents, err := c.Read(ctx, &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{CounterId: counterID}}})
+	if err != nil {
+		return nil, err
+	}
+	var out []Counter
+	for _, e := range ents {
+		if ce := e.GetCounterEntry(); ce != nil {
+			out = append(out, Counter{Index: ce.GetIndex().GetIndex(), Packets: ce.GetData().GetPacketCount(), Bytes: ce.GetData().GetByteCount()})
+		}
+	}
+	return out, nil
+}
+
+// Pipeline is a forwarding-pipeline configuration.
+type Pipeline struct {
+	P4Info       *p4configv1.P4Info
+	DeviceConfig []byte
+	Cookie       uint64
+}
+
+// PipelineCookie returns the cookie of the device's pipeline; ok is false
+// when the device has none.
+func (c *Client) PipelineCookie(ctx context.Context) (cookie uint64, ok bool, err error) {
+	resp, err := c.rt.GetForwardingPipelineConfig(ctx, &p4v1.GetForwardingPipelineConfigRequest{DeviceId: c.opts.DeviceID,
+		ResponseType: p4v1.GetForwardingPipelineConfigRequest_COOKIE_ONLY})
+	if status.Code(err) == codes.FailedPrecondition {
+		return 0, false, nil // no pipeline yet
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if ck := resp.GetConfig().GetCookie(); ck != nil {
+		return ck.Cookie, true, nil
+	}
+	return 0, false, nil
+}
+
+// GetP4Info returns the P4Info the device runs.
+func (c *Client) GetP4Info(ctx context.Context) (*p4configv1.P4Info, error) {
+	resp, err := c.rt.GetForwardingPipelineConfig(ctx, &p4v1.GetForwardingPipelineConfigRequest{DeviceId: c.opts.DeviceID,
+		ResponseType: p4v1.GetForwardingPipelineConfigRequest_P4INFO_AND_COOKIE})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetConfig().GetP4Info() == nil {
+		return nil, fmt.Errorf("device %d runs no P4 program", c.opts.DeviceID)
+	}
+	return resp.GetConfig().GetP4Info(), nil
+}
+
+// EnsurePipeline pushes p with VERIFY_AND_COMMIT unless the device already
+// runs a pipeline with the same cookie. It reports whether it pushed.
+func (c *Client) EnsurePipeline(ctx context.Context, p Pipeline) (bool, error) {
+	cookie, ok, err := c.PipelineCookie(ctx)
+	if err != nil {
+		return false, fmt.Errorf("get pipeline config: %w", err)
+	}
+	if ok && cookie == p.Cookie {
+		return false, nil
+	}
+	if ok, err := c.Primary(); !ok {
+		return false, err
+	}
+	_, err = c.rt.SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{
+		DeviceId: c.opts.DeviceID, Role: c.opts.Role, ElectionId: c.ElectionID(),
+		Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT,
+		Config: &p4v1.ForwardingPipelineConfig{P4Info: p.P4Info, P4DeviceConfig: p.DeviceConfig,
+			Cookie: &p4v1.ForwardingPipelineConfig_Cookie{Cookie: p.Cookie}},
+	})
+	if err != nil {
+		return false, fmt.Errorf("set pipeline config: %w", err)
+	}
+	return true, nil
+}

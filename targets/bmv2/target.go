@@ -1,0 +1,341 @@
+package bmv2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/runtime"
+	"github.com/lbc-dev/lbc/targets"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Options configures a connection to a switch.
+type Options struct {
+	runtime.Options
+	// P4InfoPath and DeviceConfigPath, when set, are pushed as the pipeline
+	// unless the switch already runs them (same cookie). Without them the
+	// switch must already run lb.p4; its P4Info is read from it.
+	P4InfoPath       string
+	DeviceConfigPath string
+	// Name overrides the target's name in output.
+	Name string
+}
+
+// Target is a switch running p4/lb.p4.
+type Target struct {
+	c      *runtime.Client
+	tr     *Translator
+	name   string
+	pushed bool
+	// names of services and backends, for errors that name what failed.
+	svcNames, beNames map[uint32]string
+	next              [2]uint32
+}
+
+var _ targets.Target = (*Target)(nil)
+
+// Cookie identifies a pipeline: FNV-64a over the P4Info and device config.
+func Cookie(p4info, devcfg []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(p4info)
+	h.Write([]byte{0})
+	h.Write(devcfg)
+	return h.Sum64()
+}
+
+// Open connects, becomes primary (or fails saying who is), and makes sure
+// the switch runs the pipeline.
+func Open(ctx context.Context, opts Options) (*Target, error) {
+	c, err := runtime.Dial(ctx, opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	t, err := open(ctx, c, opts)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error) {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.WaitPrimary(wctx); err != nil {
+		return nil, err
+	}
+	t := &Target{c: c, name: opts.Name, svcNames: map[uint32]string{}, beNames: map[uint32]string{}}
+	if t.name == "" {
+		t.name = "bmv2 " + opts.Addr
+	}
+	var schema *runtime.Schema
+	if opts.P4InfoPath != "" {
+		raw, err := os.ReadFile(opts.P4InfoPath)
+		if err != nil {
+			return nil, err
+		}
+		info, err := runtime.ParseP4Info(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", opts.P4InfoPath, err)
+		}
+		if schema, err = runtime.NewSchema(info); err != nil {
+			return nil, fmt.Errorf("%s: %w", opts.P4InfoPath, err)
+		}
+		var devcfg []byte
+		if opts.DeviceConfigPath != "" {
+			if devcfg, err = os.ReadFile(opts.DeviceConfigPath); err != nil {
+				return nil, err
+			}
+		}
+		canon, _ := proto.MarshalOptions{Deterministic: true}.Marshal(info)
+		t.pushed, err = c.EnsurePipeline(ctx, runtime.Pipeline{P4Info: info, DeviceConfig: devcfg, Cookie: Cookie(canon, devcfg)})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		info, err := c.GetP4Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading the switch's P4Info (pass --p4info to push one): %w", err)
+		}
+		if schema, err = runtime.NewSchema(info); err != nil {
+			return nil, err
+		}
+	}
+	tr, err := NewTranslator(schema)
+	if err != nil {
+		return nil, err
+	}
+	t.tr = tr
+	return t, nil
+}
+
+// Name identifies the target in output.
+func (t *Target) Name() string { return t.name }
+
+// PipelinePushed reports whether Open pushed the pipeline (it was absent or
+// different).
+func (t *Target) PipelinePushed() bool { return t.pushed }
+
+// Client returns the P4Runtime client.
+func (t *Target) Client() *runtime.Client { return t.c }
+
+// Translator returns the IR translation.
+func (t *Target) Translator() *Translator { return t.tr }
+
+// Close releases the connection; the switch keeps its tables.
+func (t *Target) Close() error { return t.c.Close() }
+
+// Read returns the IR the switch holds.
+func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
+	tabs := Tables{}
+	for _, name := range []string{tVIPPort, tVIPProto, tVIPAddr, tService, tRing, tBackend} {
+		es, err := t.c.ReadTable(ctx, t.tr.TableID(name))
+		if err != nil {
+			return nil, fmt.Errorf("read table %s: %w", name, err)
+		}
+		tabs[name] = es
+	}
+	tunnel, err := t.c.ReadDefault(ctx, t.tr.TableID(tTunnelSource))
+	if err != nil {
+		tunnel = nil // never written: no tunnel source
+	}
+	ir, err := t.tr.IR(tabs, tunnel)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range ir.Services {
+		t.svcNames[s.ID] = s.Name
+	}
+	for _, b := range ir.Backends {
+		t.beNames[b.ID] = b.Name
+	}
+	t.next = [2]uint32{max(t.next[0], ir.NextServiceID), max(t.next[1], ir.NextBackendID)}
+	return ir, nil
+}
+
+// batch is a run of changes to one table, written in one RPC.
+type batch struct {
+	changes []compiler.Change
+	updates []*p4v1.Update
+	bytes   int
+}
+
+// plan splits a diff into batches. A batch never spans two tables: the
+// spec lets a server apply a batch's updates in any order, so each step of
+// the diff's order (backends, ring halves, the service flip, VIPs, deletes)
+// must be complete before the next starts.
+func (t *Target) plan(d compiler.Diff) ([]batch, error) {
+	size := t.c.Options().BatchSize
+	for _, c := range d.Changes {
+		switch {
+		case c.Service != nil:
+			t.svcNames[c.Service.ID] = c.Service.Name
+			t.next[0] = max(t.next[0], c.Service.ID+1)
+		case c.Backend != nil:
+			t.beNames[c.Backend.ID] = c.Backend.Name
+			t.next[1] = max(t.next[1], c.Backend.ID+1)
+		}
+	}
+	var out []batch
+	for i, c := range d.Changes {
+		u, err := t.tr.Update(c, t.next)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t.describe(c), err)
+		}
+		if i == 0 || c.Table != d.Changes[i-1].Table || len(out[len(out)-1].updates) >= size {
+			out = append(out, batch{})
+		}
+		b := &out[len(out)-1]
+		b.changes = append(b.changes, c)
+		b.updates = append(b.updates, u)
+		b.bytes += proto.Size(u)
+	}
+	return out, nil
+}
+
+// describe names a change for errors: what it writes, with names.
+func (t *Target) describe(c compiler.Change) string {
+	svc := func(id uint32) string {
+		if n := t.svcNames[id]; n != "" {
+			return fmt.Sprintf("service %q", n)
+		}
+		return fmt.Sprintf("service %d", id)
+	}
+	be := func(id uint32) string {
+		if n := t.beNames[id]; n != "" {
+			return fmt.Sprintf("backend %q", n)
+		}
+		return fmt.Sprintf("backend %d", id)
+	}
+	switch {
+	case c.VIP != nil:
+		k := c.VIP.Key
+		what := fmt.Sprintf("vip %s", k.VIP)
+		switch k.Kind {
+		case compiler.MatchPort:
+			what += fmt.Sprintf(" proto %d port %d", k.Proto, k.Port)
+		case compiler.MatchAllPorts:
+			what += fmt.Sprintf(" proto %d all ports", k.Proto)
+		}
+		return fmt.Sprintf("%s %s → %s", c.Op, what, svc(c.VIP.ServiceID))
+	case c.Service != nil:
+		return fmt.Sprintf("%s %s (id %d, half %d, epoch %d)", c.Op, svc(c.Service.ID), c.Service.ID, c.Service.ActiveHalf, c.Service.Epoch)
+	case c.Ring != nil:
+		return fmt.Sprintf("%s ring of %s half %d slot %d → %s", c.Op, svc(c.Ring.ServiceID), c.Ring.Half, c.Ring.Slot, be(c.Ring.BackendID))
+	case c.Backend != nil:
+		return fmt.Sprintf("%s %s of %s (id %d, %s)", c.Op, be(c.Backend.ID), svc(c.Backend.ServiceID), c.Backend.ID, c.Backend.IP)
+	}
+	return c.String()
+}
+
+// RejectedError lists the changes a switch rejected, by name.
+type RejectedError struct {
+	Rejected []string // "insert backend "vm-a1" of service "web" (...): INVALID_ARGUMENT: ..."
+	Applied  int      // writes that succeeded before the push stopped
+	Total    int
+}
+
+func (e *RejectedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "switch rejected %d change(s); stopped after %d of %d writes (the next push repairs what is missing):", len(e.Rejected), e.Applied, e.Total)
+	for i, r := range e.Rejected {
+		if i == 10 {
+			fmt.Fprintf(&b, "\n  ... and %d more", len(e.Rejected)-10)
+			break
+		}
+		b.WriteString("\n  ")
+		b.WriteString(r)
+	}
+	return b.String()
+}
+
+// Apply writes the diff batch by batch, in the diff's order. It stops at
+// the first batch with a rejected update (later steps could point at what
+// is missing, e.g. a service flip at an incomplete ring half) and when
+// mastership is lost.
+func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats, error) {
+	start := time.Now()
+	st := targets.ApplyStats{Counts: map[string][3]int{}}
+	batches, err := t.plan(d)
+	if err != nil {
+		return st, err
+	}
+	total := len(d.Changes)
+	for _, b := range batches {
+		err := t.c.Write(ctx, b.updates)
+		st.Batches++
+		var we *runtime.WriteError
+		switch {
+		case err == nil:
+			t.count(&st, b.changes, nil)
+			st.Bytes += b.bytes
+		case errors.As(err, &we) && len(we.Updates) > 0:
+			failed := map[int]bool{}
+			rej := &RejectedError{Total: total}
+			for _, u := range we.Updates {
+				if u.Index < len(b.changes) {
+					failed[u.Index] = true
+					rej.Rejected = append(rej.Rejected, fmt.Sprintf("%s: %s: %s", t.describe(b.changes[u.Index]), u.Code, u.Message))
+				}
+			}
+			t.count(&st, b.changes, failed)
+			rej.Applied = st.Writes
+			st.Duration = time.Since(start)
+			return st, rej
+		default:
+			st.Duration = time.Since(start)
+			if errors.Is(err, runtime.ErrNotPrimary) {
+				return st, fmt.Errorf("stopped after %d of %d writes: %w", st.Writes, total, err)
+			}
+			return st, fmt.Errorf("%s: stopped after %d of %d writes: batch of %d %s writes: %w", t.name, st.Writes, total, len(b.changes), b.changes[0].Table, err)
+		}
+	}
+	st.Duration = time.Since(start)
+	return st, nil
+}
+
+func (t *Target) count(st *targets.ApplyStats, cs []compiler.Change, failed map[int]bool) {
+	for i, c := range cs {
+		if failed[i] {
+			continue
+		}
+		x := st.Counts[c.Table]
+		x[c.Op]++
+		st.Counts[c.Table] = x
+		st.Writes++
+	}
+}
+
+// SetTunnelSource writes the IP-in-IP outer sources unless the switch
+// already holds them; it reports whether it wrote.
+func (t *Target) SetTunnelSource(ctx context.Context, v4, v6 netip.Addr) (bool, error) {
+	want, err := t.tr.TunnelSourceEntry(v4, v6)
+	if err != nil {
+		return false, err
+	}
+	if have, err := t.c.ReadDefault(ctx, t.tr.TableID(tTunnelSource)); err == nil && proto.Equal(have.GetAction(), want.GetAction()) {
+		return false, nil
+	}
+	return true, t.c.Write(ctx, []*p4v1.Update{{Type: p4v1.Update_MODIFY, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: want}}}})
+}
+
+// SetFallbackPort sets the port fragments and unparsed protocols of a
+// service leave through (design decision 5); it reports whether it wrote.
+func (t *Target) SetFallbackPort(ctx context.Context, port uint32) (bool, error) {
+	want, err := t.tr.FallbackEntry(port)
+	if err != nil {
+		return false, fmt.Errorf("fallback port %d: %w", port, err)
+	}
+	if have, err := t.c.ReadDefault(ctx, t.tr.TableID(tFallback)); err == nil && proto.Equal(have.GetAction(), want.GetAction()) {
+		return false, nil
+	}
+	return true, t.c.Write(ctx, []*p4v1.Update{{Type: p4v1.Update_MODIFY, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: want}}}})
+}

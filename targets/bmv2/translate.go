@@ -1,0 +1,365 @@
+package bmv2
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"sort"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/runtime"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+)
+
+// Table and action names in the P4Info (aliases).
+const (
+	tVIPPort      = "vip_port"
+	tVIPProto     = "vip_proto"
+	tVIPAddr      = "vip_addr"
+	tService      = "service"
+	tRing         = "ring"
+	tBackend      = "backend"
+	tTunnelSource = "tunnel_source"
+	tFallback     = "fallback"
+
+	aSetServiceID    = "set_service_id"
+	aSetService      = "set_service"
+	aSetRingBackend  = "set_ring_backend"
+	aSetBackend      = "set_backend"
+	aSetTunnelSource = "set_tunnel_source"
+	aSetFallbackPort = "set_fallback_port"
+)
+
+// Translator maps IR rows to entries of one P4Info and back.
+type Translator struct {
+	s   *runtime.Schema
+	ids map[string]uint32 // table alias → ID
+}
+
+// NewTranslator checks that the P4Info has every table and action this
+// translation writes, so a wrong P4Info fails before any write.
+func NewTranslator(s *runtime.Schema) (*Translator, error) {
+	tr := &Translator{s: s, ids: map[string]uint32{}}
+	for _, name := range []string{tVIPPort, tVIPProto, tVIPAddr, tService, tRing, tBackend, tTunnelSource, tFallback} {
+		t, err := s.Table(name)
+		if err != nil {
+			return nil, fmt.Errorf("%w (is this the P4Info of p4/lb.p4?)", err)
+		}
+		tr.ids[name] = t.Preamble.Id
+	}
+	for _, name := range []string{aSetServiceID, aSetService, aSetRingBackend, aSetBackend, aSetTunnelSource, aSetFallbackPort} {
+		if _, err := s.Action(name); err != nil {
+			return nil, fmt.Errorf("%w (is this the P4Info of p4/lb.p4?)", err)
+		}
+	}
+	return tr, nil
+}
+
+// Schema returns the P4Info schema.
+func (tr *Translator) Schema() *runtime.Schema { return tr.s }
+
+// TableID returns a table's ID by alias.
+func (tr *Translator) TableID(name string) uint32 { return tr.ids[name] }
+
+func addr16(a netip.Addr) []byte {
+	b := a.Unmap().As16() // IPv4 becomes ::ffff:a.b.c.d
+	if !a.IsValid() {
+		return []byte{0}
+	}
+	return b[:]
+}
+
+func addrFrom(b []byte) netip.Addr {
+	if runtime.BitLen(b) == 0 {
+		return netip.Addr{}
+	}
+	return netip.AddrFrom16([16]byte(runtime.Pad(b, 16))).Unmap()
+}
+
+func vipTable(k compiler.MatchKind) string {
+	switch k {
+	case compiler.MatchPort:
+		return tVIPPort
+	case compiler.MatchAllPorts:
+		return tVIPProto
+	}
+	return tVIPAddr
+}
+
+// VIPEntry is the entry of a VIP row; withAction false gives the key alone.
+func (tr *Translator) VIPEntry(v *compiler.VIPRow, withAction bool) (*p4v1.TableEntry, error) {
+	key := []runtime.Value{runtime.B("dst_addr", addr16(v.Key.VIP))}
+	switch v.Key.Kind {
+	case compiler.MatchPort:
+		key = append(key, runtime.U("protocol", uint64(v.Key.Proto)), runtime.U("dst_port", uint64(v.Key.Port)))
+	case compiler.MatchAllPorts:
+		key = append(key, runtime.U("protocol", uint64(v.Key.Proto)))
+	}
+	action, params := "", []runtime.Value(nil)
+	if withAction {
+		action, params = aSetServiceID, []runtime.Value{runtime.U("service_id", uint64(v.ServiceID))}
+	}
+	return tr.s.Entry(vipTable(v.Key.Kind), key, action, params)
+}
+
+// serviceMeta is what a service row keeps beyond the datapath fields.
+type serviceMeta struct {
+	Name         string   `json:"name"`
+	Decision     string   `json:"decision,omitempty"`
+	Rule         string   `json:"rule,omitempty"`
+	Eligible     []string `json:"eligible,omitempty"`
+	FailoverSide bool     `json:"failoverSide,omitempty"`
+	// Next IDs: IDs are never reused (compiler.IR), also across restarts.
+	NextService uint32 `json:"nextService,omitempty"`
+	NextBackend uint32 `json:"nextBackend,omitempty"`
+}
+
+type backendMeta struct {
+	Name          string  `json:"name"`
+	Weight        int     `json:"weight,omitempty"`
+	Failover      bool    `json:"failover,omitempty"`
+	DrainDeadline float64 `json:"drainDeadline,omitempty"`
+	NextService   uint32  `json:"nextService,omitempty"`
+	NextBackend   uint32  `json:"nextBackend,omitempty"`
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var classNames = [compiler.NumClasses]string{"tcp", "udp", "tunnel", "other"}
+
+// ServiceEntry is the entry of a service row.
+func (tr *Translator) ServiceEntry(s *compiler.ServiceRow, next [2]uint32, withAction bool) (*p4v1.TableEntry, error) {
+	key := []runtime.Value{runtime.U("service_id", uint64(s.ID))}
+	if !withAction {
+		return tr.s.Entry(tService, key, "", nil)
+	}
+	params := []runtime.Value{
+		runtime.U("ring_size", uint64(s.RingSize)),
+		runtime.U("active_half", uint64(s.ActiveHalf)),
+		runtime.U("epoch", uint64(s.Epoch)),
+		runtime.U("idle_timeout_sec", uint64(s.IdleTimeoutSec)),
+		runtime.U("syn_new", b2u(s.SynNew)),
+		runtime.U("no_backends", b2u(s.NoBackends)),
+		runtime.U("all_unhealthy", b2u(s.AllUnhealthy)),
+		runtime.U("encap", uint64(s.Encap)),
+	}
+	for c, p := range s.Classes {
+		n := classNames[c]
+		params = append(params, runtime.U(n+"_affinity", uint64(p.Affinity)), runtime.U(n+"_track", uint64(p.Track)), runtime.U(n+"_persist", b2u(p.Persist)))
+	}
+	e, err := tr.s.Entry(tService, key, aSetService, params)
+	if err != nil {
+		return nil, err
+	}
+	e.Metadata, err = json.Marshal(serviceMeta{Name: s.Name, Decision: s.Decision, Rule: s.Rule, Eligible: s.Eligible, FailoverSide: s.FailoverSide,
+		NextService: next[0], NextBackend: next[1]})
+	return e, err
+}
+
+// RingEntry is the entry of one ring slot.
+func (tr *Translator) RingEntry(r *compiler.RingEntry, withAction bool) (*p4v1.TableEntry, error) {
+	key := []runtime.Value{runtime.U("service_id", uint64(r.ServiceID)), runtime.U("half", uint64(r.Half)), runtime.U("slot", uint64(r.Slot))}
+	if !withAction {
+		return tr.s.Entry(tRing, key, "", nil)
+	}
+	return tr.s.Entry(tRing, key, aSetRingBackend, []runtime.Value{runtime.U("backend_id", uint64(r.BackendID))})
+}
+
+// BackendEntry is the entry of a backend row.
+func (tr *Translator) BackendEntry(b *compiler.BackendRow, next [2]uint32, withAction bool) (*p4v1.TableEntry, error) {
+	key := []runtime.Value{runtime.U("backend_id", uint64(b.ID))}
+	if !withAction {
+		return tr.s.Entry(tBackend, key, "", nil)
+	}
+	e, err := tr.s.Entry(tBackend, key, aSetBackend, []runtime.Value{
+		runtime.U("service_id", uint64(b.ServiceID)),
+		runtime.B("addr", addr16(b.IP)),
+		runtime.B("mac", b.MAC[:]),
+		runtime.U("healthy", b2u(b.Healthy)),
+		runtime.U("draining", b2u(b.Draining)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.Metadata, err = json.Marshal(backendMeta{Name: b.Name, Weight: b.Weight, Failover: b.Failover, DrainDeadline: b.DrainDeadline,
+		NextService: next[0], NextBackend: next[1]})
+	return e, err
+}
+
+// TunnelSourceEntry is the default entry of tunnel_source.
+func (tr *Translator) TunnelSourceEntry(v4, v6 netip.Addr) (*p4v1.TableEntry, error) {
+	src4 := []byte{0}
+	if v4.IsValid() {
+		a := v4.Unmap().As4()
+		src4 = a[:]
+	}
+	src6 := []byte{0}
+	if v6.IsValid() && v6.Is6() && !v6.Is4In6() {
+		a := v6.As16()
+		src6 = a[:]
+	}
+	return tr.s.DefaultEntry(tTunnelSource, aSetTunnelSource, []runtime.Value{runtime.B("src4", src4), runtime.B("src6", src6)})
+}
+
+// FallbackEntry is the default entry of fallback.
+func (tr *Translator) FallbackEntry(port uint32) (*p4v1.TableEntry, error) {
+	return tr.s.DefaultEntry(tFallback, aSetFallbackPort, []runtime.Value{runtime.U("port", uint64(port))})
+}
+
+// Update translates one change.
+func (tr *Translator) Update(c compiler.Change, next [2]uint32) (*p4v1.Update, error) {
+	with := c.Op != compiler.Delete
+	var e *p4v1.TableEntry
+	var err error
+	switch {
+	case c.VIP != nil:
+		e, err = tr.VIPEntry(c.VIP, with)
+	case c.Service != nil:
+		e, err = tr.ServiceEntry(c.Service, next, with)
+	case c.Ring != nil:
+		e, err = tr.RingEntry(c.Ring, with)
+	case c.Backend != nil:
+		e, err = tr.BackendEntry(c.Backend, next, with)
+	default:
+		return nil, fmt.Errorf("change without a row")
+	}
+	if err != nil {
+		return nil, err
+	}
+	typ := [...]p4v1.Update_Type{compiler.Insert: p4v1.Update_INSERT, compiler.Modify: p4v1.Update_MODIFY, compiler.Delete: p4v1.Update_DELETE}[c.Op]
+	return &p4v1.Update{Type: typ, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: e}}}, nil
+}
+
+// Tables holds the entries read from a device, by table alias.
+type Tables map[string][]*p4v1.TableEntry
+
+// IR rebuilds the IR from a device's entries and the tunnel_source default
+// entry (nil when unset).
+func (tr *Translator) IR(tabs Tables, tunnel *p4v1.TableEntry) (*compiler.IR, error) {
+	ir := &compiler.IR{}
+	var next [2]uint32
+	for _, name := range []string{tVIPPort, tVIPProto, tVIPAddr} {
+		for _, e := range tabs[name] {
+			d, err := tr.s.Decode(e)
+			if err != nil {
+				return nil, err
+			}
+			row := compiler.VIPRow{Key: compiler.VIPKey{VIP: addrFrom(d.Key["dst_addr"]), Proto: uint8(d.Uint("protocol")), Port: uint16(d.Uint("dst_port"))},
+				ServiceID: uint32(d.Uint("service_id"))}
+			switch name {
+			case tVIPPort:
+				row.Key.Kind = compiler.MatchPort
+			case tVIPProto:
+				row.Key.Kind = compiler.MatchAllPorts
+			default:
+				row.Key.Kind = compiler.MatchAnyProto
+			}
+			ir.VIPs = append(ir.VIPs, row)
+		}
+	}
+	for _, e := range tabs[tService] {
+		d, err := tr.s.Decode(e)
+		if err != nil {
+			return nil, err
+		}
+		s := compiler.ServiceRow{ID: uint32(d.Uint("service_id")), RingSize: uint32(d.Uint("ring_size")), ActiveHalf: uint8(d.Uint("active_half")),
+			Epoch: uint32(d.Uint("epoch")), IdleTimeoutSec: uint32(d.Uint("idle_timeout_sec")), SynNew: d.Uint("syn_new") == 1,
+			NoBackends: d.Uint("no_backends") == 1, AllUnhealthy: d.Uint("all_unhealthy") == 1, Encap: uint8(d.Uint("encap"))}
+		for c := range s.Classes {
+			n := classNames[c]
+			s.Classes[c] = compiler.ClassPolicy{Affinity: compiler.TupleKind(d.Uint(n + "_affinity")), Track: compiler.TupleKind(d.Uint(n + "_track")), Persist: d.Uint(n+"_persist") == 1}
+		}
+		var m serviceMeta
+		if len(d.Metadata) > 0 {
+			if err := json.Unmarshal(d.Metadata, &m); err != nil {
+				return nil, fmt.Errorf("service %d: metadata: %w", s.ID, err)
+			}
+		}
+		s.Name, s.Decision, s.Rule, s.Eligible, s.FailoverSide = m.Name, m.Decision, m.Rule, m.Eligible, m.FailoverSide
+		if s.Name == "" {
+			s.Name = fmt.Sprintf("service-%d", s.ID) // written by another controller
+		}
+		next = [2]uint32{max(next[0], m.NextService, s.ID+1), max(next[1], m.NextBackend)}
+		ir.Services = append(ir.Services, s)
+	}
+	rings := map[uint32]*compiler.RingRows{}
+	for _, e := range tabs[tRing] {
+		d, err := tr.s.Decode(e)
+		if err != nil {
+			return nil, err
+		}
+		id, half, slot := uint32(d.Uint("service_id")), d.Uint("half"), d.Uint("slot")
+		r := rings[id]
+		if r == nil {
+			r = &compiler.RingRows{ServiceID: id}
+			rings[id] = r
+		}
+		h := &r.Halves[half&1]
+		for uint64(len(*h)) <= slot {
+			*h = append(*h, 0)
+		}
+		(*h)[slot] = uint32(d.Uint("backend_id"))
+	}
+	for _, r := range rings {
+		ir.Rings = append(ir.Rings, *r)
+	}
+	for _, e := range tabs[tBackend] {
+		d, err := tr.s.Decode(e)
+		if err != nil {
+			return nil, err
+		}
+		b := compiler.BackendRow{ID: uint32(d.Uint("backend_id")), ServiceID: uint32(d.Uint("service_id")), IP: addrFrom(d.Params["addr"]),
+			Healthy: d.Uint("healthy") == 1, Draining: d.Uint("draining") == 1}
+		copy(b.MAC[:], runtime.Pad(d.Params["mac"], 6))
+		var m backendMeta
+		if len(d.Metadata) > 0 {
+			if err := json.Unmarshal(d.Metadata, &m); err != nil {
+				return nil, fmt.Errorf("backend %d: metadata: %w", b.ID, err)
+			}
+		}
+		b.Name, b.Weight, b.Failover, b.DrainDeadline = m.Name, m.Weight, m.Failover, m.DrainDeadline
+		if b.Name == "" {
+			b.Name = fmt.Sprintf("backend-%d", b.ID)
+		}
+		next = [2]uint32{max(next[0], m.NextService), max(next[1], m.NextBackend, b.ID+1)}
+		ir.Backends = append(ir.Backends, b)
+	}
+	if tunnel != nil {
+		if d, err := tr.s.Decode(tunnel); err == nil && d.Action == aSetTunnelSource {
+			if b := d.Params["src4"]; runtime.BitLen(b) > 0 {
+				ir.TunnelSource4 = netip.AddrFrom4([4]byte(runtime.Pad(b, 4)))
+			}
+			if b := d.Params["src6"]; runtime.BitLen(b) > 0 {
+				ir.TunnelSource6 = netip.AddrFrom16([16]byte(runtime.Pad(b, 16)))
+			}
+		}
+	}
+	ir.NextServiceID, ir.NextBackendID = next[0], next[1]
+	sortIR(ir)
+	return ir, nil
+}
+
+// sortIR orders rows as compiler.Compile does.
+func sortIR(ir *compiler.IR) {
+	sort.Slice(ir.VIPs, func(i, j int) bool {
+		a, b := ir.VIPs[i].Key, ir.VIPs[j].Key
+		if c := a.VIP.Compare(b.VIP); c != 0 {
+			return c < 0
+		}
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Proto != b.Proto {
+			return a.Proto < b.Proto
+		}
+		return a.Port < b.Port
+	})
+	sort.Slice(ir.Services, func(i, j int) bool { return ir.Services[i].ID < ir.Services[j].ID })
+	sort.Slice(ir.Rings, func(i, j int) bool { return ir.Rings[i].ServiceID < ir.Rings[j].ServiceID })
+	sort.Slice(ir.Backends, func(i, j int) bool { return ir.Backends[i].ID < ir.Backends[j].ID })
+}

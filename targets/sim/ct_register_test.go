@@ -1,0 +1,97 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// The register geometry stores and finds, refreshes in place, evicts the
+// least recently seen way of a full bucket, and counts occupancy.
+func TestRegisterGeometry(t *testing.T) {
+	r, err := NewRegister(1, 4) // one bucket: every key collides
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]Key, 5)
+	for i := range keys {
+		keys[i] = syntheticKey(7, uint64(i))
+	}
+	for i := 0; i < 4; i++ {
+		r.Store(keys[i], Entry{BackendID: uint32(i + 1), LastSeen: time.Duration(10 + i)})
+	}
+	if r.Len() != 4 {
+		t.Fatalf("Len = %d, want 4", r.Len())
+	}
+	// Refresh key 0: same way, newest now.
+	r.Store(keys[0], Entry{BackendID: 1, LastSeen: 100})
+	if r.Len() != 4 {
+		t.Fatalf("refresh changed Len to %d", r.Len())
+	}
+	// A fifth flow evicts the least recently seen: key 1 (seen at 11).
+	r.Store(keys[4], Entry{BackendID: 5, LastSeen: 101})
+	for i, want := range []bool{true, false, true, true, true} {
+		e, ok := r.Lookup(keys[i])
+		if ok != want {
+			t.Errorf("key %d: found %v, want %v", i, ok, want)
+		}
+		if ok && e.BackendID != uint32(i+1) {
+			t.Errorf("key %d: backend %d, want %d", i, e.BackendID, i+1)
+		}
+	}
+	if _, err := NewRegister(0, 4); err == nil {
+		t.Error("NewRegister(0, 4) accepted")
+	}
+}
+
+// The bucket and signature are the documented CRC32s (the P4 program
+// computes the same; a change here must change p4/lb.p4).
+func TestRegisterSlotLayout(t *testing.T) {
+	k := syntheticKey(1, 1)
+	b1, s1 := RegisterSlot(k, 16384)
+	b2, s2 := RegisterSlot(k, 16384)
+	if b1 != b2 || s1 != s2 || b1 >= 16384 || s1 == 0 {
+		t.Fatalf("slot not deterministic or out of range: %d/%d %d/%d", b1, b2, s1, s2)
+	}
+	k2 := k
+	k2.ServiceID = 2
+	if b3, s3 := RegisterSlot(k2, 16384); b3 == b1 && s3 == s1 {
+		t.Error("the same tuple in another service has the same bucket and signature")
+	}
+}
+
+// Collision loss falls with associativity for the same number of slots;
+// the P4 layout (4 ways) must lose less than direct mapping at every
+// occupancy the README quotes.
+func TestRegisterLossByWays(t *testing.T) {
+	const slots = 1 << 14
+	for _, occ := range []float64{0.25, 0.5, 0.9} {
+		direct, _ := LossAt(slots, 1, occ, 1)
+		four, _ := LossAt(slots/P4Ways, P4Ways, occ, 1)
+		if four >= direct {
+			t.Errorf("occupancy %.0f%%: 4-way loss %.4f not below direct-mapped %.4f", occ*100, four, direct)
+		}
+		t.Logf("occupancy %.0f%%: direct-mapped %.2f%%, 4-way %.2f%%", occ*100, direct*100, four*100)
+	}
+}
+
+// BenchmarkRegisterLoss reports the fraction of live flows lost to
+// collisions (loss-%) per geometry with 65,536 slots (the -D default of
+// p4/lb.p4: 16,384 buckets × 4 ways) at 25, 50 and 90 % occupancy.
+func BenchmarkRegisterLoss(b *testing.B) {
+	const slots = 1 << 16
+	for _, ways := range []int{1, 2, 4, 8} {
+		for _, occ := range []float64{0.25, 0.5, 0.9} {
+			b.Run(fmt.Sprintf("ways=%d/occupancy=%.0f%%", ways, occ*100), func(b *testing.B) {
+				var loss float64
+				for i := 0; i < b.N; i++ {
+					var err error
+					if loss, err = LossAt(slots/ways, ways, occ, uint64(i)+1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(loss*100, "loss-%")
+			})
+		}
+	}
+}
