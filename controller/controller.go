@@ -1,0 +1,435 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/controller/health"
+	"github.com/lbc-dev/lbc/targets"
+)
+
+// Options configure a Controller. Zero values take the defaults.
+type Options struct {
+	// ConfigPath is the lb.yaml to load, reload on Reload and watch.
+	ConfigPath string
+	// Targets are the datapaths to keep programmed, all with the same IR
+	// (scale-out behind ECMP). The first one is the reference: on start
+	// its tables give IDs and epochs to the first compile.
+	Targets []targets.Target
+	Logger  *slog.Logger
+	Clock   health.Clock
+	// Prober runs health probes; nil probes the network.
+	Prober health.Prober
+	// MaxProbesInFlight and Jitter tune the health monitor.
+	MaxProbesInFlight int
+	Jitter            float64
+	// Debounce gathers health changes into one recompile: the first change
+	// starts the window, every change in it is in the same push (default
+	// 100 ms; negative: none).
+	Debounce time.Duration
+	// WatchInterval is how often the configuration file is checked for
+	// changes (default 2 s; negative: never; SIGHUP still reloads).
+	WatchInterval time.Duration
+	// RetryInterval is the wait before retrying a failed push (default 5 s).
+	RetryInterval time.Duration
+	// VerifyInterval is how often every target is read back and its digest
+	// compared with what was pushed; a target that drifted is repaired
+	// (default 60 s; negative: never).
+	VerifyInterval time.Duration
+	// Metrics receives the controller's metrics; nil: none.
+	Metrics *Metrics
+}
+
+// Controller keeps datapaths programmed as health, weights and the
+// configuration change.
+type Controller struct {
+	opts  Options
+	log   *slog.Logger
+	clock health.Clock
+	mon   *health.Monitor
+	m     *Metrics
+
+	reqs       chan request
+	mastership chan struct{}
+	ready      chan struct{}
+
+	// Owned by the Run goroutine.
+	cfg       *compiler.Config
+	cfgSum    [32]byte // of the last file tried, good or bad
+	ir        *compiler.IR
+	tgts      []*target
+	committed *compiler.IR
+
+	mu   sync.Mutex // guards snap
+	snap snapshot
+}
+
+// target is the controller's view of one datapath.
+type target struct {
+	t    targets.Target
+	held *compiler.IR // what it holds; nil: unknown, read it back first
+	arb  Arbitrated   // nil unless shared with other controllers
+	st   TargetStatus
+}
+
+// Arbitrated is a target that several controllers share, such as a switch
+// reached over P4Runtime with election IDs: only the primary writes. The
+// backup keeps computing (its state stays warm) and, when it becomes
+// primary, reads the target back and writes only the difference.
+type Arbitrated interface {
+	// Primary reports whether this controller may write now.
+	Primary() bool
+	// MastershipChanges is signalled when Primary may have changed.
+	MastershipChanges() <-chan struct{}
+}
+
+// Committer is a target that stores what a diff does not carry (names,
+// informational fields, ID allocators) after an Apply, so that a restarted
+// controller reads back a complete IR. The XDP target is one.
+type Committer interface {
+	Commit(ir *compiler.IR) error
+}
+
+type request struct {
+	kind  string // "reload", "sync"
+	force bool   // reload even when the file is unchanged
+	reply chan error
+}
+
+// New returns a controller; Run starts it.
+func New(opts Options) (*Controller, error) {
+	if opts.ConfigPath == "" {
+		return nil, errors.New("controller: no configuration file")
+	}
+	if len(opts.Targets) == 0 {
+		return nil, errors.New("controller: no target to program")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Clock == nil {
+		opts.Clock = health.RealClock{}
+	}
+	if opts.Debounce == 0 {
+		opts.Debounce = 100 * time.Millisecond
+	}
+	if opts.WatchInterval == 0 {
+		opts.WatchInterval = 2 * time.Second
+	}
+	if opts.RetryInterval <= 0 {
+		opts.RetryInterval = 5 * time.Second
+	}
+	if opts.VerifyInterval == 0 {
+		opts.VerifyInterval = 60 * time.Second
+	}
+	c := &Controller{
+		opts:       opts,
+		log:        opts.Logger,
+		clock:      opts.Clock,
+		m:          opts.Metrics,
+		reqs:       make(chan request),
+		mastership: make(chan struct{}, 1),
+		ready:      make(chan struct{}),
+	}
+	c.m.watchTargets(opts.Targets)
+	c.mon = health.New(health.Options{
+		Clock:       opts.Clock,
+		Prober:      opts.Prober,
+		MaxInFlight: opts.MaxProbesInFlight,
+		Jitter:      opts.Jitter,
+		Logger:      opts.Logger,
+		OnProbe:     c.m.observeProbe,
+	})
+	for _, t := range opts.Targets {
+		ts := &target{t: t, st: TargetStatus{Name: t.Name(), Primary: true}}
+		if a, ok := t.(Arbitrated); ok {
+			ts.arb = a
+			ts.st.Primary = a.Primary()
+		}
+		c.tgts = append(c.tgts, ts)
+	}
+	return c, nil
+}
+
+// Ready is closed once the first reconcile has pushed to every target.
+func (c *Controller) Ready() <-chan struct{} { return c.ready }
+
+// Monitor is the health monitor (tests probe through it).
+func (c *Controller) Monitor() *health.Monitor { return c.mon }
+
+// Run loads the configuration, reads every target back, probes every
+// backend once, pushes the difference, and then keeps the targets right
+// until ctx ends. It leaves the datapaths programmed when it returns; the
+// caller closes the targets.
+func (c *Controller) Run(ctx context.Context) error {
+	cfg, sum, err := c.load()
+	if err != nil {
+		return err
+	}
+	c.cfg, c.cfgSum = cfg, sum
+	for i, ts := range c.tgts {
+		held, err := ts.t.Read(ctx)
+		if err != nil {
+			return fmt.Errorf("target %s: read back: %w", ts.t.Name(), err)
+		}
+		ts.held = held
+		if i == 0 && hasNames(held) {
+			// The reference target's IDs, epochs and draining deadlines
+			// carry over, so a restart with nothing changed writes nothing.
+			c.ir = held
+			c.committed = held
+		}
+		c.log.Info("target read back", "target", ts.t.Name(), "services", len(held.Services), "backends", len(held.Backends), "digest", Digest(held))
+	}
+	c.m.setConfig(c.cfg)
+	c.mon.SetTargets(ctx, health.TargetsOf(c.cfg))
+	if err := c.update(ctx, "start"); err != nil {
+		return err
+	}
+	close(c.ready)
+
+	monCtx, stopMon := context.WithCancel(ctx)
+	monDone := make(chan struct{})
+	go func() { c.mon.Run(monCtx); close(monDone) }()
+	defer func() { stopMon(); <-monDone }()
+	for _, ts := range c.tgts {
+		if ts.arb != nil {
+			go c.forwardMastership(ctx, ts.arb)
+		}
+	}
+	return c.loop(ctx)
+}
+
+func (c *Controller) forwardMastership(ctx context.Context, a Arbitrated) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.MastershipChanges():
+			select {
+			case c.mastership <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// timer is an optional Clock timer.
+type timer struct{ t health.Timer }
+
+func (t *timer) c() <-chan time.Time {
+	if t.t == nil {
+		return nil
+	}
+	return t.t.C()
+}
+
+func (t *timer) set(clk health.Clock, d time.Duration) {
+	t.stop()
+	t.t = clk.NewTimer(d)
+}
+
+func (t *timer) stop() {
+	if t.t != nil {
+		t.t.Stop()
+		t.t = nil
+	}
+}
+
+func (c *Controller) loop(ctx context.Context) error {
+	var debounce, drain, retry, watch, verify timer
+	defer func() {
+		for _, t := range []*timer{&debounce, &drain, &retry, &watch, &verify} {
+			t.stop()
+		}
+	}()
+	armDrain := func() {
+		drain.stop()
+		if dl, ok := NextDeadline(c.ir); ok {
+			d := time.Duration((dl-c.now())*float64(time.Second)) + time.Millisecond
+			drain.set(c.clock, max(d, 0))
+		}
+	}
+	armRetry := func() {
+		retry.stop()
+		if c.anyFailed() {
+			retry.set(c.clock, c.opts.RetryInterval)
+		}
+	}
+	after := func(err error) {
+		_ = err // logged where it happened
+		armDrain()
+		armRetry()
+	}
+	armDrain()
+	armRetry()
+	if c.opts.WatchInterval > 0 {
+		watch.set(c.clock, c.opts.WatchInterval)
+	}
+	if c.opts.VerifyInterval > 0 {
+		verify.set(c.clock, c.opts.VerifyInterval)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			c.log.Info("controller stopping; the datapaths stay programmed")
+			return nil
+		case <-c.mon.Changes():
+			if c.opts.Debounce < 0 {
+				after(c.update(ctx, "health"))
+			} else if debounce.t == nil {
+				debounce.set(c.clock, c.opts.Debounce)
+			}
+		case <-debounce.c():
+			debounce.t = nil
+			after(c.update(ctx, "health"))
+		case <-drain.c():
+			drain.t = nil
+			after(c.update(ctx, "draining timer"))
+		case <-retry.c():
+			retry.t = nil
+			after(c.update(ctx, "retry"))
+		case <-c.mastership:
+			after(c.update(ctx, "mastership"))
+		case <-watch.c():
+			watch.set(c.clock, c.opts.WatchInterval)
+			if changed, _ := c.fileChanged(); changed {
+				after(c.reload(ctx, false))
+			}
+		case <-verify.c():
+			verify.set(c.clock, c.opts.VerifyInterval)
+			if c.verify(ctx) {
+				after(c.update(ctx, "repair"))
+			}
+		case r := <-c.reqs:
+			var err error
+			switch r.kind {
+			case "reload":
+				err = c.reload(ctx, r.force)
+			case "sync":
+				err = c.update(ctx, "sync")
+			case "verify":
+				if c.verify(ctx) {
+					err = c.update(ctx, "repair")
+				}
+			}
+			after(err)
+			r.reply <- err
+		}
+	}
+}
+
+func (c *Controller) ask(ctx context.Context, r request) error {
+	r.reply = make(chan error, 1)
+	select {
+	case c.reqs <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-r.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Reload re-reads the configuration file (SIGHUP). A file that fails
+// validation is rejected with its problems and the running configuration
+// stays.
+func (c *Controller) Reload(ctx context.Context) error {
+	return c.ask(ctx, request{kind: "reload", force: true})
+}
+
+// Sync recompiles from the current health and pushes now.
+func (c *Controller) Sync(ctx context.Context) error { return c.ask(ctx, request{kind: "sync"}) }
+
+// Verify reads every target back now, compares it with what was pushed,
+// and repairs a target that drifted.
+func (c *Controller) Verify(ctx context.Context) error { return c.ask(ctx, request{kind: "verify"}) }
+
+func (c *Controller) now() float64 {
+	return float64(c.clock.Now().UnixNano()) / 1e9
+}
+
+func (c *Controller) load() (*compiler.Config, [32]byte, error) {
+	data, err := os.ReadFile(c.opts.ConfigPath)
+	if err != nil {
+		return nil, [32]byte{}, err
+	}
+	sum := sha256.Sum256(data)
+	dec, err := compiler.Load(c.opts.ConfigPath, data)
+	if err != nil {
+		var ps compiler.Problems
+		if errors.As(err, &ps) {
+			return nil, sum, fmt.Errorf("%s: %d problem(s):\n%s", c.opts.ConfigPath, len(ps), ps.Error())
+		}
+		return nil, sum, err
+	}
+	for _, w := range dec.Warnings {
+		c.log.Warn("configuration warning", "problem", w.String())
+	}
+	return dec.Config, sum, nil
+}
+
+func (c *Controller) fileChanged() (bool, error) {
+	data, err := os.ReadFile(c.opts.ConfigPath)
+	if err != nil {
+		return false, err
+	}
+	return sha256.Sum256(data) != c.cfgSum, nil
+}
+
+func (c *Controller) reload(ctx context.Context, force bool) error {
+	cfg, sum, err := c.load()
+	if err != nil {
+		if sum != ([32]byte{}) {
+			c.cfgSum = sum // do not retry the same bad file every watch tick
+		}
+		c.log.Error("configuration rejected; the running configuration stays", "file", c.opts.ConfigPath, "err", err.Error())
+		c.m.reload("rejected")
+		c.setReloadError(err)
+		return err
+	}
+	if sum == c.cfgSum && !force {
+		return nil
+	}
+	c.cfg, c.cfgSum = cfg, sum
+	c.log.Info("configuration loaded", "file", c.opts.ConfigPath, "services", len(cfg.Services))
+	c.m.reload("applied")
+	c.setReloadError(nil)
+	c.m.setConfig(cfg)
+	c.mon.SetTargets(ctx, health.TargetsOf(cfg))
+	return c.update(ctx, "reload")
+}
+
+func (c *Controller) anyFailed() bool {
+	for _, ts := range c.tgts {
+		if ts.st.LastError != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// hasNames reports whether a read-back IR carries the names a compile
+// needs to keep IDs (a target without them is rewritten on the first push).
+func hasNames(ir *compiler.IR) bool {
+	if ir == nil || len(ir.Services) == 0 {
+		return false
+	}
+	for _, s := range ir.Services {
+		if s.Name == "" {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,299 @@
+package controller
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/controller/health"
+	"github.com/lbc-dev/lbc/targets"
+)
+
+// Metrics are the controller's Prometheus metrics (names start lbc_). All
+// methods accept a nil *Metrics, which records nothing.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	backendHealthy *prometheus.GaugeVec
+	backendWeight  *prometheus.GaugeVec
+	eligible       *prometheus.GaugeVec
+	decision       *prometheus.GaugeVec
+	epoch          *prometheus.GaugeVec
+	failovers      *prometheus.CounterVec
+	failbacks      *prometheus.CounterVec
+	events         *prometheus.CounterVec
+	pushes         *prometheus.CounterVec
+	entities       *prometheus.CounterVec
+	pushSeconds    *prometheus.HistogramVec
+	errors         *prometheus.CounterVec
+	reloads        *prometheus.CounterVec
+	probes         *prometheus.CounterVec
+	probeSeconds   *prometheus.HistogramVec
+	primary        *prometheus.GaugeVec
+	diverged       *prometheus.GaugeVec
+	services       prometheus.Gauge
+
+	mu   sync.Mutex
+	ir   *compiler.IR
+	tgts []targets.Target
+}
+
+// NewMetrics registers the controller's metrics (and the Go runtime's) in
+// a new registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	g := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+		m.reg.MustRegister(v)
+		return v
+	}
+	c := func(name, help string, labels ...string) *prometheus.CounterVec {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		m.reg.MustRegister(v)
+		return v
+	}
+	m.backendHealthy = g("lbc_backend_healthy", "1 if the backend passes its health check (after thresholds).", "service", "backend")
+	m.backendWeight = g("lbc_backend_weight", "Weight of the backend (WEIGHTED_MAGLEV: from X-Load-Balancing-Endpoint-Weight).", "service", "backend")
+	m.eligible = g("lbc_service_eligible_backends", "Backends that may take new connections (R-ELIG).", "service")
+	m.decision = g("lbc_service_decision", "1 for the service's current eligible-set decision (primary, failover, last-resort, drop) and the rule that chose it.", "service", "decision", "rule")
+	m.epoch = g("lbc_service_epoch", "Conntrack epoch of the service; it moves on failover/failback with disableConnectionDrainOnFailover (R-EPOCH).", "service")
+	m.failovers = c("lbc_failovers_total", "Switches of the eligible set to failover backends (R-ELIG-5).", "service")
+	m.failbacks = c("lbc_failbacks_total", "Switches of the eligible set back to primaries (R-ELIG-5).", "service")
+	m.events = c("lbc_events_total", "Controller events by kind (failover, failback, epoch, draining-start, ...).", "kind")
+	m.pushes = c("lbc_pushes_total", "Pushes of a non-empty diff to a target.", "target", "result")
+	m.entities = c("lbc_push_entities_total", "Table entries written, by table and operation.", "target", "table", "op")
+	m.pushSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "lbc_push_duration_seconds",
+		Help:    "Time to apply one diff to a target.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+	}, []string{"target"})
+	m.reg.MustRegister(m.pushSeconds)
+	m.errors = c("lbc_errors_total", "Errors by kind (compile, push, read, commit, drift).", "kind")
+	m.reloads = c("lbc_config_reloads_total", "Configuration reloads by result (applied, rejected).", "result")
+	m.probes = c("lbc_health_probes_total", "Health probes by service and result (ok, failed).", "service", "result")
+	m.probeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "lbc_health_probe_duration_seconds",
+		Help:    "Duration of health probes by check type.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+	}, []string{"type"})
+	m.reg.MustRegister(m.probeSeconds)
+	m.primary = g("lbc_target_primary", "1 if this controller is the primary writer of the target (P4Runtime arbitration).", "target")
+	m.diverged = g("lbc_target_diverged", "1 if the target's tables differ from the other targets' or from what was pushed.", "target")
+	m.services = prometheus.NewGauge(prometheus.GaugeOpts{Name: "lbc_config_services", Help: "Services in the running configuration."})
+	m.reg.MustRegister(m.services)
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(datapathCollector{m})
+	return m
+}
+
+// Registry is where the metrics are registered.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+func (m *Metrics) watchTargets(ts []targets.Target) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.tgts = ts
+	m.mu.Unlock()
+}
+
+func (m *Metrics) setConfig(cfg *compiler.Config) {
+	if m == nil {
+		return
+	}
+	m.services.Set(float64(len(cfg.Services)))
+}
+
+func (m *Metrics) observeProbe(t health.Target, r health.Result, took time.Duration) {
+	if m == nil {
+		return
+	}
+	res := "ok"
+	if !r.OK {
+		res = "failed"
+	}
+	m.probes.WithLabelValues(t.Service, res).Inc()
+	m.probeSeconds.WithLabelValues(t.Spec.Type).Observe(took.Seconds())
+}
+
+func (m *Metrics) error(kind string) {
+	if m == nil {
+		return
+	}
+	m.errors.WithLabelValues(kind).Inc()
+}
+
+func (m *Metrics) reload(result string) {
+	if m == nil {
+		return
+	}
+	m.reloads.WithLabelValues(result).Inc()
+}
+
+func (m *Metrics) setPrimary(target string, p bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if p {
+		v = 1
+	}
+	m.primary.WithLabelValues(target).Set(v)
+}
+
+func (m *Metrics) event(e Event) {
+	if m == nil {
+		return
+	}
+	m.events.WithLabelValues(e.Kind).Inc()
+	switch e.Kind {
+	case EventFailover:
+		m.failovers.WithLabelValues(e.Service).Inc()
+	case EventFailback:
+		m.failbacks.WithLabelValues(e.Service).Inc()
+	}
+}
+
+func (m *Metrics) push(target string, d compiler.Diff, took time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	res := "ok"
+	if err != nil {
+		res = "error"
+		m.errors.WithLabelValues("push").Inc()
+	}
+	m.pushes.WithLabelValues(target, res).Inc()
+	m.pushSeconds.WithLabelValues(target).Observe(took.Seconds())
+	for table, n := range d.Counts() {
+		for op, k := range n {
+			if k > 0 {
+				m.entities.WithLabelValues(target, table, compiler.Op(op).String()).Add(float64(k))
+			}
+		}
+	}
+}
+
+// publish sets the gauges from the IR and the targets' status.
+func (m *Metrics) publish(ir *compiler.IR, ts []TargetStatus, probes []health.Status) {
+	if m == nil || ir == nil {
+		return
+	}
+	m.mu.Lock()
+	m.ir = ir
+	m.mu.Unlock()
+	m.backendHealthy.Reset()
+	m.backendWeight.Reset()
+	m.eligible.Reset()
+	m.decision.Reset()
+	m.epoch.Reset()
+	for i := range ir.Services {
+		s := &ir.Services[i]
+		m.eligible.WithLabelValues(s.Name).Set(float64(len(s.Eligible)))
+		m.decision.WithLabelValues(s.Name, s.Decision, s.Rule).Set(1)
+		m.epoch.WithLabelValues(s.Name).Set(float64(s.Epoch))
+		for j := range ir.Backends {
+			b := &ir.Backends[j]
+			if b.ServiceID != s.ID {
+				continue
+			}
+			h := 0.0
+			if b.Healthy {
+				h = 1
+			}
+			m.backendHealthy.WithLabelValues(s.Name, b.Name).Set(h)
+			m.backendWeight.WithLabelValues(s.Name, b.Name).Set(float64(b.Weight))
+		}
+	}
+	for _, t := range ts {
+		v := 0.0
+		if t.Diverged {
+			v = 1
+		}
+		m.diverged.WithLabelValues(t.Name).Set(v)
+	}
+}
+
+// datapathCollector reads the targets' own counters at scrape time.
+type datapathCollector struct{ m *Metrics }
+
+var (
+	dpPackets  = prometheus.NewDesc("lbc_datapath_packets_total", "Packets the datapath matched to the service.", []string{"target", "service"}, nil)
+	dpBytes    = prometheus.NewDesc("lbc_datapath_bytes_total", "Bytes the datapath matched to the service.", []string{"target", "service"}, nil)
+	dpNewConns = prometheus.NewDesc("lbc_datapath_new_connections_total", "New connections (selections from the ring) per service.", []string{"target", "service"}, nil)
+	dpSessions = prometheus.NewDesc("lbc_datapath_sessions", "Live conntrack entries per service, where the datapath counts them.", []string{"target", "service"}, nil)
+	dpBePkts   = prometheus.NewDesc("lbc_datapath_backend_packets_total", "Packets sent to the backend.", []string{"target", "service", "backend"}, nil)
+	dpBeConns  = prometheus.NewDesc("lbc_datapath_backend_new_connections_total", "New connections sent to the backend.", []string{"target", "service", "backend"}, nil)
+	dpDrops    = prometheus.NewDesc("lbc_datapath_drops_total", "Packets dropped, by reason.", []string{"target", "reason"}, nil)
+	dpPunts    = prometheus.NewDesc("lbc_datapath_fallback_punts_total", "Packets sent out the fallback port (fragments, unparsed protocols).", []string{"target"}, nil)
+	dpErrors   = prometheus.NewDesc("lbc_datapath_counter_read_errors", "1 if reading the target's counters failed at this scrape.", []string{"target"}, nil)
+)
+
+func (datapathCollector) Describe(chan<- *prometheus.Desc) {} // unchecked: series depend on the IR
+
+func (d datapathCollector) Collect(ch chan<- prometheus.Metric) {
+	d.m.mu.Lock()
+	ir, ts := d.m.ir, d.m.tgts
+	d.m.mu.Unlock()
+	if ir == nil {
+		return
+	}
+	svcName := map[uint32]string{}
+	for _, s := range ir.Services {
+		svcName[s.ID] = s.Name
+	}
+	type be struct{ svc, name string }
+	beName := map[uint32]be{}
+	for _, b := range ir.Backends {
+		beName[b.ID] = be{svcName[b.ServiceID], b.Name}
+	}
+	for _, t := range ts {
+		ct, ok := t.(targets.CounterTarget)
+		if !ok {
+			continue
+		}
+		name := t.Name()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		c, err := ct.Counters(ctx)
+		cancel()
+		if err != nil {
+			ch <- prometheus.MustNewConstMetric(dpErrors, prometheus.GaugeValue, 1, name)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(dpErrors, prometheus.GaugeValue, 0, name)
+		for id, s := range c.Services {
+			n, ok := svcName[id]
+			if !ok {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(dpPackets, prometheus.CounterValue, float64(s.Packets), name, n)
+			ch <- prometheus.MustNewConstMetric(dpBytes, prometheus.CounterValue, float64(s.Bytes), name, n)
+			ch <- prometheus.MustNewConstMetric(dpNewConns, prometheus.CounterValue, float64(s.NewConnections), name, n)
+			ch <- prometheus.MustNewConstMetric(dpSessions, prometheus.GaugeValue, float64(s.Sessions), name, n)
+		}
+		for id, b := range c.Backends {
+			n, ok := beName[id]
+			if !ok {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(dpBePkts, prometheus.CounterValue, float64(b.Packets), name, n.svc, n.name)
+			ch <- prometheus.MustNewConstMetric(dpBeConns, prometheus.CounterValue, float64(b.NewConnections), name, n.svc, n.name)
+		}
+		for reason, v := range c.Drops {
+			ch <- prometheus.MustNewConstMetric(dpDrops, prometheus.CounterValue, float64(v), name, reason)
+		}
+		ch <- prometheus.MustNewConstMetric(dpPunts, prometheus.CounterValue, float64(c.FallbackPunts), name)
+	}
+}

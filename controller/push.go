@@ -1,0 +1,195 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lbc-dev/lbc/compiler"
+)
+
+// update recompiles from the configuration and the current health, logs
+// what changed, and pushes the difference to every target. why says what
+// triggered it, for the log.
+func (c *Controller) update(ctx context.Context, why string) error {
+	st := c.mon.State()
+	now := c.now()
+	r, err := Reconcile(c.cfg, st, c.ir, now)
+	if err != nil {
+		c.log.Error("compile failed; the datapaths keep their tables", "trigger", why, "err", err)
+		c.m.error("compile")
+		c.publish(nil, err)
+		return err
+	}
+	c.logEvents(r.Events)
+	c.ir = r.IR
+	var errs []error
+	for _, ts := range c.tgts {
+		if err := c.push(ctx, ts, r.IR, why); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.commit(ctx, r)
+	c.publish(r.Events, nil)
+	if len(errs) > 0 {
+		return fmt.Errorf("push: %v", errs)
+	}
+	return nil
+}
+
+// push brings one target to ir.
+func (c *Controller) push(ctx context.Context, ts *target, ir *compiler.IR, why string) error {
+	name := ts.t.Name()
+	if ts.arb != nil {
+		primary := ts.arb.Primary()
+		if primary != ts.st.Primary {
+			c.log.Warn("mastership changed", "target", name, "primary", primary)
+			ts.held = nil // the other controller may have written meanwhile
+		}
+		ts.st.Primary = primary
+		c.m.setPrimary(name, primary)
+		if !primary {
+			return nil // backup: state stays warm, nothing is written
+		}
+	}
+	if ts.held == nil {
+		held, err := ts.t.Read(ctx)
+		if err != nil {
+			ts.st.LastError = fmt.Sprintf("read back: %v", err)
+			c.m.error("read")
+			c.log.Error("cannot read target back", "target", name, "err", err)
+			return fmt.Errorf("target %s: read back: %w", name, err)
+		}
+		ts.held = held
+	}
+	d := compiler.DiffIR(ts.held, ir)
+	if d.Empty() {
+		ts.st.LastError = ""
+		ts.st.Digest = Digest(ts.held)
+		return nil
+	}
+	start := time.Now()
+	stats, err := ts.t.Apply(ctx, d)
+	took := time.Since(start)
+	c.m.push(name, d, took, err)
+	ts.st.Pushes++
+	ts.st.LastPush = c.clock.Now()
+	ts.st.LastPushWrites = len(d.Changes)
+	ts.st.LastPushSeconds = took.Seconds()
+	ts.st.TotalWrites += uint64(len(d.Changes))
+	if err != nil {
+		// What was applied stays applied: read back before the next diff.
+		ts.held = nil
+		ts.st.LastError = err.Error()
+		c.log.Error("push failed; will retry", "target", name, "trigger", why, "changes", len(d.Changes), "err", err)
+		return fmt.Errorf("target %s: %w", name, err)
+	}
+	ts.held = ir
+	ts.st.LastError = ""
+	ts.st.Digest = Digest(ir)
+	c.log.Info("pushed", "target", name, "trigger", why, "changes", len(d.Changes), "batches", stats.Batches, "took", took.Round(time.Microsecond).String(), "summary", oneLine(d.Summary()))
+	return nil
+}
+
+// commit hands the full IR to targets that store names and informational
+// fields, when any of those changed.
+func (c *Controller) commit(ctx context.Context, r *Reconciled) {
+	if sameInfo(c.committed, r.IR) {
+		return
+	}
+	ok := true
+	for _, ts := range c.tgts {
+		cm, is := ts.t.(Committer)
+		if !is || ts.held != r.IR {
+			continue
+		}
+		if err := cm.Commit(r.IR); err != nil {
+			ok = false
+			c.m.error("commit")
+			c.log.Error("cannot store names on target", "target", ts.t.Name(), "err", err)
+		}
+	}
+	if ok {
+		c.committed = r.IR
+	}
+}
+
+// sameInfo compares the fields Commit stores beyond the datapath's own.
+func sameInfo(a, b *compiler.IR) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.NextServiceID != b.NextServiceID || a.NextBackendID != b.NextBackendID || len(a.Services) != len(b.Services) || len(a.Backends) != len(b.Backends) || a.TunnelSource4 != b.TunnelSource4 || a.TunnelSource6 != b.TunnelSource6 {
+		return false
+	}
+	for i := range a.Services {
+		x, y := &a.Services[i], &b.Services[i]
+		if x.ID != y.ID || x.Name != y.Name || x.Decision != y.Decision || x.Rule != y.Rule || x.FailoverSide != y.FailoverSide || !equalStrings(x.Eligible, y.Eligible) {
+			return false
+		}
+	}
+	for i := range a.Backends {
+		x, y := &a.Backends[i], &b.Backends[i]
+		if x.ID != y.ID || x.Name != y.Name || x.Weight != y.Weight || x.Failover != y.Failover || x.DrainDeadline != y.DrainDeadline {
+			return false
+		}
+	}
+	return true
+}
+
+// verify reads every target back and compares its digest with what the
+// controller believes it holds. It reports whether a target drifted (its
+// view is then replaced by what it holds, so the next push repairs it).
+func (c *Controller) verify(ctx context.Context) bool {
+	drifted := false
+	for _, ts := range c.tgts {
+		if ts.held == nil || (ts.arb != nil && !ts.st.Primary) {
+			continue
+		}
+		got, err := ts.t.Read(ctx)
+		if err != nil {
+			c.m.error("read")
+			c.log.Error("verify: cannot read target back", "target", ts.t.Name(), "err", err)
+			continue
+		}
+		want, have := Digest(ts.held), Digest(got)
+		ts.st.VerifiedDigest = have
+		ts.st.VerifiedAt = c.clock.Now()
+		if want != have {
+			drifted = true
+			c.m.error("drift")
+			c.log.Error("target drifted from what was pushed; repairing", "target", ts.t.Name(), "want", want, "have", have)
+			ts.held = got
+		}
+	}
+	c.publish(nil, nil)
+	return drifted
+}
+
+func (c *Controller) logEvents(evs []Event) {
+	for _, e := range evs {
+		c.m.event(e)
+		c.recordEvent(e)
+		attrs := []any{"service", e.Service, "event", e.Kind}
+		if e.Backend != "" {
+			attrs = append(attrs, "backend", e.Backend)
+		}
+		attrs = append(attrs, "detail", e.Detail)
+		switch e.Kind {
+		case EventFailover, EventFailback, EventEpoch, EventNoBackends:
+			c.log.Warn(e.Kind, attrs...) // R-ELIG-5, R-EPOCH
+		default:
+			c.log.Info(e.Kind, attrs...)
+		}
+	}
+}
+
+func oneLine(s string) string {
+	out := []byte(s)
+	for i, b := range out {
+		if b == '\n' {
+			out[i] = ';'
+		}
+	}
+	return string(out)
+}

@@ -1,0 +1,277 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/controller/health"
+	"github.com/lbc-dev/lbc/targets"
+)
+
+// StatusPath is where the controller serves its Status as JSON; `lbc
+// status --controller ADDR` reads it.
+const StatusPath = "/v1/status"
+
+// Status is the live view of a running controller.
+type Status struct {
+	Config       string          `json:"config"`
+	Ready        bool            `json:"ready"`
+	ReloadError  string          `json:"reloadError,omitempty"`
+	CompileError string          `json:"compileError,omitempty"`
+	Services     []ServiceStatus `json:"services"`
+	Targets      []TargetStatus  `json:"targets"`
+	// DigestsAgree: every target holds the same tables (scale-out behind
+	// ECMP needs it); a target that differs is marked Diverged.
+	DigestsAgree bool         `json:"digestsAgree"`
+	Events       []TimedEvent `json:"events"`
+}
+
+// ServiceStatus is one service's decision and backends.
+type ServiceStatus struct {
+	Name         string          `json:"name"`
+	ID           uint32          `json:"id"`
+	Decision     string          `json:"decision"`
+	Rule         string          `json:"rule"`
+	Epoch        uint32          `json:"epoch"`
+	FailoverSide bool            `json:"failoverSide"`
+	NoBackends   bool            `json:"noBackends"`
+	Eligible     []string        `json:"eligible"`
+	Backends     []BackendStatus `json:"backends"`
+	Counters     *targets.ServiceCounters `json:"counters,omitempty"`
+}
+
+// BackendStatus is one backend: health, weight, its share of the ring.
+type BackendStatus struct {
+	Name          string                   `json:"name"`
+	ID            uint32                   `json:"id"`
+	IP            string                   `json:"ip"`
+	Healthy       bool                     `json:"healthy"`
+	Weight        int                      `json:"weight"`
+	Failover      bool                     `json:"failover"`
+	Draining      bool                     `json:"draining"`
+	DrainDeadline time.Time                `json:"drainDeadline,omitzero"`
+	RingShare     float64                  `json:"ringShare"`
+	LastProbe     time.Time                `json:"lastProbe,omitzero"`
+	LastError     string                   `json:"lastError,omitempty"`
+	Note          string                   `json:"note,omitempty"`
+	Counters      *targets.BackendCounters `json:"counters,omitempty"`
+}
+
+// TargetStatus is one datapath as the controller sees it.
+type TargetStatus struct {
+	Name            string    `json:"name"`
+	Primary         bool      `json:"primary"`
+	Digest          string    `json:"digest"`
+	Diverged        bool      `json:"diverged"`
+	VerifiedDigest  string    `json:"verifiedDigest,omitempty"`
+	VerifiedAt      time.Time `json:"verifiedAt,omitzero"`
+	Pushes          uint64    `json:"pushes"`
+	TotalWrites     uint64    `json:"totalWrites"`
+	LastPush        time.Time `json:"lastPush,omitzero"`
+	LastPushWrites  int       `json:"lastPushWrites"`
+	LastPushSeconds float64   `json:"lastPushSeconds"`
+	LastError       string    `json:"lastError,omitempty"`
+}
+
+// TimedEvent is an Event with the time it happened.
+type TimedEvent struct {
+	At time.Time `json:"at"`
+	Event
+}
+
+const maxEvents = 200
+
+// snapshot is what the Run goroutine publishes for readers.
+type snapshot struct {
+	ready        bool
+	ir           *compiler.IR
+	tgts         []TargetStatus
+	events       []TimedEvent
+	reloadErr    string
+	compileErr   string
+	counterReads []targets.CounterTarget
+}
+
+func (c *Controller) recordEvent(e Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.snap.events = append(c.snap.events, TimedEvent{At: c.clock.Now(), Event: e})
+	if n := len(c.snap.events); n > maxEvents {
+		c.snap.events = append([]TimedEvent(nil), c.snap.events[n-maxEvents:]...)
+	}
+}
+
+func (c *Controller) setReloadError(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.snap.reloadErr = ""
+	if err != nil {
+		c.snap.reloadErr = err.Error()
+	}
+}
+
+// publish makes the Run goroutine's state visible to Status and metrics.
+func (c *Controller) publish(_ []Event, compileErr error) {
+	ts := make([]TargetStatus, len(c.tgts))
+	var cts []targets.CounterTarget
+	for i, t := range c.tgts {
+		ts[i] = t.st
+		if ct, ok := t.t.(targets.CounterTarget); ok {
+			cts = append(cts, ct)
+		}
+	}
+	markDivergence(ts)
+	c.mu.Lock()
+	c.snap.ready = true
+	c.snap.ir = c.ir
+	c.snap.tgts = ts
+	c.snap.counterReads = cts
+	c.snap.compileErr = ""
+	if compileErr != nil {
+		c.snap.compileErr = compileErr.Error()
+	}
+	c.mu.Unlock()
+	c.m.publish(c.ir, ts, c.mon.Statuses())
+}
+
+// markDivergence flags targets whose digest differs from the majority's.
+func markDivergence(ts []TargetStatus) bool {
+	count := map[string]int{}
+	for _, t := range ts {
+		if t.Digest != "" {
+			count[t.Digest]++
+		}
+	}
+	best, n := "", 0
+	for d, k := range count {
+		if k > n || (k == n && d < best) {
+			best, n = d, k
+		}
+	}
+	agree := len(count) <= 1
+	for i := range ts {
+		ts[i].Diverged = ts[i].Digest != best || (ts[i].VerifiedDigest != "" && ts[i].VerifiedDigest != ts[i].Digest)
+		if ts[i].Diverged {
+			agree = false
+		}
+	}
+	return agree
+}
+
+// Status returns the live view. Counters come from the first target that
+// exposes them.
+func (c *Controller) Status(ctx context.Context) Status {
+	c.mu.Lock()
+	sn := c.snap
+	sn.tgts = append([]TargetStatus(nil), c.snap.tgts...)
+	sn.events = append([]TimedEvent(nil), c.snap.events...)
+	c.mu.Unlock()
+	out := Status{Config: c.opts.ConfigPath, Ready: sn.ready, ReloadError: sn.reloadErr, CompileError: sn.compileErr, Targets: sn.tgts, Events: sn.events}
+	out.DigestsAgree = markDivergence(out.Targets)
+	if out.Events == nil {
+		out.Events = []TimedEvent{}
+	}
+	var ctrs *targets.Counters
+	if len(sn.counterReads) > 0 {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if x, err := sn.counterReads[0].Counters(cctx); err == nil {
+			ctrs = &x
+		}
+		cancel()
+	}
+	probes := map[string]health.Status{}
+	for _, p := range c.mon.Statuses() {
+		probes[p.Key()] = p
+	}
+	ir := sn.ir
+	if ir == nil {
+		return out
+	}
+	for i := range ir.Services {
+		s := &ir.Services[i]
+		ss := ServiceStatus{Name: s.Name, ID: s.ID, Decision: s.Decision, Rule: s.Rule, Epoch: s.Epoch, FailoverSide: s.FailoverSide, NoBackends: s.NoBackends, Eligible: s.Eligible}
+		if ss.Eligible == nil {
+			ss.Eligible = []string{}
+		}
+		share := map[uint32]int{}
+		slots := ir.ActiveRing(s)
+		for _, b := range slots {
+			share[b]++
+		}
+		for j := range ir.Backends {
+			b := &ir.Backends[j]
+			if b.ServiceID != s.ID {
+				continue
+			}
+			bs := BackendStatus{Name: b.Name, ID: b.ID, IP: b.IP.String(), Healthy: b.Healthy, Weight: b.Weight, Failover: b.Failover, Draining: b.Draining}
+			if b.Draining {
+				bs.DrainDeadline = time.Unix(0, int64(b.DrainDeadline*1e9)).UTC()
+			}
+			if len(slots) > 0 && !s.NoBackends {
+				bs.RingShare = float64(share[b.ID]) / float64(len(slots))
+			}
+			if p, ok := probes[s.Name+"/"+b.Name]; ok {
+				bs.LastProbe, bs.LastError, bs.Note = p.LastProbe, p.LastErr, p.Note
+			}
+			if ctrs != nil {
+				if bc, ok := ctrs.Backends[b.ID]; ok {
+					bs.Counters = &bc
+				}
+			}
+			ss.Backends = append(ss.Backends, bs)
+		}
+		if ctrs != nil {
+			if sc, ok := ctrs.Services[s.ID]; ok {
+				ss.Counters = &sc
+			}
+		}
+		out.Services = append(out.Services, ss)
+	}
+	sort.SliceStable(out.Services, func(i, j int) bool { return out.Services[i].ID < out.Services[j].ID })
+	return out
+}
+
+// StatusHandler serves Status as JSON.
+func (c *Controller) StatusHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := c.Status(r.Context())
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(st)
+	})
+}
+
+// HealthzHandler answers 200 once the first push is done and no target's
+// last push failed, else 503 with the reason.
+func (c *Controller) HealthzHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		ready := c.snap.ready
+		var failing []string
+		for _, t := range c.snap.tgts {
+			if t.LastError != "" {
+				failing = append(failing, t.Name+": "+t.LastError)
+			}
+		}
+		c.mu.Unlock()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		switch {
+		case !ready:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("starting: first push not done\n"))
+		case len(failing) > 0:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			for _, f := range failing {
+				w.Write([]byte("push failing: " + f + "\n"))
+			}
+		default:
+			w.Write([]byte("ok\n"))
+		}
+	})
+}

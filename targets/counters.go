@@ -1,0 +1,34 @@
+package targets
+
+import "context"
+
+// Counters are a datapath's own counters, cumulative since it was loaded.
+// Maps are keyed by the IR's service and backend IDs.
+type Counters struct {
+	Services map[uint32]ServiceCounters
+	Backends map[uint32]BackendCounters
+	// Drops by reason (DropNoBackends, DropMalformed, ...).
+	Drops map[string]uint64
+	// FallbackPunts counts packets sent out the fallback port (P4 targets:
+	// fragments and protocols the switch does not parse).
+	FallbackPunts uint64
+}
+
+// ServiceCounters are one service's counters.
+type ServiceCounters struct {
+	Packets, Bytes, NewConnections uint64
+	// Sessions is the number of live conntrack entries, where the datapath
+	// can count them (0 otherwise).
+	Sessions uint64
+}
+
+// BackendCounters are one backend's counters.
+type BackendCounters struct {
+	Packets, Bytes, NewConnections uint64
+}
+
+// CounterTarget is a Target that can read its counters; `lbc run` exports
+// them as Prometheus metrics and in `lbc status`.
+type CounterTarget interface {
+	Counters(ctx context.Context) (Counters, error)
+}
