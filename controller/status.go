@@ -32,15 +32,15 @@ type Status struct {
 
 // ServiceStatus is one service's decision and backends.
 type ServiceStatus struct {
-	Name         string          `json:"name"`
-	ID           uint32          `json:"id"`
-	Decision     string          `json:"decision"`
-	Rule         string          `json:"rule"`
-	Epoch        uint32          `json:"epoch"`
-	FailoverSide bool            `json:"failoverSide"`
-	NoBackends   bool            `json:"noBackends"`
-	Eligible     []string        `json:"eligible"`
-	Backends     []BackendStatus `json:"backends"`
+	Name         string                   `json:"name"`
+	ID           uint32                   `json:"id"`
+	Decision     string                   `json:"decision"`
+	Rule         string                   `json:"rule"`
+	Epoch        uint32                   `json:"epoch"`
+	FailoverSide bool                     `json:"failoverSide"`
+	NoBackends   bool                     `json:"noBackends"`
+	Eligible     []string                 `json:"eligible"`
+	Backends     []BackendStatus          `json:"backends"`
 	Counters     *targets.ServiceCounters `json:"counters,omitempty"`
 }
 
