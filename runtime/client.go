@@ -312,14 +312,14 @@ type WriteError struct {
 
 func (e *WriteError) Error() string {
 	if len(e.Updates) == 0 {
-		return fmt.Sprintf("write rejected: %s: %s", e.Code, e.Message)
+		return fmt.Sprintf("write rejected: %s: %s", CodeName(e.Code), e.Message)
 	}
 	u := e.Updates[0]
 	more := ""
 	if len(e.Updates) > 1 {
 		more = fmt.Sprintf(" (and %d more)", len(e.Updates)-1)
 	}
-	return fmt.Sprintf("%d of %d updates failed; update %d: %s: %s%s", len(e.Updates), e.Total, u.Index, u.Code, u.Message, more)
+	return fmt.Sprintf("%d of %d updates failed; update %d: %s: %s%s", len(e.Updates), e.Total, u.Index, CodeName(u.Code), u.Message, more)
 }
 
 // decodeWriteError turns a Write status into a *WriteError, decoding the
@@ -493,4 +493,17 @@ func (c *Client) EnsurePipeline(ctx context.Context, p Pipeline) (bool, error) {
 		return false, fmt.Errorf("set pipeline config: %w", err)
 	}
 	return true, nil
+}
+
+// CodeName spells a gRPC code as the P4Runtime spec does: RESOURCE_EXHAUSTED.
+func CodeName(c codes.Code) string {
+	s := c.String()
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		if i > 0 && s[i] >= 'A' && s[i] <= 'Z' && s[i-1] >= 'a' {
+			b = append(b, '_')
+		}
+		b = append(b, s[i]&^0x20)
+	}
+	return string(b)
 }

@@ -283,7 +283,7 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 			for _, u := range we.Updates {
 				if u.Index < len(b.changes) {
 					failed[u.Index] = true
-					rej.Rejected = append(rej.Rejected, fmt.Sprintf("%s: %s: %s", t.describe(b.changes[u.Index]), u.Code, u.Message))
+					rej.Rejected = append(rej.Rejected, fmt.Sprintf("%s: %s: %s", t.describe(b.changes[u.Index]), runtime.CodeName(u.Code), u.Message))
 				}
 			}
 			t.count(&st, b.changes, failed)
