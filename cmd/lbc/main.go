@@ -39,4 +39,5 @@ Start with:
 var commands = []*cli.Command{
 	validateCommand,
 	compileCommand,
+	replayCommand, explainCommand, genTraceCommand,
 }

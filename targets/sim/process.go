@@ -200,7 +200,7 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 				// weighted policy, else the inactive failover side. Weights
 				// are not datapath state, so the policy's rule tells which.
 				rule := svc.Rule
-				if rule == "R-ELIG-2" || rule == "R-ELIG-4" {
+				if strings.HasPrefix(rule, "R-ELIG-2") || strings.HasPrefix(rule, "R-ELIG-4") {
 					rule = "R-WEIGHT-0"
 				}
 				r.step(rule, "backend %q takes no new connections (not in the eligible set) but keeps this one", b.Name)

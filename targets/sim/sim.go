@@ -66,6 +66,32 @@ func (d *Datapath) Apply(ctx context.Context, diff compiler.Diff) (targets.Apply
 	return targets.ApplyStats{Counts: diff.Counts(), Writes: len(diff.Changes), Batches: 1, Duration: time.Since(start)}, nil
 }
 
+// Commit records what a diff does not carry, because no datapath holds
+// it: the tunnel sources, and the informational fields of the rows held
+// (eligible set, decision and rule, weights) that explanations quote. It
+// changes no forwarding decision. Callers that have the full IR call it
+// after Apply.
+func (d *Datapath) Commit(ir *compiler.IR) error {
+	out := d.ir.Clone()
+	out.TunnelSource4, out.TunnelSource6 = ir.TunnelSource4, ir.TunnelSource6
+	out.NextServiceID, out.NextBackendID = ir.NextServiceID, ir.NextBackendID
+	for i := range out.Services {
+		if s := ir.Service(out.Services[i].ID); s != nil {
+			o := &out.Services[i]
+			o.Decision, o.Rule, o.FailoverSide = s.Decision, s.Rule, s.FailoverSide
+			o.Eligible = append([]string(nil), s.Eligible...)
+		}
+	}
+	for i := range out.Backends {
+		if b := ir.Backend(out.Backends[i].ID); b != nil {
+			out.Backends[i].Weight, out.Backends[i].Failover = b.Weight, b.Failover
+			out.Backends[i].Name = b.Name
+		}
+	}
+	d.setIR(out)
+	return nil
+}
+
 // Close implements targets.Target.
 func (d *Datapath) Close() error { return nil }
 

@@ -80,10 +80,9 @@ func NewReplayer(ctx context.Context, cfg *compiler.Config, st compiler.State, t
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tgt.Apply(ctx, rec.Diff); err != nil {
-		return nil, fmt.Errorf("%s: apply: %w", tgt.Name(), err)
+	if err := r.apply(ctx, rec); err != nil {
+		return nil, err
 	}
-	r.ir = rec.IR
 	return r, nil
 }
 
@@ -156,13 +155,31 @@ func (r *Replayer) reconcile(ctx context.Context, t float64) (Output, error) {
 	if err != nil {
 		return Output{}, err
 	}
-	if _, err := r.tgt.Apply(ctx, rec.Diff); err != nil {
-		return Output{}, fmt.Errorf("%s: apply: %w", r.tgt.Name(), err)
+	if err := r.apply(ctx, rec); err != nil {
+		return Output{}, err
 	}
-	r.ir = rec.IR
 	r.sum.Events++
 	n := len(rec.Diff.Changes)
 	return Output{T: t, Changes: &n, Events: rec.Events}, nil
+}
+
+// committer is a target that records what a diff does not carry (tunnel
+// sources, names, informational fields) after Apply.
+type committer interface {
+	Commit(ir *compiler.IR) error
+}
+
+func (r *Replayer) apply(ctx context.Context, rec *controller.Reconciled) error {
+	if _, err := r.tgt.Apply(ctx, rec.Diff); err != nil {
+		return fmt.Errorf("%s: apply: %w", r.tgt.Name(), err)
+	}
+	if c, ok := r.tgt.(committer); ok {
+		if err := c.Commit(rec.IR); err != nil {
+			return fmt.Errorf("%s: commit: %w", r.tgt.Name(), err)
+		}
+	}
+	r.ir = rec.IR
+	return nil
 }
 
 func (r *Replayer) packet(ctx context.Context, l Line) (Output, error) {

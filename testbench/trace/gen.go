@@ -1,0 +1,284 @@
+package trace
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/netip"
+	"sort"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/targets"
+)
+
+// GenOptions shape a generated trace.
+type GenOptions struct {
+	Seed     uint64
+	Packets  int     // packet lines to generate (events come on top)
+	Clients  int     // distinct client addresses per address family
+	Duration float64 // seconds the trace spans
+	// Events adds health flaps, weight changes (weighted services) and
+	// removals and re-additions of endpoints.
+	Events bool
+}
+
+// Generate returns a seeded, realistic trace for cfg: many clients; TCP
+// connections (SYN, data, FIN or RST, sometimes a reused port); UDP
+// datagrams, some fragmented (first, middle, last; occasionally out of
+// order); ESP, GRE and ICMP echo to L3_DEFAULT services; ICMP errors
+// quoting live TCP flows; packets to no service; IPv4 and IPv6 as the
+// VIPs are. The same seed and configuration give the same trace.
+func Generate(cfg *compiler.Config, o GenOptions) []Line {
+	if o.Packets <= 0 {
+		o.Packets = 1000
+	}
+	if o.Clients <= 0 {
+		o.Clients = 100
+	}
+	if o.Duration <= 0 {
+		o.Duration = 120
+	}
+	g := &gen{r: rand.New(rand.NewPCG(o.Seed, 0x6c6263)), o: o}
+	for i := range cfg.Services {
+		g.svcs = append(g.svcs, &cfg.Services[i])
+	}
+	for len(g.lines) < o.Packets && len(g.svcs) > 0 {
+		g.flow()
+	}
+	// Trim to the count and order by time (stable: a flow's packets keep
+	// their order).
+	sort.SliceStable(g.lines, func(i, j int) bool { return g.lines[i].T < g.lines[j].T })
+	g.lines = g.lines[:min(len(g.lines), o.Packets)]
+	if o.Events {
+		g.lines = append(g.lines, g.events(cfg)...)
+		sort.SliceStable(g.lines, func(i, j int) bool { return g.lines[i].T < g.lines[j].T })
+	}
+	return g.lines
+}
+
+type gen struct {
+	r     *rand.Rand
+	o     GenOptions
+	svcs  []*compiler.Service
+	lines []Line
+	live  []compiler.Tuple // TCP flows, for ICMP errors
+}
+
+func (g *gen) at(t float64) float64 { return math.Round(min(t, g.o.Duration)*1000) / 1000 }
+
+func (g *gen) client(v6 bool) netip.Addr {
+	n := g.r.IntN(g.o.Clients)
+	if v6 {
+		return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(n >> 8), byte(n)})
+	}
+	return netip.AddrFrom4([4]byte{100, 64 + byte(n>>16&63), byte(n >> 8), byte(n)})
+}
+
+func (g *gen) add(t float64, p targets.Packet) {
+	g.lines = append(g.lines, Line{T: g.at(t), Packet: &p})
+}
+
+var commonPorts = []uint16{53, 80, 123, 443, 500, 4500, 5000, 8080}
+
+func (g *gen) port(s *compiler.Service) uint16 {
+	if s.Ports.All || len(s.Ports.List) == 0 {
+		return commonPorts[g.r.IntN(len(commonPorts))]
+	}
+	return s.Ports.List[g.r.IntN(len(s.Ports.List))]
+}
+
+// flow emits one flow's packets.
+func (g *gen) flow() {
+	s := g.svcs[g.r.IntN(len(g.svcs))]
+	vip := s.VIPAddr()
+	src := g.client(vip.Is6())
+	t := g.r.Float64() * g.o.Duration
+	gap := func() float64 { return g.r.ExpFloat64() * 0.2 }
+	sport := uint16(1024 + g.r.IntN(64511))
+	pick := g.r.IntN(100)
+	proto := s.Protocol
+	if proto == compiler.ProtoL3Default {
+		switch {
+		case pick < 40:
+			proto = compiler.ProtoTCP
+		case pick < 70:
+			proto = compiler.ProtoUDP
+		default:
+			proto = "other"
+		}
+	}
+	switch {
+	case pick >= 97:
+		// Not ours: a neighbour of the VIP.
+		b := vip.As16()
+		b[15] ^= 0x80
+		dst := netip.AddrFrom16(b)
+		if vip.Is4() {
+			dst = dst.Unmap()
+		}
+		g.add(t, targets.Packet{Src: src, Dst: dst, Proto: compiler.IPProtoTCP, SrcPort: sport, DstPort: 80, Flags: targets.FlagSYN})
+	case proto == compiler.ProtoTCP:
+		dport := g.port(s)
+		p := targets.Packet{Src: src, Dst: vip, Proto: compiler.IPProtoTCP, SrcPort: sport, DstPort: dport}
+		flags := func(f uint8) targets.Packet { q := p; q.Flags = f; return q }
+		g.add(t, flags(targets.FlagSYN))
+		t += gap()
+		for n := g.r.IntN(6) + 1; n > 0; n-- {
+			g.add(t, flags(targets.FlagACK|uint8(g.r.IntN(2))*targets.FlagPSH))
+			t += gap()
+		}
+		g.live = append(g.live, p.Tuple())
+		switch x := g.r.IntN(10); {
+		case x < 6:
+			g.add(t, flags(targets.FlagFIN|targets.FlagACK))
+			g.add(t+gap(), flags(targets.FlagACK))
+		case x < 7:
+			g.add(t, flags(targets.FlagRST))
+		case x < 8:
+			// Port reuse: a new SYN on the same 5-tuple (R-CT-1).
+			g.add(t, flags(targets.FlagFIN|targets.FlagACK))
+			g.add(t+1+gap(), flags(targets.FlagSYN))
+			g.add(t+1.1+gap(), flags(targets.FlagACK))
+		}
+		// Sometimes a router reports an error about the flow's replies.
+		if g.r.IntN(20) == 0 {
+			g.icmpError(t+gap(), p.Tuple())
+		}
+	case proto == compiler.ProtoUDP:
+		dport := g.port(s)
+		for n := g.r.IntN(4) + 1; n > 0; n-- {
+			p := targets.Packet{Src: src, Dst: vip, Proto: compiler.IPProtoUDP, SrcPort: sport, DstPort: dport}
+			if g.r.IntN(4) == 0 {
+				g.fragments(t, p)
+			} else {
+				p.PayloadLen = 64 + g.r.IntN(1200)
+				g.add(t, p)
+			}
+			t += gap()
+		}
+	default:
+		var p targets.Packet
+		switch x := g.r.IntN(3); x {
+		case 0:
+			p = targets.Packet{Proto: compiler.IPProtoESP}
+		case 1:
+			p = targets.Packet{Proto: compiler.IPProtoGRE}
+		default:
+			p = targets.Packet{Proto: compiler.IPProtoICMP, ICMPType: 8}
+			if vip.Is6() {
+				p.Proto, p.ICMPType = compiler.IPProtoICMPv6, 128
+			}
+		}
+		p.Src, p.Dst = src, vip
+		for n := g.r.IntN(4) + 1; n > 0; n-- {
+			g.add(t, p)
+			t += gap()
+		}
+	}
+}
+
+// fragments emits a datagram in 2..4 pieces, sometimes out of order.
+func (g *gen) fragments(t float64, p targets.Packet) {
+	id := g.r.Uint32() & 0xffff
+	n := 2 + g.r.IntN(3)
+	var ps []targets.Packet
+	for i := 0; i < n; i++ {
+		q := p
+		q.FragID, q.PayloadLen = id, 1480
+		switch {
+		case i == 0:
+			q.Frag = targets.FragFirst
+		case i == n-1:
+			q.Frag, q.SrcPort, q.DstPort, q.PayloadLen = targets.FragLast, 0, 0, 8+g.r.IntN(1400)
+		default:
+			q.Frag, q.SrcPort, q.DstPort = targets.FragMiddle, 0, 0
+		}
+		ps = append(ps, q)
+	}
+	if g.r.IntN(5) == 0 {
+		g.r.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
+	}
+	for _, q := range ps {
+		g.add(t, q)
+		t += 0.0005
+	}
+}
+
+// icmpError emits an error from a router about the reply of flow f.
+func (g *gen) icmpError(t float64, f compiler.Tuple) {
+	router := netip.MustParseAddr("192.0.2.254")
+	p := targets.Packet{Src: router, Dst: f.Dst, Proto: compiler.IPProtoICMP, ICMPType: 3, ICMPCode: 4}
+	if f.Dst.Is6() {
+		p.Src, p.Proto, p.ICMPType, p.ICMPCode = netip.MustParseAddr("2001:db8:ffff::fe"), compiler.IPProtoICMPv6, 2, 0
+	}
+	p.Inner = &compiler.Tuple{Src: f.Dst, Dst: f.Src, Proto: f.Proto, SrcPort: f.DstPort, DstPort: f.SrcPort}
+	g.add(t, p)
+}
+
+// events emits health flaps, weight changes and remove/add cycles that
+// keep the configuration valid (a group never loses its last endpoint).
+func (g *gen) events(cfg *compiler.Config) []Line {
+	type ep struct {
+		svc      *compiler.Service
+		group    string
+		e        compiler.Endpoint
+		groupLen int
+	}
+	var eps []ep
+	for _, s := range g.svcs {
+		for _, gr := range s.Backends {
+			for _, e := range gr.Endpoints {
+				eps = append(eps, ep{s, gr.Name, e, len(gr.Endpoints)})
+			}
+		}
+	}
+	if len(eps) == 0 {
+		return nil
+	}
+	var out []Line
+	n := max(2, int(g.o.Duration/20))
+	busy := map[string]bool{}     // one pending event pair per endpoint
+	removing := map[string]bool{} // one removal per group, so none empties
+	for i := 0; i < n; i++ {
+		x := eps[g.r.IntN(len(eps))]
+		if busy[x.e.Name] {
+			continue
+		}
+		busy[x.e.Name] = true
+		t := g.at(g.r.Float64() * g.o.Duration * 0.8)
+		back := g.at(t + 5 + g.r.Float64()*g.o.Duration*0.3)
+		switch k := g.r.IntN(10); {
+		case k < 6:
+			out = append(out, Line{T: t, Event: &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: false}},
+				Line{T: back, Event: &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: true}})
+		case k < 8 && x.svc.Weighted():
+			out = append(out, Line{T: t, Event: &Event{Kind: EventWeight, Backend: x.e.Name, Weight: g.r.IntN(3) * 100}},
+				Line{T: back, Event: &Event{Kind: EventWeight, Backend: x.e.Name, Weight: 100 + g.r.IntN(900)}})
+		case x.groupLen > 1 && !removing[x.svc.Name+"/"+x.group]:
+			removing[x.svc.Name+"/"+x.group] = true
+			out = append(out, Line{T: t, Event: &Event{Kind: EventRemove, Backend: x.e.Name}},
+				Line{T: back, Event: &Event{Kind: EventAdd, Group: x.group, Service: x.svc.Name, Endpoint: x.e}})
+		default:
+			out = append(out, Line{T: t, Event: &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: false}},
+				Line{T: back, Event: &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: true}})
+		}
+	}
+	return out
+}
+
+// Describe is a one-line summary of a generated trace, for logs.
+func Describe(lines []Line) string {
+	var pk, ev, fr int
+	for _, l := range lines {
+		switch {
+		case l.Packet != nil:
+			pk++
+			if l.Packet.Fragmented() {
+				fr++
+			}
+		case l.Event != nil:
+			ev++
+		}
+	}
+	return fmt.Sprintf("%d packets (%d fragments), %d events", pk, fr, ev)
+}
