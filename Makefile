@@ -4,7 +4,7 @@
 
 GO ?= go
 
-.PHONY: all bpf check-generated check-generated-bpf
+.PHONY: all bpf check-generated check-generated-bpf p4 check-generated-p4
 
 all: bpf
 
@@ -13,7 +13,7 @@ all: bpf
 bpf:
 	cd fallback && BPF2GO_OUT=. $(GO) generate ./
 
-check-generated: check-generated-bpf
+check-generated: check-generated-bpf check-generated-p4
 
 check-generated-bpf:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
@@ -24,4 +24,25 @@ check-generated-bpf:
 		cmp -s $$tmp/$$f fallback/$$f || { echo "fallback/$$f differs from what 'make bpf' generates; run make bpf and commit"; status=1; }; \
 	done; \
 	cmp -s $$tmp/crc32_table.h.committed fallback/bpf/crc32_table.h || { echo "fallback/bpf/crc32_table.h differs from what 'make bpf' generates"; cp $$tmp/crc32_table.h.committed fallback/bpf/crc32_table.h; status=1; }; \
+	exit $$status
+
+# P4 pipeline: p4/lb.p4 → p4/build/lb.json (BMv2) and lb.p4info.txtpb
+# (P4Runtime). Run from the repository root so source paths in lb.json stay
+# relative. Conntrack size: add P4FLAGS=-DCT_BUCKETS=65536 (default 16384
+# buckets × 4 ways).
+P4C ?= p4c
+P4FLAGS ?=
+p4:
+	$(P4C) --target bmv2 --arch v1model $(P4FLAGS) -o p4/build --p4runtime-files p4/build/lb.p4info.txtpb p4/lb.p4
+	rm -f p4/build/lb.p4i
+
+check-generated-p4:
+	@command -v $(P4C) >/dev/null || { echo "check-generated-p4: $(P4C) not on PATH; skipped"; exit 0; }; \
+	tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	mkdir -p $$tmp/p4/build && cp p4/lb.p4 $$tmp/p4/ && \
+	(cd $$tmp && $(P4C) --target bmv2 --arch v1model $(P4FLAGS) -o p4/build --p4runtime-files p4/build/lb.p4info.txtpb p4/lb.p4) && \
+	status=0 && \
+	for f in lb.json lb.p4info.txtpb; do \
+		cmp -s $$tmp/p4/build/$$f p4/build/$$f || { echo "p4/build/$$f differs from what 'make p4' generates; run make p4 and commit"; status=1; }; \
+	done; \
 	exit $$status
