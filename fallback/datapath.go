@@ -33,6 +33,9 @@ type LoadOptions struct {
 type Datapath struct {
 	Prog *ebpf.Program // the load balancer
 	Pass *ebpf.Program // a trivial XDP_PASS, for benchmarks and veth peers
+	// Decap strips an outer IP-in-IP header: backends on kernels without
+	// an ipip device (the testbench).
+	Decap *ebpf.Program
 
 	Vips, Services, Rings, Backends, Conntrack, Config *ebpf.Map
 	Stats, ServiceStats, BackendStats                  *ebpf.Map
@@ -45,6 +48,7 @@ type Datapath struct {
 type objects struct {
 	Prog         *ebpf.Program `ebpf:"lbc_xdp"`
 	Pass         *ebpf.Program `ebpf:"lbc_pass"`
+	Decap        *ebpf.Program `ebpf:"lbc_decap"`
 	Vips         *ebpf.Map     `ebpf:"vips"`
 	Services     *ebpf.Map     `ebpf:"services"`
 	Rings        *ebpf.Map     `ebpf:"rings"`
@@ -115,7 +119,7 @@ func Load(opts LoadOptions) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("load XDP program: %w", err)
 	}
-	dp.Prog, dp.Pass = o.Prog, o.Pass
+	dp.Prog, dp.Pass, dp.Decap = o.Prog, o.Pass, o.Decap
 	dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config = o.Vips, o.Services, o.Rings, o.Backends, o.Conntrack, o.Config
 	dp.Stats, dp.ServiceStats, dp.BackendStats = o.Stats, o.ServiceStats, o.BackendStats
 	return dp, nil
@@ -139,7 +143,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 
 // Close releases the handles; pinned maps and attached links stay.
 func (dp *Datapath) Close() error {
-	for _, c := range []interface{ Close() error }{dp.Prog, dp.Pass} {
+	for _, c := range []interface{ Close() error }{dp.Prog, dp.Pass, dp.Decap} {
 		if p, ok := c.(*ebpf.Program); ok && p != nil {
 			p.Close()
 		}

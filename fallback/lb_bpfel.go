@@ -111,6 +111,7 @@ const (
 	lbMapServices     = "services"
 	lbMapStats        = "stats"
 	lbMapVips         = "vips"
+	lbProgLbcDecap    = "lbc_decap"
 	lbProgLbcPass     = "lbc_pass"
 	lbProgLbcXdp      = "lbc_xdp"
 )
@@ -157,8 +158,9 @@ type lbSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbProgramSpecs struct {
-	LbcPass *ebpf.ProgramSpec `ebpf:"lbc_pass"`
-	LbcXdp  *ebpf.ProgramSpec `ebpf:"lbc_xdp"`
+	LbcDecap *ebpf.ProgramSpec `ebpf:"lbc_decap"`
+	LbcPass  *ebpf.ProgramSpec `ebpf:"lbc_pass"`
+	LbcXdp   *ebpf.ProgramSpec `ebpf:"lbc_xdp"`
 }
 
 // lbMapSpecs contains maps before they are loaded into the kernel.
@@ -237,12 +239,14 @@ type lbVariables struct {
 //
 // It can be passed to loadLbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbPrograms struct {
-	LbcPass *ebpf.Program `ebpf:"lbc_pass"`
-	LbcXdp  *ebpf.Program `ebpf:"lbc_xdp"`
+	LbcDecap *ebpf.Program `ebpf:"lbc_decap"`
+	LbcPass  *ebpf.Program `ebpf:"lbc_pass"`
+	LbcXdp   *ebpf.Program `ebpf:"lbc_xdp"`
 }
 
 func (p *lbPrograms) Close() error {
 	return _LbClose(
+		p.LbcDecap,
 		p.LbcPass,
 		p.LbcXdp,
 	)

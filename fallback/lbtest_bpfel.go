@@ -123,6 +123,7 @@ const (
 	lbtestMapStats        = "stats"
 	lbtestMapVerdicts     = "verdicts"
 	lbtestMapVips         = "vips"
+	lbtestProgLbcDecap    = "lbc_decap"
 	lbtestProgLbcPass     = "lbc_pass"
 	lbtestProgLbcXdp      = "lbc_xdp"
 )
@@ -169,8 +170,9 @@ type lbtestSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbtestProgramSpecs struct {
-	LbcPass *ebpf.ProgramSpec `ebpf:"lbc_pass"`
-	LbcXdp  *ebpf.ProgramSpec `ebpf:"lbc_xdp"`
+	LbcDecap *ebpf.ProgramSpec `ebpf:"lbc_decap"`
+	LbcPass  *ebpf.ProgramSpec `ebpf:"lbc_pass"`
+	LbcXdp   *ebpf.ProgramSpec `ebpf:"lbc_xdp"`
 }
 
 // lbtestMapSpecs contains maps before they are loaded into the kernel.
@@ -255,12 +257,14 @@ type lbtestVariables struct {
 //
 // It can be passed to loadLbtestObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbtestPrograms struct {
-	LbcPass *ebpf.Program `ebpf:"lbc_pass"`
-	LbcXdp  *ebpf.Program `ebpf:"lbc_xdp"`
+	LbcDecap *ebpf.Program `ebpf:"lbc_decap"`
+	LbcPass  *ebpf.Program `ebpf:"lbc_pass"`
+	LbcXdp   *ebpf.Program `ebpf:"lbc_xdp"`
 }
 
 func (p *lbtestPrograms) Close() error {
 	return _LbtestClose(
+		p.LbcDecap,
 		p.LbcPass,
 		p.LbcXdp,
 	)

@@ -39,5 +39,6 @@ Start with:
 var commands = []*cli.Command{
 	validateCommand,
 	compileCommand,
+	pushCommand, statusCommand, detachCommand,
 	replayCommand, explainCommand, genTraceCommand,
 }

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/controller"
+	"github.com/urfave/cli/v2"
+)
+
+var pushCommand = &cli.Command{
+	Name:      "push",
+	Usage:     "compile the configuration and write the difference into a datapath",
+	UsageText: "lbc push -c lb.yaml [--health health.yaml] --target xdp --iface eth1 [--mode native|generic|auto] [--dry-run]",
+	Description: `Reads what the datapath holds now, compiles the configuration against it
+(keeping service and backend IDs, ring halves, epochs and draining backends),
+and writes only the difference, in an order that is safe while packets flow:
+backends first, then ring slots of the half no packet looks up, then the
+service rows that flip to the new half, then VIPs, then deletes. A packet
+never sees a half-written ring.
+
+--target xdp attaches the XDP program to --iface on the first push (maps and
+link pinned under /sys/fs/bpf/lbc/<iface>; bpffs is mounted if missing) and
+reuses the attachment and the conntrack afterwards. Needs root.
+
+Examples:
+   lbc push -c lb.yaml --target xdp --iface eth1
+   lbc push -c lb.yaml --health health.yaml --target xdp --iface eth1 --mode generic
+   lbc push -c lb.yaml --target xdp --iface eth1 --dry-run     # print the diff only`,
+	Flags: append([]cli.Flag{configFlag, healthFlag, targetFlag,
+		&cli.BoolFlag{Name: "dry-run", Usage: "print the writes without performing them"},
+	}, adapterFlags()...),
+	Action: func(c *cli.Context) error {
+		a, err := selectAdapter(c)
+		if err != nil {
+			return err
+		}
+		l, err := loadConfig(c, c.App.ErrWriter)
+		if err != nil {
+			return err
+		}
+		if ps := compiler.CheckTarget(l.Config, c.String(targetFlag.Name)); len(ps) > 0 {
+			return problemsError(l.Name, ps)
+		}
+		open := a.Open
+		if c.Bool("dry-run") {
+			open = a.OpenRead
+		}
+		tgt, err := open(c)
+		if err != nil {
+			return err
+		}
+		defer tgt.Close()
+		held, err := tgt.Read(c.Context)
+		if err != nil {
+			return fmt.Errorf("%s: read: %w", tgt.Name(), err)
+		}
+		now := float64(time.Now().UnixNano()) / 1e9
+		rec, err := controller.Reconcile(l.Config, l.State, held, now)
+		if err != nil {
+			return err
+		}
+		w := c.App.Writer
+		if c.Bool("dry-run") {
+			fmt.Fprintf(w, "%s: would write %d changes (dry run)\n%s\n", tgt.Name(), len(rec.Diff.Changes), rec.Diff.Summary())
+			for _, e := range rec.Events {
+				fmt.Fprintln(w, " ", e)
+			}
+			return nil
+		}
+		st, err := tgt.Apply(c.Context, rec.Diff)
+		if err != nil {
+			return fmt.Errorf("%s: %w (what was written stays; run `lbc status --target %s` to see it, and push again)", tgt.Name(), err, c.String(targetFlag.Name))
+		}
+		if cm, ok := tgt.(committer); ok {
+			if err := cm.Commit(rec.IR); err != nil {
+				return fmt.Errorf("%s: record names: %w", tgt.Name(), err)
+			}
+		}
+		if rec.Diff.Empty() {
+			fmt.Fprintf(w, "%s: up to date (0 writes)\n", tgt.Name())
+			return nil
+		}
+		fmt.Fprintf(w, "%s: %d writes in %d batches, %s\n%s\n", tgt.Name(), st.Writes, st.Batches, st.Duration.Round(time.Microsecond), rec.Diff.Summary())
+		for _, e := range rec.Events {
+			fmt.Fprintln(w, " ", e)
+		}
+		return nil
+	},
+}
+
+var detachCommand = &cli.Command{
+	Name:      "detach",
+	Usage:     "remove the datapath program from an interface",
+	UsageText: "lbc detach --target xdp --iface eth1 [--keep-maps]",
+	Description: `Removes the XDP program from --iface. By default the pinned tables,
+conntrack, counters and meta.json go too; with --keep-maps they stay, and the
+next push re-attaches with them (existing connections keep their backends).`,
+	Flags: append([]cli.Flag{targetFlag, keepFlag}, adapterFlags()...),
+	Action: func(c *cli.Context) error {
+		a, err := selectAdapter(c)
+		if err != nil {
+			return err
+		}
+		if a.Detach == nil {
+			return errors.New("--target " + c.String(targetFlag.Name) + " has nothing to detach")
+		}
+		return a.Detach(c)
+	},
+}

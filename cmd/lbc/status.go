@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/urfave/cli/v2"
+)
+
+var statusCommand = &cli.Command{
+	Name:      "status",
+	Usage:     "print what a datapath holds: services, VIPs, rings, backends, counters",
+	UsageText: "lbc status --target xdp --iface eth1 [--format text|json]",
+	Description: `Reads the tables back from the datapath (for xdp: the pinned BPF maps, with
+names from meta.json) and prints, per service, its VIPs, ring size and active
+half, epoch, eligible set, and each backend's address, health, draining state
+and the share of the active ring it owns, with packet and new-connection
+counters. --format json prints {"ir": ..., "counters": ...}.`,
+	Flags: append([]cli.Flag{targetFlag,
+		&cli.StringFlag{Name: "format", Value: "text", Usage: "output `FORMAT`: text or json"},
+	}, adapterFlags()...),
+	Action: func(c *cli.Context) error {
+		format := c.String("format")
+		if format != "text" && format != "json" {
+			return fmt.Errorf("--format %q: use text or json", format)
+		}
+		a, err := selectAdapter(c)
+		if err != nil {
+			return err
+		}
+		tgt, err := a.OpenRead(c)
+		if err != nil {
+			return err
+		}
+		defer tgt.Close()
+		ir, err := tgt.Read(c.Context)
+		if err != nil {
+			return fmt.Errorf("%s: read: %w", tgt.Name(), err)
+		}
+		var cnt *counters
+		if a.Counters != nil {
+			if cnt, err = a.Counters(tgt); err != nil {
+				return fmt.Errorf("%s: counters: %w", tgt.Name(), err)
+			}
+		}
+		if format == "json" {
+			enc := json.NewEncoder(c.App.Writer)
+			enc.SetIndent("", "  ")
+			return enc.Encode(struct {
+				Target   string       `json:"target"`
+				IR       *compiler.IR `json:"ir"`
+				Counters *counters    `json:"counters,omitempty"`
+			}{tgt.Name(), ir, cnt})
+		}
+		writeStatus(c.App.Writer, tgt.Name(), ir, cnt)
+		return nil
+	},
+}
+
+func writeStatus(w io.Writer, name string, ir *compiler.IR, cnt *counters) {
+	fmt.Fprintf(w, "%s: %d services, %d VIP rows, %d backends\n", name, len(ir.Services), len(ir.VIPs), len(ir.Backends))
+	for _, s := range ir.Services {
+		fmt.Fprintf(w, "\nservice %s (id %d)  ring %d slots, half %d, epoch %d, idle %ds", s.Name, s.ID, s.RingSize, s.ActiveHalf, s.Epoch, s.IdleTimeoutSec)
+		if s.NoBackends {
+			fmt.Fprint(w, "  NO BACKENDS: new connections dropped")
+		}
+		fmt.Fprintln(w)
+		for _, v := range ir.VIPs {
+			if v.ServiceID == s.ID {
+				switch v.Key.Kind {
+				case compiler.MatchPort:
+					fmt.Fprintf(w, "  vip %s proto %d port %d\n", v.Key.VIP, v.Key.Proto, v.Key.Port)
+				case compiler.MatchAllPorts:
+					fmt.Fprintf(w, "  vip %s proto %d all ports\n", v.Key.VIP, v.Key.Proto)
+				default:
+					fmt.Fprintf(w, "  vip %s any protocol\n", v.Key.VIP)
+				}
+			}
+		}
+		if s.Decision != "" {
+			fmt.Fprintf(w, "  eligible (%s, %s): %v\n", s.Decision, s.Rule, s.Eligible)
+		}
+		if c := cnt; c != nil {
+			if sc, ok := c.Services[s.ID]; ok {
+				fmt.Fprintf(w, "  packets %d, new connections %d, drops %d\n", sc["packets"], sc["new"], sc["drops"])
+			}
+		}
+		slots := map[uint32]int{}
+		for _, b := range ir.ActiveRing(&s) {
+			slots[b]++
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "  backend\tid\taddress\thealth\tslots\tshare\tpackets\tnew\t")
+		for _, b := range ir.Backends {
+			if b.ServiceID != s.ID {
+				continue
+			}
+			health := "healthy"
+			if !b.Healthy {
+				health = "UNHEALTHY"
+			}
+			if b.Draining {
+				health += ",draining"
+			}
+			share := "-"
+			if s.RingSize > 0 && slots[b.ID] > 0 {
+				share = fmt.Sprintf("%.2f%%", 100*float64(slots[b.ID])/float64(s.RingSize))
+			}
+			var pk, nw uint64
+			if cnt != nil {
+				pk, nw = cnt.Backends[b.ID]["packets"], cnt.Backends[b.ID]["new"]
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%d\t%s\t%d\t%d\t\n", b.Name, b.ID, b.IP, health, slots[b.ID], share, pk, nw)
+		}
+		tw.Flush()
+	}
+	if cnt != nil && len(cnt.Global) > 0 {
+		fmt.Fprintln(w, "\ncounters:")
+		for _, k := range counterNames(cnt.Global) {
+			fmt.Fprintf(w, "  %-22s %d\n", k, cnt.Global[k])
+		}
+	}
+}
+
+func counterNames(m map[string]uint64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/targets"
+	"github.com/urfave/cli/v2"
+)
+
+// adapter is one datapath `lbc push`, `lbc status` and `lbc detach` can
+// drive, selected by --target. To add a datapath, write its adapter in a
+// new file and add one line to adapters.
+type adapter struct {
+	// Usage is one line for --help.
+	Usage string
+	// Flags are the adapter's own flags, added to push/status/detach.
+	Flags []cli.Flag
+	// Open returns the target for push (attach/connect as needed).
+	Open func(c *cli.Context) (targets.Target, error)
+	// OpenRead returns the target for status: what is programmed now,
+	// without changing anything.
+	OpenRead func(c *cli.Context) (targets.Target, error)
+	// Detach removes the datapath's program (nil: not supported).
+	Detach func(c *cli.Context) error
+	// Counters returns per-service and per-backend counters for status
+	// (nil: the target has none).
+	Counters func(t targets.Target) (*counters, error)
+}
+
+// counters is what status prints next to the tables.
+type counters struct {
+	Global   map[string]uint64            `json:"global,omitempty"`
+	Services map[uint32]map[string]uint64 `json:"services,omitempty"`
+	Backends map[uint32]map[string]uint64 `json:"backends,omitempty"`
+}
+
+// committer is a target that records what a diff does not carry (names,
+// tunnel sources) after Apply.
+type committer interface {
+	Commit(ir *compiler.IR) error
+}
+
+// adapters lists the datapaths by --target name.
+var adapters = map[string]*adapter{
+	"xdp": xdpAdapter,
+}
+
+func adapterNames() string {
+	var names []string
+	for n := range adapters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+var targetFlag = &cli.StringFlag{
+	Name:  "target",
+	Value: "xdp",
+	Usage: "datapath `KIND` to program: " + adapterNames(),
+}
+
+func selectAdapter(c *cli.Context) (*adapter, error) {
+	name := c.String(targetFlag.Name)
+	a, ok := adapters[name]
+	if !ok {
+		return nil, fmt.Errorf("--target %q: known targets are %s", name, adapterNames())
+	}
+	return a, nil
+}
+
+// adapterFlags returns the flags of every adapter, once each.
+func adapterFlags() []cli.Flag {
+	seen := map[string]bool{}
+	var out []cli.Flag
+	names := make([]string, 0, len(adapters))
+	for n := range adapters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		for _, f := range adapters[n].Flags {
+			if !seen[f.Names()[0]] {
+				seen[f.Names()[0]] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
