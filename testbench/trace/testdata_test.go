@@ -174,3 +174,16 @@ func TestTraces(t *testing.T) {
 		t.Errorf("rules without a trace in %s: %v", testdata, missing)
 	}
 }
+
+// TestRPERSIST_AlwaysPerSessionInvalid: the last cell of the R-PERSIST
+// matrix is an invalid configuration, rejected with a clear error.
+func TestRPERSIST_AlwaysPerSessionInvalid(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testdata, "persist-always-session.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = compiler.Load("persist-always-session.yaml", data)
+	if err == nil || !strings.Contains(err.Error(), "ALWAYS_PERSIST is invalid with trackingMode PER_SESSION") {
+		t.Fatalf("got %v", err)
+	}
+}
