@@ -110,8 +110,9 @@ type lockedSim struct {
 	d    *sim.Datapath
 	name string
 	// applies counts Apply calls; writes sums their changes.
-	applies, writes int
-	failNext        error
+	applies, writes, commits int
+	failNext                 error
+	lastDiff                 compiler.Diff
 }
 
 func newLockedSim(name string) *lockedSim {
@@ -134,9 +135,21 @@ func (s *lockedSim) Apply(ctx context.Context, d compiler.Diff) (targets.ApplySt
 	}
 	s.applies++
 	s.writes += len(d.Changes)
+	s.lastDiff = d
 	return s.d.Apply(ctx, d)
 }
 func (s *lockedSim) Close() error { return nil }
+
+// Commit forwards to the datapath when it stores informational fields.
+func (s *lockedSim) Commit(ir *compiler.IR) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commits++
+	if c, ok := any(s.d).(interface{ Commit(*compiler.IR) error }); ok {
+		return c.Commit(ir)
+	}
+	return nil
+}
 
 // IR returns a copy of what the datapath holds.
 func (s *lockedSim) IR() *compiler.IR {
@@ -178,6 +191,11 @@ type rigOptions struct {
 
 func startRig(t *testing.T, o rigOptions) *rig {
 	t.Helper()
+	return startRigOpts(t, o, nil)
+}
+
+func startRigOpts(t *testing.T, o rigOptions, tweak func(*controller.Options)) *rig {
+	t.Helper()
 	if o.fleet == nil {
 		o.fleet = backendtest.Start(t, allSeedIPs()...)
 	}
@@ -198,7 +216,7 @@ func startRig(t *testing.T, o rigOptions) *rig {
 	for _, s := range o.sims {
 		ts = append(ts, s)
 	}
-	c, err := controller.New(controller.Options{
+	opts := controller.Options{
 		ConfigPath:     o.cfgPath,
 		Targets:        ts,
 		Logger:         slog.New(slog.NewTextHandler(r.logs, nil)),
@@ -207,7 +225,11 @@ func startRig(t *testing.T, o rigOptions) *rig {
 		WatchInterval:  -1,
 		VerifyInterval: -1,
 		Metrics:        o.metrics,
-	})
+	}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	c, err := controller.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

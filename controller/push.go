@@ -64,8 +64,9 @@ func (c *Controller) push(ctx context.Context, ts *target, ir *compiler.IR, why 
 	}
 	d := compiler.DiffIR(ts.held, ir)
 	if d.Empty() {
+		ts.held = ir // the same tables; ir also has the latest names
 		ts.st.LastError = ""
-		ts.st.Digest = Digest(ts.held)
+		ts.st.Digest = Digest(ir)
 		return nil
 	}
 	start := time.Now()
