@@ -29,6 +29,7 @@ type replayTarget struct {
 // replayTargets lists the datapaths by --target name.
 var replayTargets = map[string]*replayTarget{
 	"sim": {Usage: "the reference datapath in Go (targets/sim)", Open: openSim},
+	"xdp": {Usage: "the XDP program's test build, packets run with BPF_PROG_TEST_RUN (root)", Open: openXDPReplay},
 }
 
 var fallbackFlag = &cli.BoolFlag{Name: "fallback", Usage: "sim: P4-switch semantics: fragments and protocols other than TCP/UDP go to the fallback port"}

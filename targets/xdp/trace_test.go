@@ -1,0 +1,182 @@
+package xdp_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/targets/sim"
+	"github.com/lbc-dev/lbc/targets/xdp"
+	"github.com/lbc-dev/lbc/testbench/trace"
+)
+
+// replayBoth runs lines through the reference and the XDP program in
+// lockstep (each programmed by its own Replayer, through Reconcile and
+// Apply) and fails on the first verdict that differs.
+func replayBoth(t *testing.T, cfg *compiler.Config, st compiler.State, lines []trace.Line) (packets, mismatches int) {
+	t.Helper()
+	ctx := context.Background()
+	tgt, err := xdp.NewReplay(xdp.ReplayOptions{})
+	if err != nil {
+		t.Fatalf("load the XDP test build: %v", err)
+	}
+	defer tgt.Close()
+	s := sim.New(sim.Options{})
+	rs, err := trace.NewReplayer(ctx, cfg, st, s, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rx, err := trace.NewReplayer(ctx, cfg, st, tgt, tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{}
+	for _, l := range lines {
+		os, err := rs.Step(ctx, l)
+		if err != nil {
+			t.Fatalf("sim: %v", err)
+		}
+		ox, err := rx.Step(ctx, l)
+		if err != nil {
+			t.Fatalf("xdp: %v", err)
+		}
+		if len(os) != len(ox) {
+			t.Fatalf("line %d: %d outputs from sim, %d from xdp", l.No, len(os), len(ox))
+		}
+		for i := range os {
+			if l.Packet == nil || i != len(os)-1 {
+				continue
+			}
+			packets++
+			if !os[i].Verdict.Same(ox[i].Verdict) || os[i].Backend != ox[i].Backend {
+				t.Fatalf("line %d t=%g %+v:\n  sim: %s\n  xdp: %s", l.No, l.T, *l.Packet, os[i].Verdict, ox[i].Verdict)
+			}
+			// The expectation, without the rule citations that only the
+			// reference's explanation carries.
+			if l.Expect != nil {
+				e := *l.Expect
+				e.Rules = nil
+				if err := e.Check(ox[i].Verdict, labels); err != nil {
+					mismatches++
+					t.Errorf("line %d: xdp misses the trace's expectation: %v", l.No, err)
+				}
+			}
+			if l.Label != "" {
+				labels[l.Label] = ox[i].Backend
+			}
+		}
+	}
+	return packets, mismatches
+}
+
+func loadCfg(t *testing.T, cfgFile, healthFile string) (*compiler.Config, compiler.State) {
+	t.Helper()
+	data, err := os.ReadFile(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := compiler.Load(cfgFile, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := compiler.State{}
+	if healthFile != "" {
+		hd, err := os.ReadFile(healthFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err = compiler.LoadState(healthFile, hd, dec.Config); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dec.Config, st
+}
+
+// TestGeneratedTracesAgreeWithSim replays the trace generator's output
+// (TCP connections, UDP with fragments, ESP, GRE, ICMP echo and errors,
+// events) for every configuration of testbench/testdata through both
+// datapaths.
+func TestGeneratedTracesAgreeWithSim(t *testing.T) {
+	cfgs, _ := filepath.Glob("../../testbench/testdata/*.yaml")
+	total := 0
+	for i, cf := range cfgs {
+		if strings.HasSuffix(cf, "-health.yaml") {
+			continue
+		}
+		health := strings.TrimSuffix(cf, ".yaml") + "-health.yaml"
+		if _, err := os.Stat(health); err != nil {
+			health = ""
+		}
+		t.Run(filepath.Base(cf), func(t *testing.T) {
+			if data, _ := os.ReadFile(cf); data != nil {
+				if _, err := compiler.Load(cf, data); err != nil {
+					t.Skipf("%s is a configuration the compiler rejects by design (a validation fixture): %v", cf, err)
+				}
+			}
+			cfg, st := loadCfg(t, cf, health)
+			lines := trace.Generate(cfg, trace.GenOptions{Seed: uint64(i + 1), Packets: 3000, Clients: 40, Duration: 300, Events: true})
+			n, _ := replayBoth(t, cfg, st, lines)
+			total += n
+		})
+	}
+	t.Logf("%d generated packets agreed", total)
+	if total < 20000 && !t.Failed() {
+		t.Fatalf("only %d generated packets compared, want ≥ 20000", total)
+	}
+}
+
+// TestSpecTracesOnXDP runs the spec's traces (with expectations written
+// from the rules) on the XDP program.
+func TestSpecTracesOnXDP(t *testing.T) {
+	files, _ := filepath.Glob("../../testbench/testdata/*.jsonl")
+	if len(files) == 0 {
+		t.Fatal("no traces in testbench/testdata")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			in, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			lines, err := trace.Parse(in, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfgFile, healthFile := traceHeader(t, f)
+			cfg, st := loadCfg(t, cfgFile, healthFile)
+			replayBoth(t, cfg, st, lines)
+		})
+	}
+}
+
+// traceHeader reads the `# config:` and `# health:` comments of a trace.
+func traceHeader(t *testing.T, file string) (string, string) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg, health string
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(strings.TrimPrefix(line, "#"))
+		if len(f) >= 2 && f[0] == "config:" {
+			cfg = filepath.Join(filepath.Dir(file), f[1])
+		}
+		if len(f) >= 2 && f[0] == "fallback:" && f[1] == "true" {
+			t.Skipf("%s describes P4-switch semantics (fallback: true); the XDP program is the fallback itself", file)
+		}
+		if len(f) >= 2 && f[0] == "health:" {
+			health = filepath.Join(filepath.Dir(file), f[1])
+		}
+	}
+	if cfg == "" {
+		t.Fatalf("%s: no `# config:` header", file)
+	}
+	return cfg, health
+}
