@@ -400,11 +400,7 @@ func (r Result) Explain(w io.Writer) {
 		fmt.Fprintf(w, "answer    none (SERVFAIL): %s\n", r.Decision.Reason)
 		return
 	}
-	by := "nothing (one candidate)"
-	if r.Decision.DecidedBy != "" {
-		by = r.Decision.DecidedBy.ID() + " " + string(r.Decision.DecidedBy)
-	}
-	fmt.Fprintf(w, "decided   by %s: %s\n", by, r.Decision.Reason)
+	fmt.Fprintf(w, "decided   %s\n", r.Decision.Reason)
 	var as []string
 	for _, a := range r.Addrs {
 		as = append(as, a.String())

@@ -41,4 +41,5 @@ var commands = []*cli.Command{
 	compileCommand,
 	pushCommand, statusCommand, detachCommand,
 	replayCommand, explainCommand, genTraceCommand,
+	gslbCommand,
 }

@@ -148,7 +148,7 @@ func health(c Config, in *Input, cands []Site) ([]Site, string, bool) {
 // G-2: drop sites over their session or bandwidth limits.
 func capacity(c Config, in *Input, cands []Site) ([]Site, string, bool) {
 	var over []string
-	limited := false
+	limited, known := false, false
 	out := keep(cands, func(s Site) bool {
 		m := in.Metrics[s.Name]
 		if s.MaxSessions > 0 || s.MaxBitsPerSec > 0 {
@@ -157,6 +157,7 @@ func capacity(c Config, in *Input, cands []Site) ([]Site, string, bool) {
 		if !m.Known {
 			return true
 		}
+		known = true
 		if s.MaxSessions > 0 && m.Sessions > s.MaxSessions {
 			over = append(over, fmt.Sprintf("%s (%d sessions > %d)", s.Name, m.Sessions, s.MaxSessions))
 			return false
@@ -170,6 +171,8 @@ func capacity(c Config, in *Input, cands []Site) ([]Site, string, bool) {
 	switch {
 	case !limited:
 		return cands, "no session or bandwidth limit configured", true
+	case !known:
+		return cands, "no site reports its load", true
 	case len(over) == 0:
 		return cands, "every site under its limits", false
 	case len(out) == 0:
