@@ -70,6 +70,9 @@ type Controller struct {
 
 	mu   sync.Mutex // guards snap
 	snap snapshot
+
+	dmu     sync.Mutex // guards digests
+	digests map[*compiler.IR]string
 }
 
 // target is the controller's view of one datapath.
@@ -139,7 +142,7 @@ func New(opts Options) (*Controller, error) {
 		mastership: make(chan struct{}, 1),
 		ready:      make(chan struct{}),
 	}
-	c.m.watchTargets(opts.Targets)
+	c.m.watchTargets(opts.Targets, func() []TargetStatus { ts, _ := c.targetStatuses(); return ts })
 	c.mon = health.New(health.Options{
 		Clock:       opts.Clock,
 		Prober:      opts.Prober,
@@ -187,7 +190,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.ir = held
 			c.committed = held
 		}
-		c.log.Info("target read back", "target", ts.t.Name(), "services", len(held.Services), "backends", len(held.Backends), "digest", Digest(held))
+		c.log.Info("target read back", "target", ts.t.Name(), "services", len(held.Services), "backends", len(held.Backends), "digest", c.digest(held))
 	}
 	c.m.setConfig(c.cfg)
 	c.mon.SetTargets(ctx, health.TargetsOf(c.cfg))

@@ -406,7 +406,7 @@ func TestPushFailureRetried(t *testing.T) {
 		`lbc_health_probes_total{result="failed",service="web"}`,
 	} {
 		if !strings.Contains(string(body), want) {
-			t.Errorf("metrics lack %s", want)
+			t.Errorf("metrics lack %s\n%s", want, body)
 		}
 	}
 }

@@ -36,12 +36,16 @@ type Metrics struct {
 	probes         *prometheus.CounterVec
 	probeSeconds   *prometheus.HistogramVec
 	primary        *prometheus.GaugeVec
-	diverged       *prometheus.GaugeVec
 	services       prometheus.Gauge
 
-	mu   sync.Mutex
-	ir   *compiler.IR
-	tgts []targets.Target
+	mu       sync.Mutex
+	ir       *compiler.IR
+	tgts     []targets.Target
+	statusFn func() []TargetStatus
+	// Label sets of the last publish, to delete what is gone.
+	prevSvcs      map[string]bool
+	prevBackends  map[[2]string]bool
+	prevDecisions map[[3]string]bool
 }
 
 // NewMetrics registers the controller's metrics (and the Go runtime's) in
@@ -84,7 +88,6 @@ func NewMetrics() *Metrics {
 	}, []string{"type"})
 	m.reg.MustRegister(m.probeSeconds)
 	m.primary = g("lbc_target_primary", "1 if this controller is the primary writer of the target (P4Runtime arbitration).", "target")
-	m.diverged = g("lbc_target_diverged", "1 if the target's tables differ from the other targets' or from what was pushed.", "target")
 	m.services = prometheus.NewGauge(prometheus.GaugeOpts{Name: "lbc_config_services", Help: "Services in the running configuration."})
 	m.reg.MustRegister(m.services)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -100,12 +103,12 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-func (m *Metrics) watchTargets(ts []targets.Target) {
+func (m *Metrics) watchTargets(ts []targets.Target, status func() []TargetStatus) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
-	m.tgts = ts
+	m.tgts, m.statusFn = ts, status
 	m.mu.Unlock()
 }
 
@@ -186,69 +189,96 @@ func (m *Metrics) push(target string, d compiler.Diff, took time.Duration, err e
 	}
 }
 
-// publish sets the gauges from the IR and the targets' status.
-func (m *Metrics) publish(ir *compiler.IR, ts []TargetStatus, probes []health.Status) {
+// publish sets the gauges from the IR. Series of services and backends
+// that are gone are deleted after the new values are set, so that a
+// concurrent scrape never sees a gap.
+func (m *Metrics) publish(ir *compiler.IR) {
 	if m == nil || ir == nil {
 		return
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.ir = ir
-	m.mu.Unlock()
-	m.backendHealthy.Reset()
-	m.backendWeight.Reset()
-	m.eligible.Reset()
-	m.decision.Reset()
-	m.epoch.Reset()
+	svcs := map[string]bool{}
+	bes := map[[2]string]bool{}
+	decisions := map[[3]string]bool{}
 	for i := range ir.Services {
 		s := &ir.Services[i]
+		svcs[s.Name] = true
+		decisions[[3]string{s.Name, s.Decision, s.Rule}] = true
 		m.eligible.WithLabelValues(s.Name).Set(float64(len(s.Eligible)))
 		m.decision.WithLabelValues(s.Name, s.Decision, s.Rule).Set(1)
 		m.epoch.WithLabelValues(s.Name).Set(float64(s.Epoch))
-		for j := range ir.Backends {
-			b := &ir.Backends[j]
-			if b.ServiceID != s.ID {
-				continue
-			}
-			h := 0.0
-			if b.Healthy {
-				h = 1
-			}
-			m.backendHealthy.WithLabelValues(s.Name, b.Name).Set(h)
-			m.backendWeight.WithLabelValues(s.Name, b.Name).Set(float64(b.Weight))
+	}
+	for j := range ir.Backends {
+		b := &ir.Backends[j]
+		s := ir.Service(b.ServiceID)
+		if s == nil {
+			continue
+		}
+		bes[[2]string{s.Name, b.Name}] = true
+		h := 0.0
+		if b.Healthy {
+			h = 1
+		}
+		m.backendHealthy.WithLabelValues(s.Name, b.Name).Set(h)
+		m.backendWeight.WithLabelValues(s.Name, b.Name).Set(float64(b.Weight))
+	}
+	for k := range m.prevSvcs {
+		if !svcs[k] {
+			m.eligible.DeleteLabelValues(k)
+			m.epoch.DeleteLabelValues(k)
 		}
 	}
-	for _, t := range ts {
-		v := 0.0
-		if t.Diverged {
-			v = 1
+	for k := range m.prevDecisions {
+		if !decisions[k] {
+			m.decision.DeleteLabelValues(k[0], k[1], k[2])
 		}
-		m.diverged.WithLabelValues(t.Name).Set(v)
 	}
+	for k := range m.prevBackends {
+		if !bes[k] {
+			m.backendHealthy.DeleteLabelValues(k[0], k[1])
+			m.backendWeight.DeleteLabelValues(k[0], k[1])
+		}
+	}
+	m.prevSvcs, m.prevBackends, m.prevDecisions = svcs, bes, decisions
 }
 
 // datapathCollector reads the targets' own counters at scrape time.
 type datapathCollector struct{ m *Metrics }
 
 var (
-	dpPackets  = prometheus.NewDesc("lbc_datapath_packets_total", "Packets the datapath matched to the service.", []string{"target", "service"}, nil)
-	dpBytes    = prometheus.NewDesc("lbc_datapath_bytes_total", "Bytes the datapath matched to the service.", []string{"target", "service"}, nil)
-	dpNewConns = prometheus.NewDesc("lbc_datapath_new_connections_total", "New connections (selections from the ring) per service.", []string{"target", "service"}, nil)
-	dpSessions = prometheus.NewDesc("lbc_datapath_sessions", "Live conntrack entries per service, where the datapath counts them.", []string{"target", "service"}, nil)
-	dpBePkts   = prometheus.NewDesc("lbc_datapath_backend_packets_total", "Packets sent to the backend.", []string{"target", "service", "backend"}, nil)
-	dpBeConns  = prometheus.NewDesc("lbc_datapath_backend_new_connections_total", "New connections sent to the backend.", []string{"target", "service", "backend"}, nil)
-	dpDrops    = prometheus.NewDesc("lbc_datapath_drops_total", "Packets dropped, by reason.", []string{"target", "reason"}, nil)
-	dpPunts    = prometheus.NewDesc("lbc_datapath_fallback_punts_total", "Packets sent out the fallback port (fragments, unparsed protocols).", []string{"target"}, nil)
-	dpErrors   = prometheus.NewDesc("lbc_datapath_counter_read_errors", "1 if reading the target's counters failed at this scrape.", []string{"target"}, nil)
+	dpPackets   = prometheus.NewDesc("lbc_datapath_packets_total", "Packets the datapath matched to the service.", []string{"target", "service"}, nil)
+	dpBytes     = prometheus.NewDesc("lbc_datapath_bytes_total", "Bytes the datapath matched to the service.", []string{"target", "service"}, nil)
+	dpNewConns  = prometheus.NewDesc("lbc_datapath_new_connections_total", "New connections (selections from the ring) per service.", []string{"target", "service"}, nil)
+	dpSessions  = prometheus.NewDesc("lbc_datapath_sessions", "Live conntrack entries per service, where the datapath counts them.", []string{"target", "service"}, nil)
+	dpBePkts    = prometheus.NewDesc("lbc_datapath_backend_packets_total", "Packets sent to the backend.", []string{"target", "service", "backend"}, nil)
+	dpBeConns   = prometheus.NewDesc("lbc_datapath_backend_new_connections_total", "New connections sent to the backend.", []string{"target", "service", "backend"}, nil)
+	dpDrops     = prometheus.NewDesc("lbc_datapath_drops_total", "Packets dropped, by reason.", []string{"target", "reason"}, nil)
+	dpPunts     = prometheus.NewDesc("lbc_datapath_fallback_punts_total", "Packets sent out the fallback port (fragments, unparsed protocols).", []string{"target"}, nil)
+	tgtDiverged = prometheus.NewDesc("lbc_target_diverged", "1 if the target's tables differ from the other targets' or from what was last read back.", []string{"target"}, nil)
+	tgtDigest   = prometheus.NewDesc("lbc_target_digest_info", "The digest of the tables the target holds, as a label (equal digests: same backend for every new flow).", []string{"target", "digest"}, nil)
+	dpErrors    = prometheus.NewDesc("lbc_datapath_counter_read_errors", "1 if reading the target's counters failed at this scrape.", []string{"target"}, nil)
 )
 
 func (datapathCollector) Describe(chan<- *prometheus.Desc) {} // unchecked: series depend on the IR
 
 func (d datapathCollector) Collect(ch chan<- prometheus.Metric) {
 	d.m.mu.Lock()
-	ir, ts := d.m.ir, d.m.tgts
+	ir, ts, statusFn := d.m.ir, d.m.tgts, d.m.statusFn
 	d.m.mu.Unlock()
 	if ir == nil {
 		return
+	}
+	if statusFn != nil {
+		for _, t := range statusFn() {
+			v := 0.0
+			if t.Diverged {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(tgtDiverged, prometheus.GaugeValue, v, t.Name)
+			ch <- prometheus.MustNewConstMetric(tgtDigest, prometheus.GaugeValue, 1, t.Name, t.Digest)
+		}
 	}
 	svcName := map[uint32]string{}
 	for _, s := range ir.Services {

@@ -66,7 +66,6 @@ func (c *Controller) push(ctx context.Context, ts *target, ir *compiler.IR, why 
 	if d.Empty() {
 		ts.held = ir // the same tables; ir also has the latest names
 		ts.st.LastError = ""
-		ts.st.Digest = Digest(ir)
 		return nil
 	}
 	start := time.Now()
@@ -87,7 +86,7 @@ func (c *Controller) push(ctx context.Context, ts *target, ir *compiler.IR, why 
 	}
 	ts.held = ir
 	ts.st.LastError = ""
-	ts.st.Digest = Digest(ir)
+	ts.st.VerifiedDigest = "" // the last read-back predates this push
 	c.log.Info("pushed", "target", name, "trigger", why, "changes", len(d.Changes), "batches", stats.Batches, "took", took.Round(time.Microsecond).String(), "summary", oneLine(d.Summary()))
 	return nil
 }
@@ -153,7 +152,7 @@ func (c *Controller) verify(ctx context.Context) bool {
 			c.log.Error("verify: cannot read target back", "target", ts.t.Name(), "err", err)
 			continue
 		}
-		want, have := Digest(ts.held), Digest(got)
+		want, have := c.digest(ts.held), Digest(got)
 		ts.st.VerifiedDigest = have
 		ts.st.VerifiedAt = c.clock.Now()
 		if want != have {

@@ -90,6 +90,7 @@ type snapshot struct {
 	ready        bool
 	ir           *compiler.IR
 	tgts         []TargetStatus
+	held         []*compiler.IR // per target; digests are computed when read
 	events       []TimedEvent
 	reloadErr    string
 	compileErr   string
@@ -117,25 +118,64 @@ func (c *Controller) setReloadError(err error) {
 // publish makes the Run goroutine's state visible to Status and metrics.
 func (c *Controller) publish(_ []Event, compileErr error) {
 	ts := make([]TargetStatus, len(c.tgts))
+	held := make([]*compiler.IR, len(c.tgts))
 	var cts []targets.CounterTarget
 	for i, t := range c.tgts {
 		ts[i] = t.st
+		held[i] = t.held
 		if ct, ok := t.t.(targets.CounterTarget); ok {
 			cts = append(cts, ct)
 		}
 	}
-	markDivergence(ts)
+	c.m.publish(c.ir) // before the snapshot: a reader that sees it sees the gauges
 	c.mu.Lock()
 	c.snap.ready = true
 	c.snap.ir = c.ir
 	c.snap.tgts = ts
+	c.snap.held = held
 	c.snap.counterReads = cts
 	c.snap.compileErr = ""
 	if compileErr != nil {
 		c.snap.compileErr = compileErr.Error()
 	}
 	c.mu.Unlock()
-	c.m.publish(c.ir, ts, c.mon.Statuses())
+}
+
+// digest returns Digest(ir), computed once per IR: the IRs the controller
+// holds are never modified, and several targets share one.
+func (c *Controller) digest(ir *compiler.IR) string {
+	if ir == nil {
+		return ""
+	}
+	c.dmu.Lock()
+	d, ok := c.digests[ir]
+	c.dmu.Unlock()
+	if ok {
+		return d
+	}
+	d = Digest(ir)
+	c.dmu.Lock()
+	if c.digests == nil || len(c.digests) > 16 {
+		c.digests = map[*compiler.IR]string{}
+	}
+	c.digests[ir] = d
+	c.dmu.Unlock()
+	return d
+}
+
+// targetStatuses returns the targets' status with digests and divergence.
+func (c *Controller) targetStatuses() ([]TargetStatus, bool) {
+	c.mu.Lock()
+	ts := append([]TargetStatus(nil), c.snap.tgts...)
+	held := append([]*compiler.IR(nil), c.snap.held...)
+	c.mu.Unlock()
+	for i := range ts {
+		if i < len(held) {
+			ts[i].Digest = c.digest(held[i])
+		}
+	}
+	agree := markDivergence(ts)
+	return ts, agree
 }
 
 // markDivergence flags targets whose digest differs from the majority's.
@@ -165,13 +205,12 @@ func markDivergence(ts []TargetStatus) bool {
 // Status returns the live view. Counters come from the first target that
 // exposes them.
 func (c *Controller) Status(ctx context.Context) Status {
+	ts, agree := c.targetStatuses()
 	c.mu.Lock()
 	sn := c.snap
-	sn.tgts = append([]TargetStatus(nil), c.snap.tgts...)
 	sn.events = append([]TimedEvent(nil), c.snap.events...)
 	c.mu.Unlock()
-	out := Status{Config: c.opts.ConfigPath, Ready: sn.ready, ReloadError: sn.reloadErr, CompileError: sn.compileErr, Targets: sn.tgts, Events: sn.events}
-	out.DigestsAgree = markDivergence(out.Targets)
+	out := Status{Config: c.opts.ConfigPath, Ready: sn.ready, ReloadError: sn.reloadErr, CompileError: sn.compileErr, Targets: ts, DigestsAgree: agree, Events: sn.events}
 	if out.Events == nil {
 		out.Events = []TimedEvent{}
 	}
