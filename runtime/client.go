@@ -45,6 +45,9 @@ type Options struct {
 	MaxMsgSize int
 	// TLS enables TLS (mTLS when it carries a client certificate).
 	TLS *tls.Config
+	// ReadOnly skips arbitration: reads work (P4Runtime needs no mastership
+	// for them), writes fail with ErrNotPrimary. For status and dry runs.
+	ReadOnly bool
 	// Backoff bounds the reconnect delay (100 ms .. 5 s when zero).
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 *slog.Logger
@@ -132,6 +135,11 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	c := &Client{opts: opts, conn: conn, rt: p4v1.NewP4RuntimeClient(conn), log: log.With("p4rt", opts.Addr),
 		cancel: cancel, done: make(chan struct{}), changed: make(chan struct{})}
+	if opts.ReadOnly {
+		c.reason = errors.New("read-only connection")
+		go func() { <-sctx.Done(); close(c.done) }()
+		return c, nil
+	}
 	go c.run(sctx)
 	return c, nil
 }

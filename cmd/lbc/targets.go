@@ -45,7 +45,8 @@ type committer interface {
 
 // adapters lists the datapaths by --target name.
 var adapters = map[string]*adapter{
-	"xdp": xdpAdapter,
+	"xdp":  xdpAdapter,
+	"bmv2": bmv2Adapter,
 }
 
 func adapterNames() string {

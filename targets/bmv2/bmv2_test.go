@@ -523,3 +523,43 @@ func TestDefaultEntriesIdempotent(t *testing.T) {
 		t.Fatalf("port 4096 on a 9-bit port: %v", err)
 	}
 }
+
+// Counters come back per service and backend ID, and drops by reason; a
+// read-only connection (status) reads without arbitration.
+func TestCountersReadOnly(t *testing.T) {
+	b := newBench(t, true, p4rt.Options{})
+	tg := b.open(t, 1)
+	cfg := load(t, testConfig)
+	if _, err := push(t, tg, cfg, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	ir, _ := tg.Read(context.Background())
+	web := ir.ServiceByName("web")
+	b1 := findBackend(ir, "vm-b1")
+	for _, c := range []struct {
+		name  string
+		index int64
+	}{{"service_packets", int64(web.ID)}, {"service_new_conns", int64(web.ID)}, {"backend_new_conns", int64(b1.ID)}, {"drops", 0}, {"fallback_packets", 0}} {
+		if err := b.srv.SetCounter(c.name, c.index, 10, 1500); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ro, err := Open(context.Background(), Options{Options: runtime.Options{Addr: b.srv.Addr(), DeviceID: 1, ReadOnly: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	cnt, err := ro.Counters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cnt.Services[web.ID]; s.Packets != 10 || s.Bytes != 1500 || s.NewConnections != 10 {
+		t.Errorf("service counters %+v", s)
+	}
+	if cnt.Backends[b1.ID].NewConnections != 10 || cnt.Drops["no-backends"] != 10 || cnt.FallbackPunts != 10 {
+		t.Errorf("counters %+v", cnt)
+	}
+	if _, err := ro.Apply(context.Background(), compiler.DiffIR(nil, ir)); !errors.Is(err, runtime.ErrNotPrimary) {
+		t.Errorf("read-only Apply: %v", err)
+	}
+}

@@ -67,17 +67,19 @@ func Open(ctx context.Context, opts Options) (*Target, error) {
 }
 
 func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error) {
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := c.WaitPrimary(wctx); err != nil {
-		return nil, err
+	if !opts.ReadOnly {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := c.WaitPrimary(wctx); err != nil {
+			return nil, err
+		}
 	}
 	t := &Target{c: c, name: opts.Name, svcNames: map[uint32]string{}, beNames: map[uint32]string{}}
 	if t.name == "" {
 		t.name = "bmv2 " + opts.Addr
 	}
 	var schema *runtime.Schema
-	if opts.P4InfoPath != "" {
+	if opts.P4InfoPath != "" && !opts.ReadOnly {
 		raw, err := os.ReadFile(opts.P4InfoPath)
 		if err != nil {
 			return nil, err
@@ -338,4 +340,12 @@ func (t *Target) SetFallbackPort(ctx context.Context, port uint32) (bool, error)
 		return false, nil
 	}
 	return true, t.c.Write(ctx, []*p4v1.Update{{Type: p4v1.Update_MODIFY, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: want}}}})
+}
+
+// Commit records what a diff does not carry: the IR's tunnel sources
+// (names ride in the entries' metadata already). `lbc push` calls it after
+// Apply.
+func (t *Target) Commit(ir *compiler.IR) error {
+	_, err := t.SetTunnelSource(context.Background(), ir.TunnelSource4, ir.TunnelSource6)
+	return err
 }

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/lbc-dev/lbc/runtime"
+	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/targets/bmv2"
+	"github.com/urfave/cli/v2"
+)
+
+var (
+	p4AddrFlag     = &cli.StringFlag{Name: "addr", Value: "127.0.0.1:9559", Usage: "bmv2: P4Runtime `HOST:PORT` of the switch (simple_switch_grpc --grpc-server-addr)"}
+	p4DeviceFlag   = &cli.Uint64Flag{Name: "device-id", Value: 1, Usage: "bmv2: P4Runtime device `ID`"}
+	p4ElectionFlag = &cli.Uint64Flag{Name: "election-id", Value: 1, Usage: "bmv2: this controller's election `ID`; the highest connected controller is primary and writes"}
+	p4RoleFlag     = &cli.StringFlag{Name: "role", Usage: "bmv2: P4Runtime role `NAME` (default role when empty)"}
+	p4InfoFlag     = &cli.StringFlag{Name: "p4info", Usage: "bmv2: P4Info `FILE` to push with --device-config (p4/build/lb.p4info.txtpb); without it the switch must already run lb.p4"}
+	p4DevcfgFlag   = &cli.StringFlag{Name: "device-config", Usage: "bmv2: device config `FILE` (BMv2 JSON, p4/build/lb.json); pushed only when the switch runs another pipeline"}
+	p4BatchFlag    = &cli.IntFlag{Name: "batch-size", Value: runtime.DefaultBatchSize, Usage: "bmv2: updates per Write RPC (BMv2 is ≈20× slower with 1 than with ≥1000)"}
+	p4FallbackFlag = &cli.IntFlag{Name: "fallback-port", Value: -1, Usage: "bmv2: switch `PORT` fragments and unparsed protocols leave through, towards the XDP host (-1: leave as is)"}
+	p4CAFlag       = &cli.StringFlag{Name: "tls-ca", Usage: "bmv2: CA `FILE` (PEM) to verify the switch; enables TLS"}
+	p4CertFlag     = &cli.StringFlag{Name: "tls-cert", Usage: "bmv2: client certificate `FILE` (PEM) for mTLS"}
+	p4KeyFlag      = &cli.StringFlag{Name: "tls-key", Usage: "bmv2: client key `FILE` (PEM) for mTLS"}
+)
+
+var bmv2Adapter = &adapter{
+	Usage: "P4 switch running p4/lb.p4 (BMv2 simple_switch_grpc) over P4Runtime",
+	Flags: []cli.Flag{p4AddrFlag, p4DeviceFlag, p4ElectionFlag, p4RoleFlag, p4InfoFlag, p4DevcfgFlag, p4BatchFlag, p4FallbackFlag, p4CAFlag, p4CertFlag, p4KeyFlag},
+	Open: func(c *cli.Context) (targets.Target, error) {
+		t, err := openBMv2(c, false)
+		if err != nil {
+			return nil, err
+		}
+		if t.PipelinePushed() {
+			fmt.Fprintf(c.App.ErrWriter, "%s: pushed pipeline %s (tables start empty)\n", t.Name(), c.String(p4InfoFlag.Name))
+		}
+		if port := c.Int(p4FallbackFlag.Name); port >= 0 {
+			if _, err := t.SetFallbackPort(c.Context, uint32(port)); err != nil {
+				t.Close()
+				return nil, err
+			}
+		}
+		return t, nil
+	},
+	OpenRead: func(c *cli.Context) (targets.Target, error) { return openBMv2(c, true) },
+	Counters: func(t targets.Target) (*counters, error) {
+		bt, ok := t.(*bmv2.Target)
+		if !ok {
+			return nil, nil
+		}
+		cnt, err := bt.Counters(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		out := &counters{Global: map[string]uint64{"fallback": cnt.FallbackPunts}, Services: map[uint32]map[string]uint64{}, Backends: map[uint32]map[string]uint64{}}
+		for reason, n := range cnt.Drops {
+			out.Global["drop:"+reason] = n
+		}
+		for id, v := range cnt.Services {
+			out.Services[id] = map[string]uint64{"packets": v.Packets, "bytes": v.Bytes, "new": v.NewConnections}
+		}
+		for id, v := range cnt.Backends {
+			out.Backends[id] = map[string]uint64{"new": v.NewConnections}
+		}
+		return out, nil
+	},
+}
+
+func openBMv2(c *cli.Context, readOnly bool) (*bmv2.Target, error) {
+	opts := bmv2.Options{Options: runtime.Options{
+		Addr: c.String(p4AddrFlag.Name), DeviceID: c.Uint64(p4DeviceFlag.Name), ElectionLow: c.Uint64(p4ElectionFlag.Name),
+		Role: c.String(p4RoleFlag.Name), BatchSize: c.Int(p4BatchFlag.Name), ReadOnly: readOnly,
+		Logger: slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, P4InfoPath: c.String(p4InfoFlag.Name), DeviceConfigPath: c.String(p4DevcfgFlag.Name)}
+	if opts.DeviceConfigPath != "" && opts.P4InfoPath == "" {
+		return nil, fmt.Errorf("--device-config needs --p4info (the pipeline is pushed as a pair)")
+	}
+	if ca, cert, key := c.String(p4CAFlag.Name), c.String(p4CertFlag.Name), c.String(p4KeyFlag.Name); ca != "" || cert != "" {
+		tc, err := runtime.TLSConfig(ca, cert, key, "")
+		if err != nil {
+			return nil, fmt.Errorf("--tls-*: %w", err)
+		}
+		opts.TLS = tc
+	}
+	if opts.ElectionLow == 0 {
+		return nil, fmt.Errorf("--election-id 0 is not a valid election ID; use 1 or more")
+	}
+	return bmv2.Open(c.Context, opts)
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/lbc-dev/lbc/testbench/p4rt"
+)
+
+// lbc push --target bmv2 against the in-process P4Runtime server: the first
+// push installs the pipeline and writes every table, a second identical
+// push writes nothing, a failover push writes the ring diff and one flip,
+// and status reads it back.
+func TestPushBMv2(t *testing.T) {
+	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	args := []string{"--target", "bmv2", "--addr", srv.Addr(), "--p4info", "../../p4/build/lb.p4info.txtpb", "--device-config", "../../p4/build/lb.json"}
+	push := func(extra ...string) string {
+		t.Helper()
+		out, errw, err := runLBC(t, append(append([]string{"push", "-c", "../../examples/failover.yaml", "--fallback-port", "3"}, extra...), args...)...)
+		if err != nil {
+			t.Fatalf("push: %v\n%s", err, errw)
+		}
+		return out
+	}
+	out := push()
+	if !strings.Contains(out, "ring: 131074 insert") || !strings.Contains(out, "service: 1 insert") {
+		t.Fatalf("first push output:\n%s", out)
+	}
+	if out := push(); !strings.Contains(out, "up to date (0 writes)") {
+		t.Fatalf("second push output:\n%s", out)
+	}
+	srv.ResetLog()
+	out = push("--health", "../../examples/failover-health.yaml")
+	if !strings.Contains(out, "service: 0 insert, 1 modify, 0 delete") || !strings.Contains(out, "backend: 0 insert, 3 modify, 0 delete") {
+		t.Fatalf("failover push output:\n%s", out)
+	}
+	if log := srv.Log(); log[len(log)-1].Table != "service" {
+		t.Fatalf("last write of the failover push is to %s, not the service flip", log[len(log)-1].Table)
+	}
+	st, errw, err := runLBC(t, append([]string{"status"}, args[:4]...)...)
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, errw)
+	}
+	if !strings.Contains(st, "web") || !strings.Contains(st, "vm-b1") {
+		t.Fatalf("status output:\n%s", st)
+	}
+	if _, _, err := runLBC(t, "push", "--target", "bmv2", "--addr", srv.Addr(), "--election-id", "0"); err == nil || !strings.Contains(err.Error(), "election") {
+		t.Fatalf("--election-id 0: %v", err)
+	}
+}
