@@ -1,0 +1,900 @@
+/*
+ * lb.p4 for the Tofino Native Architecture (TNA): the lbc pass-through L4
+ * load balancer with the behaviour of the v1model program ../lb.p4
+ * (spec/lb-semantics.md, design decisions 2-6), shaped for Tofino:
+ *
+ *   - no modulo in the pipeline: the ring slot is the low bits of the R-HASH
+ *     CRC32, so a service's ringSize must be a power of two (Maglev with odd
+ *     skips, R-MAGLEV-1); `lbc push --target tofino` rejects other sizes
+ *     (compiler.CheckTarget);
+ *   - registers only through RegisterActions, each register touched once per
+ *     packet: conntrack is four direct-mapped register arrays (signature,
+ *     last-seen, epoch, backend) indexed by the same hash, each with a few
+ *     alternative RegisterActions of which exactly one runs per packet;
+ *   - 48-bit timestamps do not fit a register: last-seen is the 32-bit tick
+ *     global_tstamp[47:16] (1 tick = 2^16 ns = 65.536 us; it wraps with the
+ *     48-bit counter every 2^48 ns = 78.2 h). The age is (now - seen) mod 2^32
+ *     ticks, right across a wrap; only an entry idle for a whole multiple of
+ *     78.2 h (within its idle timeout) would look fresh again. targets/sim's
+ *     TNA geometry (ct_tna.go) models exactly this;
+ *   - seconds cannot be turned into ticks without a multiplier, so the idle
+ *     timeout in ticks comes from the idle_ticks table (one entry per distinct
+ *     idleTimeoutSec, written by targets/tofino): ticks = ceil(sec * 1e9 / 2^16).
+ *
+ * Table, action and parameter names are those of ../lb.p4 (control
+ * "LbIngress"; tables vip_port, vip_proto, vip_addr, service, ring, backend,
+ * tunnel_source, fallback, forward), so targets/bmv2's IR translation serves
+ * both; idle_ticks is the one table only this program has.
+ *
+ * Regenerate build/lb.p4info.txtpb with `make p4-tna`; never edit it by hand.
+ */
+#include <core.p4>
+#include <tna.p4>
+
+/* Conntrack: CT_SLOTS = 2^CT_INDEX_BITS direct-mapped slots. index =
+ * CRC32(service_id, h_trk) low bits, signature = CRC32(h_trk, service_id)
+ * (0 taken as 1: 0 marks an empty slot), where h_trk is the R-HASH CRC32 of
+ * the tracking tuple: the v1model program's bucket and signature with one
+ * way per bucket. */
+#ifndef CT_INDEX_BITS
+#define CT_INDEX_BITS 16
+#endif
+#define CT_SLOTS (1 << CT_INDEX_BITS)
+typedef bit<CT_INDEX_BITS> ct_index_t;
+
+#ifndef VIP_TABLE_SIZE
+#define VIP_TABLE_SIZE 4096
+#endif
+#ifndef SERVICE_TABLE_SIZE
+#define SERVICE_TABLE_SIZE 1024
+#endif
+#ifndef RING_TABLE_SIZE
+#define RING_TABLE_SIZE 262144
+#endif
+#ifndef BACKEND_TABLE_SIZE
+#define BACKEND_TABLE_SIZE 16384
+#endif
+#ifndef FORWARD_TABLE_SIZE
+#define FORWARD_TABLE_SIZE 4096
+#endif
+#ifndef IDLE_TICKS_TABLE_SIZE
+#define IDLE_TICKS_TABLE_SIZE 256
+#endif
+
+/* Counter arrays are indexed by the low bits of the ID. */
+#define SERVICE_COUNTER_BITS 10
+#define BACKEND_COUNTER_BITS 14
+#define DROP_REASON_BITS 3
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_IPV6 = 0x86dd;
+const bit<16> ETHERTYPE_VLAN = 0x8100;
+
+const bit<8> PROTO_IPIP = 4;
+const bit<8> PROTO_TCP = 6;
+const bit<8> PROTO_UDP = 17;
+const bit<8> PROTO_IPV6 = 41;
+const bit<8> PROTO_FRAG = 44;
+
+/* Tuple kinds, as compiler.TupleKind numbers them. */
+const bit<3> TUPLE_NONE = 0;
+const bit<3> TUPLE_2 = 2;
+const bit<3> TUPLE_3 = 3;
+const bit<3> TUPLE_5 = 5;
+
+/* Drop reasons: the index into the drops counter (as in ../lb.p4). */
+const bit<DROP_REASON_BITS> DROP_NO_BACKENDS = 0;
+const bit<DROP_REASON_BITS> DROP_MALFORMED = 1;
+const bit<DROP_REASON_BITS> DROP_NO_ROUTE = 2;
+const bit<DROP_REASON_BITS> DROP_NO_SERVICE = 3;
+const bit<DROP_REASON_BITS> DROP_NO_FALLBACK = 4;
+
+/* The resubmit of a packet whose recorded backend may not serve it. */
+const ResubmitType_t RESUBMIT_BYPASS = 1;
+
+header ethernet_t {
+    bit<48> dst;
+    bit<48> src;
+    bit<16> ether_type;
+}
+
+header vlan_t {
+    bit<3>  pcp;
+    bit<1>  dei;
+    bit<12> vid;
+    bit<16> ether_type;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  tos;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<1>  reserved;
+    bit<1>  df;
+    bit<1>  mf;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> checksum;
+    bit<32> src;
+    bit<32> dst;
+}
+
+header ipv6_t {
+    bit<4>   version;
+    bit<8>   traffic_class;
+    bit<20>  flow_label;
+    bit<16>  payload_len;
+    bit<8>   next_hdr;
+    bit<8>   hop_limit;
+    bit<128> src;
+    bit<128> dst;
+}
+
+header ipv6_frag_t {
+    bit<8>  next_hdr;
+    bit<8>  reserved;
+    bit<13> frag_offset;
+    bit<2>  res;
+    bit<1>  more;
+    bit<32> identification;
+}
+
+header tcp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<32> seq;
+    bit<32> ack;
+    bit<4>  data_offset;
+    bit<4>  res;
+    bit<1>  cwr;
+    bit<1>  ece;
+    bit<1>  urg;
+    bit<1>  ack_flag;
+    bit<1>  psh;
+    bit<1>  rst;
+    bit<1>  syn;
+    bit<1>  fin;
+    bit<16> window;
+    bit<16> checksum;
+    bit<16> urgent;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> len;
+    bit<16> checksum;
+}
+
+/* Resubmit data: Tofino passes PORT_METADATA_SIZE (64) bits back. */
+header resubmit_h {
+    bit<7>  pad0;
+    bit<1>  ct_bypass;
+    bit<56> pad1;
+}
+
+struct headers_t {
+    ethernet_t  ethernet;
+    vlan_t      vlan;
+    ipv4_t      outer_ipv4; // IP-in-IP to an IPv4 backend
+    ipv6_t      outer_ipv6; // IP-in-IP to an IPv6 backend
+    ipv4_t      ipv4;
+    ipv6_t      ipv6;
+    ipv6_frag_t ipv6_frag;
+    tcp_t       tcp;
+    udp_t       udp;
+}
+
+struct meta_t {
+    resubmit_h resub;
+    bit<32>  now32;      // global_tstamp[47:16]
+    bit<128> dst_addr;   // IPv4 as ::ffff:a.b.c.d, so one key serves both families
+    bit<128> fwd_addr;   // what the forward table routes on
+    bit<8>   protocol;
+    bit<16>  src_port;
+    bit<16>  dst_port;
+    bit<1>   l4;         // TCP or UDP header parsed
+    bit<1>   fragment;   // R-FRAG
+    bit<1>   vip_hit;
+    bit<1>   to_fallback;
+    bit<1>   dropped;
+    bit<1>   ct_bypass;  // second pass: select afresh (R-PERSIST, R-DRAIN)
+
+    // service row
+    bit<32>  service_id;
+    bit<32>  ring_size;
+    bit<32>  ring_mask;
+    bit<1>   active_half;
+    bit<32>  epoch;
+    bit<32>  idle_timeout_sec;
+    bit<32>  idle_ticks;
+    bit<1>   syn_new;
+    bit<1>   no_backends;
+    bit<1>   all_unhealthy;
+    bit<1>   encap;
+    bit<3>   tcp_affinity;
+    bit<3>   tcp_track;
+    bit<1>   tcp_persist;
+    bit<3>   udp_affinity;
+    bit<3>   udp_track;
+    bit<1>   udp_persist;
+    // the packet's class
+    bit<3>   affinity;
+    bit<3>   track;
+    bit<1>   persist;
+
+    // ring and backend
+    bit<32>  h_aff;
+    bit<32>  slot;
+    bit<1>   ring_hit;
+    bit<32>  ring_backend;
+    bit<32>  backend_id;
+    bit<32>  be_service;
+    bit<128> be_addr;
+    bit<48>  be_mac;
+    bit<1>   be_healthy;
+    bit<1>   be_draining;
+
+    // conntrack
+    bit<32>  h_trk;
+    bit<32>  ct_hash;
+    ct_index_t ct_index;
+    bit<32>  ct_sig;
+    bit<1>   ct_creating;  // this packet writes its entry (trackable, a backend to record)
+    bit<1>   ct_sig_hit;
+    bit<1>   ct_epoch_ok;
+    bit<32>  ct_seen;      // the stored last-seen tick before this packet
+    bit<32>  ct_age;       // now32 - ct_seen, in ticks, modulo 2^32
+    bit<1>   ct_candidate; // a live entry of this epoch names the backend
+
+    bit<32>  tunnel_src4;
+    bit<128> tunnel_src6;
+}
+
+parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
+                     out ingress_intrinsic_metadata_t ig_intr_md) {
+    state start {
+        pkt.extract(ig_intr_md);
+        md.protocol = 0;
+        md.src_port = 0;
+        md.dst_port = 0;
+        md.l4 = 0;
+        md.fragment = 0;
+        md.ct_bypass = 0;
+        transition select(ig_intr_md.resubmit_flag) {
+            1: parse_resubmit;
+            default: parse_port_metadata;
+        }
+    }
+    state parse_resubmit {
+        pkt.extract(md.resub);
+        md.ct_bypass = md.resub.ct_bypass;
+        transition parse_ethernet;
+    }
+    state parse_port_metadata {
+        pkt.advance(PORT_METADATA_SIZE);
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_VLAN: parse_vlan;
+            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_IPV6: parse_ipv6;
+            default: accept;
+        }
+    }
+    state parse_vlan {
+        pkt.extract(hdr.vlan);
+        transition select(hdr.vlan.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_IPV6: parse_ipv6;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        md.protocol = hdr.ipv4.protocol;
+        transition select(hdr.ipv4.mf, hdr.ipv4.frag_offset) {
+            (1w0, 13w0): parse_ipv4_l4;
+            default: parse_ipv4_fragment;
+        }
+    }
+    state parse_ipv4_fragment {
+        md.fragment = 1;
+        // Only the first fragment carries the transport header.
+        transition select(hdr.ipv4.frag_offset) {
+            13w0: parse_ipv4_l4;
+            default: accept;
+        }
+    }
+    state parse_ipv4_l4 {
+        // IPv4 options are not parsed: such packets count as unparsed.
+        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
+            (4w5, PROTO_TCP): parse_tcp;
+            (4w5, PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_ipv6 {
+        pkt.extract(hdr.ipv6);
+        md.protocol = hdr.ipv6.next_hdr;
+        transition select(hdr.ipv6.next_hdr) {
+            PROTO_FRAG: parse_ipv6_frag;
+            PROTO_TCP: parse_tcp;
+            PROTO_UDP: parse_udp;
+            default: accept;
+        }
+    }
+    state parse_ipv6_frag {
+        pkt.extract(hdr.ipv6_frag);
+        md.fragment = 1;
+        md.protocol = hdr.ipv6_frag.next_hdr;
+        transition select(hdr.ipv6_frag.frag_offset, hdr.ipv6_frag.next_hdr) {
+            (13w0, PROTO_TCP): parse_tcp;
+            (13w0, PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_tcp {
+        pkt.extract(hdr.tcp);
+        md.src_port = hdr.tcp.src_port;
+        md.dst_port = hdr.tcp.dst_port;
+        md.l4 = 1;
+        transition accept;
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        md.src_port = hdr.udp.src_port;
+        md.dst_port = hdr.udp.dst_port;
+        md.l4 = 1;
+        transition accept;
+    }
+}
+
+control LbIngress(inout headers_t hdr, inout meta_t md,
+                in ingress_intrinsic_metadata_t ig_intr_md,
+                in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    Counter<bit<64>, bit<SERVICE_COUNTER_BITS>>(1 << SERVICE_COUNTER_BITS, CounterType_t.PACKETS_AND_BYTES) service_packets;
+    Counter<bit<64>, bit<SERVICE_COUNTER_BITS>>(1 << SERVICE_COUNTER_BITS, CounterType_t.PACKETS) service_new_conns;
+    Counter<bit<64>, bit<BACKEND_COUNTER_BITS>>(1 << BACKEND_COUNTER_BITS, CounterType_t.PACKETS) backend_new_conns;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS_AND_BYTES) fallback_packets;
+    Counter<bit<64>, bit<DROP_REASON_BITS>>(1 << DROP_REASON_BITS, CounterType_t.PACKETS) drops;
+
+    /* R-HASH: CRC-32 (polynomial 0x04C11DB7, reflected, init and final XOR
+     * 0xFFFFFFFF), spelled out rather than left to the predefined CRC32. */
+    CRCPolynomial<bit<32>>(32w0x04C11DB7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF) crc32;
+    // One Hash unit per field list: affinity and tracking tuples of each family.
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v4_5;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v4_3;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v4_2;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v6_5;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v6_3;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v6_2;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) trk_v4_5;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) trk_v4_3;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) trk_v4_2;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) trk_v6_5;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) trk_v6_3;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) trk_v6_2;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) ct_index_hash;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) ct_sig_hash;
+
+    /* Conntrack registers. Per packet exactly one RegisterAction of each
+     * runs (or none, for untracked packets). With ct_creating set every
+     * action is an exchange (return the old value, store this packet's), so
+     * ct_seen and ct_epoch do not depend on each other; only ct_backend has
+     * to wait for the verdict of the other three. */
+    Register<bit<32>, ct_index_t>(CT_SLOTS, 0) ct_sig;
+    Register<bit<32>, ct_index_t>(CT_SLOTS, 0) ct_seen;
+    Register<bit<32>, ct_index_t>(CT_SLOTS, 0) ct_epoch;
+    Register<bit<32>, ct_index_t>(CT_SLOTS, 0) ct_backend;
+
+    // ct_sig: does the slot hold this flow? Creating: the slot becomes ours.
+    RegisterAction<bit<32>, ct_index_t, bit<1>>(ct_sig) ct_sig_claim = {
+        void apply(inout bit<32> value, out bit<1> hit) {
+            hit = 0;
+            if (value == md.ct_sig) {
+                hit = 1;
+            }
+            value = md.ct_sig;
+        }
+    };
+    RegisterAction<bit<32>, ct_index_t, bit<1>>(ct_sig) ct_sig_match = {
+        void apply(inout bit<32> value, out bit<1> hit) {
+            hit = 0;
+            if (value == md.ct_sig) {
+                hit = 1;
+            }
+        }
+    };
+    // ct_seen: return the old tick; creating: a hit is refreshed and a new
+    // entry starts now, so the slot always takes now32.
+    RegisterAction<bit<32>, ct_index_t, bit<32>>(ct_seen) ct_seen_swap = {
+        void apply(inout bit<32> value, out bit<32> old) {
+            old = value;
+            value = md.now32;
+        }
+    };
+    // Not creating (no backend to record): refresh only a live entry of this
+    // flow (R-AGE: an expired entry must stay expired).
+    RegisterAction<bit<32>, ct_index_t, bit<32>>(ct_seen) ct_seen_refresh = {
+        void apply(inout bit<32> value, out bit<32> old) {
+            old = value;
+            if (md.now32 - value < md.idle_ticks) {
+                value = md.now32;
+            }
+        }
+    };
+    RegisterAction<bit<32>, ct_index_t, bit<1>>(ct_epoch) ct_epoch_swap = {
+        void apply(inout bit<32> value, out bit<1> same) {
+            same = 0;
+            if (value == md.epoch) {
+                same = 1;
+            }
+            value = md.epoch;
+        }
+    };
+    RegisterAction<bit<32>, ct_index_t, bit<1>>(ct_epoch) ct_epoch_match = {
+        void apply(inout bit<32> value, out bit<1> same) {
+            same = 0;
+            if (value == md.epoch) {
+                same = 1;
+            }
+        }
+    };
+    RegisterAction<bit<32>, ct_index_t, bit<32>>(ct_backend) ct_backend_read = {
+        void apply(inout bit<32> value, out bit<32> be) {
+            be = value;
+        }
+    };
+    RegisterAction<bit<32>, ct_index_t, bit<32>>(ct_backend) ct_backend_write = {
+        void apply(inout bit<32> value, out bit<32> be) {
+            value = md.ring_backend;
+            be = md.ring_backend;
+        }
+    };
+
+    action drop_packet(bit<DROP_REASON_BITS> reason) {
+        ig_dprsr_md.drop_ctl = 1;
+        drops.count(reason);
+        md.dropped = 1;
+    }
+
+    // VIP tables: the service a destination belongs to.
+    action set_service_id(bit<32> service_id) {
+        md.service_id = service_id;
+        md.vip_hit = 1;
+    }
+    table vip_port {
+        key = {
+            md.dst_addr: exact @name("dst_addr");
+            md.protocol: exact @name("protocol");
+            md.dst_port: exact @name("dst_port");
+        }
+        actions = { set_service_id; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = VIP_TABLE_SIZE;
+    }
+    table vip_proto {
+        key = {
+            md.dst_addr: exact @name("dst_addr");
+            md.protocol: exact @name("protocol");
+        }
+        actions = { set_service_id; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = VIP_TABLE_SIZE;
+    }
+    table vip_addr {
+        key = {
+            md.dst_addr: exact @name("dst_addr");
+        }
+        actions = { set_service_id; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = VIP_TABLE_SIZE;
+    }
+
+    // The service row: one write flips a service to its other ring half.
+    action set_service(bit<32> ring_size, bit<1> active_half, bit<32> epoch, bit<32> idle_timeout_sec,
+                       bit<1> syn_new, bit<1> no_backends, bit<1> all_unhealthy, bit<1> encap,
+                       bit<3> tcp_affinity, bit<3> tcp_track, bit<1> tcp_persist,
+                       bit<3> udp_affinity, bit<3> udp_track, bit<1> udp_persist,
+                       bit<3> tunnel_affinity, bit<3> tunnel_track, bit<1> tunnel_persist,
+                       bit<3> other_affinity, bit<3> other_track, bit<1> other_persist) {
+        // ESP/GRE and other protocols leave through the fallback port; their
+        // columns are held so that a read-back re-compiles to no writes.
+        md.ring_size = ring_size;
+        md.active_half = active_half;
+        md.epoch = epoch;
+        md.idle_timeout_sec = idle_timeout_sec;
+        md.syn_new = syn_new;
+        md.no_backends = no_backends;
+        md.all_unhealthy = all_unhealthy;
+        md.encap = encap;
+        md.tcp_affinity = tcp_affinity;
+        md.tcp_track = tcp_track;
+        md.tcp_persist = tcp_persist;
+        md.udp_affinity = udp_affinity;
+        md.udp_track = udp_track;
+        md.udp_persist = udp_persist;
+    }
+    table service {
+        key = { md.service_id: exact @name("service_id"); }
+        actions = { set_service; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = SERVICE_TABLE_SIZE;
+    }
+
+    // Idle timeout in ticks of 2^16 ns: ceil(idle_timeout_sec * 1e9 / 65536).
+    // A miss leaves 0: every entry counts as expired (never a stale hit).
+    action set_idle_ticks(bit<32> ticks) {
+        md.idle_ticks = ticks;
+    }
+    table idle_ticks {
+        key = { md.idle_timeout_sec: exact @name("idle_timeout_sec"); }
+        actions = { set_idle_ticks; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = IDLE_TICKS_TABLE_SIZE;
+    }
+
+    // The double-buffered weighted Maglev ring.
+    action set_ring_backend(bit<32> backend_id) {
+        md.ring_backend = backend_id;
+        md.ring_hit = 1;
+    }
+    table ring {
+        key = {
+            md.service_id: exact @name("service_id");
+            md.active_half: exact @name("half");
+            md.slot: exact @name("slot");
+        }
+        actions = { set_ring_backend; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = RING_TABLE_SIZE;
+    }
+
+    action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining) {
+        md.be_service = service_id;
+        md.be_addr = addr;
+        md.be_mac = mac;
+        md.be_healthy = healthy;
+        md.be_draining = draining;
+    }
+    table backend {
+        key = { md.backend_id: exact @name("backend_id"); }
+        actions = { set_backend; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = BACKEND_TABLE_SIZE;
+    }
+
+    // Outer sources of IP-in-IP packets (the configuration's tunnel block).
+    action set_tunnel_source(bit<32> src4, bit<128> src6) {
+        md.tunnel_src4 = src4;
+        md.tunnel_src6 = src6;
+    }
+    table tunnel_source {
+        actions = { set_tunnel_source; }
+        default_action = set_tunnel_source(0, 0);
+    }
+
+    // Fragments and unparsed protocols of a service.
+    action set_fallback_port(bit<9> port) {
+        ig_tm_md.ucast_egress_port = port;
+        fallback_packets.count(0);
+    }
+    action no_fallback() {
+        drop_packet(DROP_NO_FALLBACK);
+    }
+    table fallback {
+        actions = { set_fallback_port; no_fallback; }
+        default_action = no_fallback();
+    }
+
+    // Plain L3 forwarding for packets to no VIP and for encapsulated packets.
+    action set_next_hop(bit<9> port, bit<48> dmac) {
+        ig_tm_md.ucast_egress_port = port;
+        hdr.ethernet.dst = dmac;
+    }
+    action no_route() {
+        drop_packet(DROP_NO_ROUTE);
+    }
+    table forward {
+        key = { md.fwd_addr: lpm @name("dst_addr"); }
+        actions = { set_next_hop; no_route; }
+        default_action = no_route();
+        size = FORWARD_TABLE_SIZE;
+    }
+
+    apply {
+        md.now32 = ig_prsr_md.global_tstamp[47:16];
+        md.dst_addr = 0;
+        md.dropped = 0;
+        md.vip_hit = 0;
+        md.to_fallback = 0;
+        md.ring_hit = 0;
+        md.idle_ticks = 0;
+        md.ct_creating = 0;
+        md.ct_sig_hit = 0;
+        md.ct_epoch_ok = 0;
+        md.ct_candidate = 0;
+        tunnel_source.apply();
+
+        if (ig_prsr_md.parser_err != 0) {
+            drop_packet(DROP_MALFORMED);
+        } else {
+            if (hdr.ipv4.isValid()) {
+                md.dst_addr = 128w0xffff00000000 | (bit<128>)hdr.ipv4.dst;
+            } else if (hdr.ipv6.isValid()) {
+                md.dst_addr = hdr.ipv6.dst;
+            }
+            md.fwd_addr = md.dst_addr;
+            if (hdr.ipv4.isValid() || hdr.ipv6.isValid()) {
+                if (!vip_port.apply().hit) {
+                    if (!vip_proto.apply().hit) {
+                        vip_addr.apply();
+                    }
+                }
+            }
+        }
+
+        if (md.vip_hit == 1 && md.dropped == 0) {
+            if (!service.apply().hit) {
+                drop_packet(DROP_NO_SERVICE);
+            } else if (md.fragment == 1 || md.l4 == 0) {
+                // R-FRAG, design decision 5.
+                md.to_fallback = 1;
+            }
+        }
+        if (md.ct_bypass == 0 && md.vip_hit == 1 && md.dropped == 0) {
+            service_packets.count(md.service_id[SERVICE_COUNTER_BITS-1:0]);
+        }
+
+        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0) {
+            idle_ticks.apply();
+            if (hdr.tcp.isValid()) {
+                md.affinity = md.tcp_affinity;
+                md.track = md.tcp_track;
+                md.persist = md.tcp_persist;
+            } else {
+                md.affinity = md.udp_affinity;
+                md.track = md.udp_track;
+                md.persist = md.udp_persist;
+            }
+
+            // R-HASH: CRC32 over the R-HASH layout of the affinity and the
+            // tracking tuples (a fragment never gets here, so a 5-tuple has ports).
+            if (hdr.ipv4.isValid()) {
+                if (md.affinity == TUPLE_5) {
+                    md.h_aff = hash_v4_5.get({ hdr.ipv4.src, hdr.ipv4.dst, md.protocol, md.src_port, md.dst_port });
+                } else if (md.affinity == TUPLE_3) {
+                    md.h_aff = hash_v4_3.get({ hdr.ipv4.src, hdr.ipv4.dst, md.protocol });
+                } else {
+                    md.h_aff = hash_v4_2.get({ hdr.ipv4.src, hdr.ipv4.dst });
+                }
+                if (md.track == TUPLE_5) {
+                    md.h_trk = trk_v4_5.get({ hdr.ipv4.src, hdr.ipv4.dst, md.protocol, md.src_port, md.dst_port });
+                } else if (md.track == TUPLE_3) {
+                    md.h_trk = trk_v4_3.get({ hdr.ipv4.src, hdr.ipv4.dst, md.protocol });
+                } else {
+                    md.h_trk = trk_v4_2.get({ hdr.ipv4.src, hdr.ipv4.dst });
+                }
+            } else {
+                if (md.affinity == TUPLE_5) {
+                    md.h_aff = hash_v6_5.get({ hdr.ipv6.src, hdr.ipv6.dst, md.protocol, md.src_port, md.dst_port });
+                } else if (md.affinity == TUPLE_3) {
+                    md.h_aff = hash_v6_3.get({ hdr.ipv6.src, hdr.ipv6.dst, md.protocol });
+                } else {
+                    md.h_aff = hash_v6_2.get({ hdr.ipv6.src, hdr.ipv6.dst });
+                }
+                if (md.track == TUPLE_5) {
+                    md.h_trk = trk_v6_5.get({ hdr.ipv6.src, hdr.ipv6.dst, md.protocol, md.src_port, md.dst_port });
+                } else if (md.track == TUPLE_3) {
+                    md.h_trk = trk_v6_3.get({ hdr.ipv6.src, hdr.ipv6.dst, md.protocol });
+                } else {
+                    md.h_trk = trk_v6_2.get({ hdr.ipv6.src, hdr.ipv6.dst });
+                }
+            }
+
+            // R-MAGLEV-1: slot = hash mod ringSize = its low bits, ringSize
+            // being a power of two on this target.
+            md.ring_mask = md.ring_size - 1;
+            md.slot = md.h_aff & md.ring_mask;
+            if (md.no_backends == 0) {
+                ring.apply();
+            }
+
+            if (md.track != TUPLE_NONE) {
+                md.ct_hash = ct_index_hash.get({ md.service_id, md.h_trk });
+                md.ct_index = md.ct_hash[CT_INDEX_BITS-1:0];
+                md.ct_sig = ct_sig_hash.get({ md.h_trk, md.service_id });
+                if (md.ct_sig == 0) {
+                    md.ct_sig = 1; // 0 marks an empty slot
+                }
+                if (md.ring_hit == 1) {
+                    md.ct_creating = 1;
+                }
+                // R-CT-1/2: a SYN of a 5-tuple-affinity service skips the
+                // lookup, and so does the second pass after a resubmit: the
+                // entry is written afresh.
+                bool fresh_start = md.ct_bypass == 1 ||
+                    (hdr.tcp.isValid() && hdr.tcp.syn == 1 && hdr.tcp.ack_flag == 0 && md.syn_new == 1);
+
+                if (md.ct_creating == 1) {
+                    md.ct_sig_hit = ct_sig_claim.execute(md.ct_index);
+                    md.ct_seen = ct_seen_swap.execute(md.ct_index);
+                    md.ct_epoch_ok = ct_epoch_swap.execute(md.ct_index);
+                } else if (!fresh_start) {
+                    md.ct_sig_hit = ct_sig_match.execute(md.ct_index);
+                    if (md.ct_sig_hit == 1) {
+                        md.ct_seen = ct_seen_refresh.execute(md.ct_index);
+                        md.ct_epoch_ok = ct_epoch_match.execute(md.ct_index);
+                    }
+                }
+                // R-AGE (lazy): alive while (now - seen) mod 2^32 < idle ticks.
+                md.ct_age = md.now32 - md.ct_seen;
+                if (!fresh_start && md.ct_sig_hit == 1 && md.ct_epoch_ok == 1 && md.ct_age < md.idle_ticks) {
+                    md.ct_candidate = 1; // R-EPOCH checked too
+                }
+                if (md.ct_candidate == 1) {
+                    md.backend_id = ct_backend_read.execute(md.ct_index);
+                } else if (md.ct_creating == 1) {
+                    md.backend_id = ct_backend_write.execute(md.ct_index);
+                    service_new_conns.count(md.service_id[SERVICE_COUNTER_BITS-1:0]);
+                    backend_new_conns.count(md.ring_backend[BACKEND_COUNTER_BITS-1:0]);
+                }
+            }
+
+            if (md.ct_candidate == 0) {
+                if (md.ring_hit == 0) {
+                    // R-ELIG-3/4 dropTrafficIfUnhealthy, or a slot not written.
+                    drop_packet(DROP_NO_BACKENDS);
+                } else {
+                    md.backend_id = md.ring_backend;
+                }
+            }
+        }
+
+        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0) {
+            if (!backend.apply().hit) {
+                if (md.ct_candidate == 1) {
+                    // R-DRAIN: the recorded backend is gone; select afresh.
+                    ig_dprsr_md.resubmit_type = RESUBMIT_BYPASS;
+                    md.resub.setValid();
+                    md.resub.ct_bypass = 1;
+                    md.resub.pad0 = 0;
+                    md.resub.pad1 = 0;
+                } else {
+                    drop_packet(DROP_NO_BACKENDS);
+                }
+            } else if (md.ct_candidate == 1 && (md.be_service != md.service_id ||
+                    (md.be_healthy == 0 && md.persist == 0 && md.all_unhealthy == 0))) {
+                // R-PERSIST, R-PERSIST-LR: not allowed to stay; select afresh.
+                ig_dprsr_md.resubmit_type = RESUBMIT_BYPASS;
+                md.resub.setValid();
+                md.resub.ct_bypass = 1;
+                md.resub.pad0 = 0;
+                md.resub.pad1 = 0;
+            } else {
+                // Design decision 6: IP-in-IP (VIP preserved inside) or L2 DSR.
+                if (md.encap == 0) {
+                    bit<16> inner_len;
+                    bit<8> inner_proto;
+                    if (hdr.ipv4.isValid()) {
+                        inner_len = hdr.ipv4.total_len;
+                        inner_proto = PROTO_IPIP;
+                    } else {
+                        inner_len = hdr.ipv6.payload_len + 40;
+                        inner_proto = PROTO_IPV6;
+                    }
+                    bit<16> ether_type;
+                    if (md.be_addr[127:32] == 96w0xffff) {
+                        hdr.outer_ipv4.setValid();
+                        hdr.outer_ipv4.version = 4;
+                        hdr.outer_ipv4.ihl = 5;
+                        hdr.outer_ipv4.tos = 0;
+                        hdr.outer_ipv4.total_len = inner_len + 20;
+                        hdr.outer_ipv4.identification = 0;
+                        hdr.outer_ipv4.reserved = 0;
+                        hdr.outer_ipv4.df = 0;
+                        hdr.outer_ipv4.mf = 0;
+                        hdr.outer_ipv4.frag_offset = 0;
+                        hdr.outer_ipv4.ttl = 64;
+                        hdr.outer_ipv4.protocol = inner_proto;
+                        hdr.outer_ipv4.checksum = 0;
+                        hdr.outer_ipv4.src = md.tunnel_src4;
+                        hdr.outer_ipv4.dst = md.be_addr[31:0];
+                        ether_type = ETHERTYPE_IPV4;
+                    } else {
+                        hdr.outer_ipv6.setValid();
+                        hdr.outer_ipv6.version = 6;
+                        hdr.outer_ipv6.traffic_class = 0;
+                        hdr.outer_ipv6.flow_label = 0;
+                        hdr.outer_ipv6.payload_len = inner_len;
+                        hdr.outer_ipv6.next_hdr = inner_proto;
+                        hdr.outer_ipv6.hop_limit = 64;
+                        hdr.outer_ipv6.src = md.tunnel_src6;
+                        hdr.outer_ipv6.dst = md.be_addr;
+                        ether_type = ETHERTYPE_IPV6;
+                    }
+                    if (hdr.vlan.isValid()) {
+                        hdr.vlan.ether_type = ether_type;
+                    } else {
+                        hdr.ethernet.ether_type = ether_type;
+                    }
+                }
+                md.fwd_addr = md.be_addr;
+            }
+        }
+
+        if (md.dropped == 0 && ig_dprsr_md.resubmit_type != RESUBMIT_BYPASS) {
+            if (md.to_fallback == 1) {
+                fallback.apply();
+            } else if (forward.apply().hit) {
+                if (md.vip_hit == 1 && md.encap == 1) {
+                    hdr.ethernet.dst = md.be_mac; // L2 DSR
+                }
+            }
+        }
+    }
+}
+
+control LbIngressDeparser(packet_out pkt, inout headers_t hdr, in meta_t md,
+                        in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Checksum() outer_ipv4_checksum;
+    Resubmit(RESUBMIT_BYPASS) resubmit;
+    apply {
+        if (hdr.outer_ipv4.isValid()) {
+            hdr.outer_ipv4.checksum = outer_ipv4_checksum.update({
+                hdr.outer_ipv4.version, hdr.outer_ipv4.ihl, hdr.outer_ipv4.tos, hdr.outer_ipv4.total_len,
+                hdr.outer_ipv4.identification, hdr.outer_ipv4.reserved, hdr.outer_ipv4.df, hdr.outer_ipv4.mf,
+                hdr.outer_ipv4.frag_offset, hdr.outer_ipv4.ttl, hdr.outer_ipv4.protocol,
+                hdr.outer_ipv4.src, hdr.outer_ipv4.dst });
+        }
+        if (ig_dprsr_md.resubmit_type == RESUBMIT_BYPASS) {
+            resubmit.emit(md.resub);
+        }
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.vlan);
+        pkt.emit(hdr.outer_ipv4);
+        pkt.emit(hdr.outer_ipv6);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.ipv6);
+        pkt.emit(hdr.ipv6_frag);
+        pkt.emit(hdr.tcp);
+        pkt.emit(hdr.udp);
+    }
+}
+
+struct egress_headers_t {}
+struct egress_meta_t {}
+
+parser LbEgressParser(packet_in pkt, out egress_headers_t hdr, out egress_meta_t md,
+                    out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        pkt.extract(eg_intr_md);
+        transition accept;
+    }
+}
+
+control LbEgress(inout egress_headers_t hdr, inout egress_meta_t md,
+               in egress_intrinsic_metadata_t eg_intr_md,
+               in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+               inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+               inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    apply { }
+}
+
+control LbEgressDeparser(packet_out pkt, inout egress_headers_t hdr, in egress_meta_t md,
+                       in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    apply {
+        pkt.emit(hdr);
+    }
+}
+
+Pipeline(LbIngressParser(), LbIngress(), LbIngressDeparser(), LbEgressParser(), LbEgress(), LbEgressDeparser()) pipe;
+Switch(pipe) main;
