@@ -98,13 +98,13 @@ func TestHandlerChecksInput(t *testing.T) {
 }
 
 func TestG3_SitesBudgetAndCache(t *testing.T) {
-	near, far := &slowProber{delay: time.Millisecond}, &slowProber{delay: 300 * time.Millisecond}
+	near, far := &slowProber{delay: time.Millisecond}, &slowProber{delay: 800 * time.Millisecond}
 	a := httptest.NewServer(Handler(near, loopbackOnly))
 	b := httptest.NewServer(Handler(far, loopbackOnly))
 	defer a.Close()
 	defer b.Close()
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := NewSites(SitesConfig{Budget: 100 * time.Millisecond, ProbeTimeout: 2 * time.Second, CacheTTL: time.Minute, Method: TCP, TCPPort: 9, Now: func() time.Time { return now }},
+	s := NewSites(SitesConfig{Budget: 250 * time.Millisecond, ProbeTimeout: 2 * time.Second, CacheTTL: time.Minute, Method: TCP, TCPPort: 9, Now: func() time.Time { return now }},
 		[]Site{{"near", a.URL}, {"far", b.URL}})
 	ctx := context.Background()
 
