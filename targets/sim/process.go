@@ -231,8 +231,12 @@ func (r *run) valid(svc *compiler.ServiceRow, pol compiler.ClassPolicy, e Entry,
 	idle := time.Duration(svc.IdleTimeoutSec) * time.Second
 	// R-AGE: at exactly idleTimeoutSec after the last packet the entry has
 	// expired (now − lastSeen < idle is valid).
-	if now-e.LastSeen >= idle {
-		return "R-AGE", fmt.Sprintf("idle for %s ≥ idleTimeoutSec %ds", now-e.LastSeen, svc.IdleTimeoutSec)
+	age := now - e.LastSeen
+	if a, ok := r.d.ct.(Ager); ok {
+		age = a.Age(e, now) // the target's clock (TNA: 32-bit ticks)
+	}
+	if age >= idle {
+		return "R-AGE", fmt.Sprintf("idle for %s ≥ idleTimeoutSec %ds", age, svc.IdleTimeoutSec)
 	}
 	if e.Epoch != svc.Epoch {
 		return "R-EPOCH", fmt.Sprintf("entry epoch %d, service epoch %d (flushed on failover/failback)", e.Epoch, svc.Epoch)

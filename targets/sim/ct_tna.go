@@ -1,0 +1,96 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+// TNA is the conntrack geometry of p4/tna/lb.p4 (Tofino): Slots
+// direct-mapped slots (a power of two) in four register arrays —
+// signature, last-seen, epoch, backend — each touched once per packet. A
+// key's slot and signature are RegisterSlot's (the v1model program's
+// bucket and signature with one way per bucket; for a power of two the
+// modulo is the low bits the TNA program slices). Store always overwrites
+// the key's slot, live or not: a new flow whose slot holds another live
+// flow takes it, as the program's exchange RegisterActions do.
+//
+// Time is what the switch can keep in a 32-bit register: the tick
+// global_tstamp[47:16] (TNATick = 2^16 ns). The 48-bit nanosecond counter,
+// and with it the tick, wraps every 2^48 ns ≈ 78.2 h. The program's age is
+// (now − seen) mod 2^32 ticks, so TNA implements Ager: the datapath's
+// R-AGE check then sees exactly the switch's age, right across a wrap, and
+// also its one blind spot (an entry idle for a whole multiple of 78.2 h,
+// give or take its idle timeout, looks fresh again).
+type TNA struct {
+	Slots int
+	// Origin is the switch's 48-bit global timestamp (ns) at virtual time 0;
+	// set it near 2^48 to put a wrap inside a test.
+	Origin uint64
+	sig    []uint32
+	e      []Entry
+	n      int
+}
+
+// TNATick is the resolution of the TNA program's last-seen registers.
+const TNATick = time.Duration(1 << 16) // ns
+
+// TNATimestampBits is the width of Tofino's global timestamp.
+const TNATimestampBits = 48
+
+// NewTNA returns an empty geometry of slots slots (a power of two, as the
+// program's CT_INDEX_BITS makes it).
+func NewTNA(slots int, origin uint64) (*TNA, error) {
+	if slots <= 0 || slots&(slots-1) != 0 {
+		return nil, fmt.Errorf("TNA conntrack: %d slots; the program indexes by hash bits, so it must be a power of two", slots)
+	}
+	return &TNA{Slots: slots, Origin: origin % (1 << TNATimestampBits), sig: make([]uint32, slots), e: make([]Entry, slots)}, nil
+}
+
+// Tick is the 32-bit last-seen value the switch stores for virtual time at.
+func (t *TNA) Tick(at time.Duration) uint32 {
+	const mod = 1 << TNATimestampBits
+	ns := (int64(t.Origin) + int64(at)%mod + mod) % mod
+	return uint32(ns >> 16)
+}
+
+// TNAIdleTicks is the idle timeout in ticks that targets/tofino writes to
+// the idle_ticks table: ceil(sec·10^9 / 2^16). An entry is alive while
+// its age in ticks is below it, which for whole ticks is the same as
+// age·TNATick < sec seconds: R-AGE exactly, at tick resolution.
+func TNAIdleTicks(sec uint32) uint32 {
+	ns := uint64(sec) * uint64(time.Second)
+	return uint32((ns + uint64(TNATick) - 1) / uint64(TNATick))
+}
+
+// Age implements Ager: the switch's idle time of e at now, in whole ticks.
+func (t *TNA) Age(e Entry, now time.Duration) time.Duration {
+	return time.Duration(t.Tick(now)-t.Tick(e.LastSeen)) * TNATick
+}
+
+// Lookup implements Conntrack.
+func (t *TNA) Lookup(k Key) (Entry, bool) {
+	i, sig := RegisterSlot(k, t.Slots)
+	if t.sig[i] != sig {
+		return Entry{}, false
+	}
+	return t.e[i], true
+}
+
+// Store implements Conntrack.
+func (t *TNA) Store(k Key, e Entry) {
+	i, sig := RegisterSlot(k, t.Slots)
+	if t.sig[i] == 0 {
+		t.n++
+	}
+	t.sig[i], t.e[i] = sig, e
+}
+
+// Len implements Conntrack: the occupied slots.
+func (t *TNA) Len() int { return t.n }
+
+// Ager is implemented by a geometry whose target measures idle time
+// differently from the virtual clock (coarser, or in a counter that
+// wraps). The datapath's R-AGE check uses Age instead of now − LastSeen.
+type Ager interface {
+	Age(e Entry, now time.Duration) time.Duration
+}
