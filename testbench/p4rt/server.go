@@ -436,7 +436,7 @@ func (s *Server) applyTable(op p4v1.Update_Type, e *p4v1.TableEntry) error {
 		if t.Size > 0 && int64(len(tb.entries)) >= t.Size {
 			return status.Errorf(codes.ResourceExhausted, "table %q is full (%d entries)", t.Preamble.Name, t.Size)
 		}
-		tb.entries[key] = proto.Clone(e).(*p4v1.TableEntry)
+		tb.entries[key] = e // the request is ours once unmarshalled
 		tb.order = append(tb.order, key)
 	case p4v1.Update_MODIFY:
 		if !exists {
@@ -445,7 +445,7 @@ func (s *Server) applyTable(op p4v1.Update_Type, e *p4v1.TableEntry) error {
 		if err := checkAction(p.schema, t, e.Action, false); err != nil {
 			return err
 		}
-		tb.entries[key] = proto.Clone(e).(*p4v1.TableEntry)
+		tb.entries[key] = e
 	case p4v1.Update_DELETE:
 		if !exists {
 			return status.Errorf(codes.NotFound, "table %q: no such entry to delete", t.Preamble.Name)

@@ -1,10 +1,10 @@
 package p4rt
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/big"
 	"sort"
-	"strings"
 
 	"github.com/lbc-dev/lbc/runtime"
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
@@ -126,21 +126,30 @@ func checkMatch(t *p4configv1.Table, e *p4v1.TableEntry) (string, error) {
 
 // entryKey identifies an entry: its (validated, canonical) match and priority.
 func entryKey(e *p4v1.TableEntry) string {
-	ms := append([]*p4v1.FieldMatch(nil), e.Match...)
-	sort.Slice(ms, func(i, j int) bool { return ms[i].FieldId < ms[j].FieldId })
-	var b strings.Builder
+	ms := e.Match
+	if !sort.SliceIsSorted(ms, func(i, j int) bool { return ms[i].FieldId < ms[j].FieldId }) {
+		ms = append([]*p4v1.FieldMatch(nil), ms...)
+		sort.Slice(ms, func(i, j int) bool { return ms[i].FieldId < ms[j].FieldId })
+	}
+	b := make([]byte, 0, 64)
 	for _, m := range ms {
+		b = binary.AppendUvarint(b, uint64(m.FieldId))
+		var parts [][]byte
 		switch {
 		case m.GetExact() != nil:
-			fmt.Fprintf(&b, "%d=%x;", m.FieldId, m.GetExact().Value)
+			parts = [][]byte{m.GetExact().Value}
 		case m.GetLpm() != nil:
-			fmt.Fprintf(&b, "%d=%x/%d;", m.FieldId, m.GetLpm().Value, m.GetLpm().PrefixLen)
+			parts = [][]byte{m.GetLpm().Value, binary.AppendUvarint(nil, uint64(m.GetLpm().PrefixLen))}
 		case m.GetTernary() != nil:
-			fmt.Fprintf(&b, "%d=%x&%x;", m.FieldId, m.GetTernary().Value, m.GetTernary().Mask)
+			parts = [][]byte{m.GetTernary().Value, m.GetTernary().Mask}
+		}
+		for _, p := range parts {
+			b = binary.AppendUvarint(b, uint64(len(p)))
+			b = append(b, p...)
 		}
 	}
-	fmt.Fprintf(&b, "p%d", e.Priority)
-	return b.String()
+	b = binary.AppendVarint(b, int64(e.Priority))
+	return string(b)
 }
 
 // checkAction validates an entry's action against the table's action
