@@ -42,4 +42,5 @@ var commands = []*cli.Command{
 	pushCommand, statusCommand, detachCommand,
 	replayCommand, explainCommand, genTraceCommand,
 	gslbCommand,
+	runCommand,
 }

@@ -20,13 +20,16 @@ names from meta.json) and prints, per service, its VIPs, ring size and active
 half, epoch, eligible set, and each backend's address, health, draining state
 and the share of the active ring it owns, with packet and new-connection
 counters. --format json prints {"ir": ..., "counters": ...}.`,
-	Flags: append([]cli.Flag{targetFlag,
+	Flags: append([]cli.Flag{targetFlag, controllerStatusFlag,
 		&cli.StringFlag{Name: "format", Value: "text", Usage: "output `FORMAT`: text or json"},
 	}, adapterFlags()...),
 	Action: func(c *cli.Context) error {
 		format := c.String("format")
 		if format != "text" && format != "json" {
 			return fmt.Errorf("--format %q: use text or json", format)
+		}
+		if addr := c.String(controllerStatusFlag.Name); addr != "" {
+			return controllerStatus(c, addr) // a running lbc run's live view
 		}
 		a, err := selectAdapter(c)
 		if err != nil {

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lbc-dev/lbc/controller"
+	"github.com/lbc-dev/lbc/gslb/metrics"
+	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/targets/sim"
+	"github.com/urfave/cli/v2"
+)
+
+var (
+	runTargetFlag = &cli.StringSliceFlag{Name: "target", Aliases: []string{"t"}, Value: cli.NewStringSlice("sim"),
+		Usage: "datapath `KIND[=WHERE]` to keep programmed; repeat for several (scale-out: every target gets the same tables). KIND is sim or " + adapterNames() + "; WHERE overrides --addr (bmv2) or --iface (xdp) for that target"}
+	runMetricsFlag  = &cli.StringFlag{Name: "metrics", Usage: "serve /metrics (Prometheus), /healthz, " + controller.StatusPath + " (lbc status --controller) and " + metrics.Path + " (GSLB) on `ADDR`, e.g. 127.0.0.1:9100"}
+	runSiteFlag     = &cli.StringFlag{Name: "site", Usage: "site `NAME` in the GSLB report (" + metrics.Path + ")"}
+	runDebounceFlag = &cli.DurationFlag{Name: "debounce", Value: 100 * time.Millisecond, Usage: "gather health changes over `DURATION` into one push"}
+	runWatchFlag    = &cli.DurationFlag{Name: "watch-interval", Value: 2 * time.Second, Usage: "check the configuration file for changes every `DURATION` (0: only on SIGHUP)"}
+	runVerifyFlag   = &cli.DurationFlag{Name: "verify-interval", Value: time.Minute, Usage: "read every target back every `DURATION`, flag and repair drift (0: never)"}
+	runProbesFlag   = &cli.IntFlag{Name: "max-probes", Value: 64, Usage: "health probes in flight at most"}
+	runLogFlag      = &cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of logs on stderr: debug, info, warn, error"}
+)
+
+var runCommand = &cli.Command{
+	Name:      "run",
+	Usage:     "keep datapaths programmed: health checks, failover, draining, reloads, metrics",
+	ArgsUsage: " ",
+	Description: `lbc run loads lb.yaml, reads every target back, probes every backend once,
+pushes only the difference, and then keeps the targets right: health checks
+(HTTP with the X-Load-Balancing-Endpoint-Weight header for WEIGHTED_MAGLEV,
+TCP, UDP, ICMP) with thresholds and jitter; failover and failback (R-ELIG-5)
+and epoch bumps (R-EPOCH) logged; removed backends drained (R-DRAIN); the
+configuration reloaded on SIGHUP and when the file changes (a file that
+fails validation is rejected with its problems, and the running one stays).
+SIGTERM stops the controller and leaves the datapaths programmed; a restart
+with nothing changed writes nothing.
+
+Several --target flags program several datapaths (switches and XDP nodes
+behind ECMP) with identical tables; lbc status --controller shows each
+target's digest and flags one that differs. Two lbc run on one switch
+arbitrate with P4Runtime election IDs (--election-id): the highest writes,
+the other keeps its state warm and takes over, writing only what changed.
+
+Examples:
+   lbc run -c lb.yaml --metrics 127.0.0.1:9100                  # reference datapath (sim)
+   lbc run -c lb.yaml --target xdp --iface eth1
+   lbc run -c lb.yaml --target bmv2 --addr 127.0.0.1:9559 --p4info p4/build/lb.p4info.txtpb --device-config p4/build/lb.json
+   lbc run -c lb.yaml --target bmv2=10.0.0.1:9559 --target bmv2=10.0.0.2:9559 --target xdp=eth1
+   lbc status --controller 127.0.0.1:9100`,
+	Flags: append([]cli.Flag{configFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runProbesFlag, runLogFlag}, adapterFlags()...),
+	Action: func(c *cli.Context) error {
+		cfg := c.String(configFlag.Name)
+		if cfg == "" {
+			return errors.New("lbc run needs -c lb.yaml (the file is watched and reloaded)")
+		}
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(c.String(runLogFlag.Name))); err != nil {
+			return fmt.Errorf("--log-level: %w", err)
+		}
+		log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+
+		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		tgts, err := openRunTargets(c, c.StringSlice(runTargetFlag.Name))
+		if err != nil {
+			return err
+		}
+		defer func() {
+			for _, t := range tgts {
+				t.Close() // the datapath stays programmed
+			}
+		}()
+		m := controller.NewMetrics()
+		ctl, err := controller.New(controller.Options{
+			ConfigPath:        cfg,
+			Targets:           tgts,
+			Logger:            log,
+			Debounce:          orNever(c.Duration(runDebounceFlag.Name)),
+			WatchInterval:     orNever(c.Duration(runWatchFlag.Name)),
+			VerifyInterval:    orNever(c.Duration(runVerifyFlag.Name)),
+			MaxProbesInFlight: c.Int(runProbesFlag.Name),
+			Metrics:           m,
+		})
+		if err != nil {
+			return err
+		}
+		if addr := c.String(runMetricsFlag.Name); addr != "" {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("--metrics %s: %w", addr, err)
+			}
+			mux := http.NewServeMux()
+			mux.Handle("/metrics", m.Handler())
+			mux.Handle("/healthz", ctl.HealthzHandler())
+			mux.Handle(controller.StatusPath, ctl.StatusHandler())
+			mux.Handle(metrics.Path, metrics.Handler((&controller.SiteReporter{C: ctl, Site: c.String(runSiteFlag.Name)}).Report))
+			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+			go srv.Serve(ln)
+			defer srv.Close()
+			log.Info("serving metrics and status", "addr", ln.Addr().String())
+		}
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					log.Info("SIGHUP: reloading", "file", cfg)
+					_ = ctl.Reload(ctx) // a rejected file is logged with its problems
+				}
+			}
+		}()
+		return ctl.Run(ctx)
+	},
+}
+
+// orNever maps a flag's 0 ("never") to the controller's negative.
+func orNever(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// openRunTargets opens each --target KIND[=WHERE].
+func openRunTargets(c *cli.Context, specs []string) ([]targets.Target, error) {
+	var out []targets.Target
+	fail := func(err error) ([]targets.Target, error) {
+		for _, t := range out {
+			t.Close()
+		}
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, spec := range specs {
+		kind, where, _ := strings.Cut(spec, "=")
+		var t targets.Target
+		switch kind {
+		case "sim":
+			// The reference datapath, in this process: for trying lbc run
+			// out, and for status, metrics and explain without hardware.
+			d := sim.New(sim.Options{})
+			if where != "" {
+				t = namedTarget{d, "sim " + where}
+			} else {
+				t = d
+			}
+		default:
+			a, ok := adapters[kind]
+			if !ok {
+				return fail(fmt.Errorf("--target %q: known targets are sim, %s", spec, adapterNames()))
+			}
+			if where != "" {
+				flag := map[string]string{"bmv2": "addr", "xdp": "iface"}[kind]
+				if flag == "" {
+					return fail(fmt.Errorf("--target %q: %s takes no =WHERE", spec, kind))
+				}
+				if err := c.Set(flag, where); err != nil {
+					return fail(err)
+				}
+			}
+			var err error
+			if t, err = a.Open(c); err != nil {
+				return fail(fmt.Errorf("--target %s: %w", spec, err))
+			}
+		}
+		if seen[t.Name()] {
+			t.Close()
+			return fail(fmt.Errorf("--target %s: %s is already a target", spec, t.Name()))
+		}
+		seen[t.Name()] = true
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no --target")
+	}
+	return out, nil
+}
+
+// namedTarget renames a target (several sims in one process).
+type namedTarget struct {
+	*sim.Datapath
+	name string
+}
+
+func (n namedTarget) Name() string { return n.name }

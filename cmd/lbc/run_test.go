@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lbc-dev/lbc/controller"
+	"github.com/lbc-dev/lbc/gslb/metrics"
+)
+
+// loopbackBackends serves health checks on each IP at one common port;
+// the returned flags switch each one's answer (200 or 503).
+func loopbackBackends(t *testing.T, ips ...string) (int, map[string]*atomic.Bool) {
+	t.Helper()
+	for attempt := 0; attempt < 20; attempt++ {
+		first, err := net.Listen("tcp", ips[0]+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := first.Addr().(*net.TCPAddr).Port
+		lns := []net.Listener{first}
+		for _, ip := range ips[1:] {
+			ln, err := net.Listen("tcp", fmt.Sprintf("%s:%d", ip, port))
+			if err != nil {
+				break
+			}
+			lns = append(lns, ln)
+		}
+		if len(lns) < len(ips) {
+			for _, ln := range lns {
+				ln.Close()
+			}
+			continue
+		}
+		up := map[string]*atomic.Bool{}
+		for i, ip := range ips {
+			ok := &atomic.Bool{}
+			ok.Store(true)
+			up[ip] = ok
+			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !ok.Load() {
+					w.WriteHeader(503)
+				}
+			})}
+			go srv.Serve(lns[i])
+			t.Cleanup(func() { srv.Close() })
+		}
+		return port, up
+	}
+	t.Fatal("no common port")
+	return 0, nil
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+const runTestConfig = `tunnel: {sourceIPv4: 192.0.2.1}
+services:
+  - name: web
+    vip: 203.0.113.10
+    protocol: TCP
+    ports: [80]
+    ringSize: 307
+    failoverPolicy: {failoverRatio: 0.5}
+    healthCheck: {type: HTTP, port: %d, checkIntervalSec: 1, timeoutSec: 1, healthyThreshold: 1, unhealthyThreshold: 1}
+    backends:
+      - name: ig-a
+        endpoints:
+          - {name: a1, ip: 127.0.0.151}
+          - {name: a2, ip: 127.0.0.152}
+      - name: ig-b
+        failover: true
+        endpoints:
+          - {name: b1, ip: 127.0.0.153}
+%s`
+
+func getBody(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// lbc run end to end: two sim targets, real probes on the schedule,
+// metrics, status, the GSLB report, a reload through the file watcher,
+// and a clean stop.
+func TestRunEndToEnd(t *testing.T) {
+	port, up := loopbackBackends(t, "127.0.0.151", "127.0.0.152", "127.0.0.153")
+	cfg := filepath.Join(t.TempDir(), "lb.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(runTestConfig, port, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	app := newApp()
+	var out, errw syncWriter
+	app.Writer, app.ErrWriter = &out, &errw
+	done := make(chan error, 1)
+	go func() {
+		done <- app.RunContext(ctx, []string{"lbc", "run", "-c", cfg, "--target", "sim=node-a", "--target", "sim=node-b",
+			"--metrics", addr, "--site", "seoul", "--watch-interval", "50ms", "--debounce", "10ms"})
+	}()
+	base := "http://" + addr
+	waitUntil(t, func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, &errw)
+
+	status := func() controller.Status {
+		_, body := getBody(t, base+controller.StatusPath)
+		var st controller.Status
+		if err := json.Unmarshal([]byte(body), &st); err != nil {
+			t.Fatalf("status: %v\n%s", err, body)
+		}
+		return st
+	}
+	st := status()
+	if len(st.Targets) != 2 || !st.DigestsAgree || st.Targets[0].Digest == "" {
+		t.Fatalf("targets: %+v", st.Targets)
+	}
+	// a1 and a2 fail: 0 of 2 primaries healthy → failover to b1 (R-ELIG-3a).
+	up["127.0.0.151"].Store(false)
+	up["127.0.0.152"].Store(false)
+	waitUntil(t, func() bool { s := status(); return len(s.Services) == 1 && s.Services[0].Decision == "failover" }, &errw)
+	if st := status(); !st.DigestsAgree || strings.Join(st.Services[0].Eligible, ",") != "b1" {
+		t.Fatalf("after failover: %+v", st)
+	}
+	_, m := getBody(t, base+"/metrics")
+	for _, want := range []string{`lbc_failovers_total{service="web"} 1`, `lbc_backend_healthy{backend="a1",service="web"} 0`, `lbc_target_diverged{target="sim node-b"} 0`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	_, body := getBody(t, base+metrics.Path)
+	rep, err := metrics.Decode([]byte(body))
+	if err != nil || rep.Site != "seoul" || len(rep.Services) != 1 || rep.Services[0].HealthyBackends != 1 || rep.Services[0].Backends != 3 {
+		t.Fatalf("GSLB report %+v, %v", rep, err)
+	}
+	// lbc status --controller renders the live view.
+	sout, _, err := runLBC(t, "status", "--controller", addr)
+	if err != nil || !strings.Contains(sout, "service web: failover (R-ELIG-3a)") || !strings.Contains(sout, "sim node-b") || !strings.Contains(sout, "UNHEALTHY") {
+		t.Fatalf("lbc status --controller: %v\n%s", err, sout)
+	}
+	// A bad file is rejected and shown; a good one applies.
+	if err := os.WriteFile(cfg, []byte(strings.Replace(fmt.Sprintf(runTestConfig, port, ""), "ringSize: 307", "ringSize: -3", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return strings.Contains(status().ReloadError, "ringSize") }, &errw)
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(runTestConfig, port, "          - {name: b2, ip: 127.0.0.154}\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { s := status(); return s.ReloadError == "" && len(s.Services[0].Backends) == 4 }, &errw)
+
+	cancel() // SIGTERM does the same
+	if err := <-done; err != nil {
+		t.Fatalf("lbc run: %v\n%s", err, errw.String())
+	}
+	if !strings.Contains(errw.String(), "the datapaths stay programmed") {
+		t.Errorf("no clean-stop log:\n%s", errw.String())
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool, logs *syncWriter) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met in 20 s; logs:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
