@@ -1,9 +1,14 @@
 package sim
 
 import (
+	"context"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/targets"
 )
 
 // The register geometry stores and finds, refreshes in place, evicts the
@@ -92,6 +97,60 @@ func BenchmarkRegisterLoss(b *testing.B) {
 				}
 				b.ReportMetric(loss*100, "loss-%")
 			})
+		}
+	}
+}
+
+// The register geometry plugged into the reference datapath predicts a
+// collision: with one bucket of 4 ways, a fifth connection evicts the
+// least recently seen one, whose next packet is a conntrack miss (R-CT) —
+// on the exact table it is a hit.
+func TestRegisterInDatapathPredictsEviction(t *testing.T) {
+	dec, err := compiler.Load("t.yaml", []byte(`
+tunnel: {sourceIPv4: 192.0.2.1}
+services:
+  - name: web
+    vip: 203.0.113.10
+    protocol: TCP
+    ports: [80]
+    ringSize: 31
+    backends:
+      - name: ig
+        endpoints:
+          - {name: a, ip: 10.0.0.1}
+          - {name: b, ip: 10.0.0.2}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := compiler.Compile(compiler.Input{Config: dec.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := NewRegister(1, P4Ways)
+	for _, tc := range []struct {
+		ct   Conntrack
+		want string
+	}{{reg, targets.CTMiss}, {NewExact(), targets.CTHit}} {
+		d := New(Options{Conntrack: tc.ct, Fallback: true})
+		if _, err := d.Apply(context.Background(), compiler.DiffIR(nil, res.IR)); err != nil {
+			t.Fatal(err)
+		}
+		pkt := func(i int, flags uint8) targets.Packet {
+			return targets.Packet{Src: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Dst: netip.MustParseAddr("203.0.113.10"),
+				Proto: compiler.IPProtoTCP, SrcPort: 40000, DstPort: 80, Flags: flags}
+		}
+		for i := 1; i <= 5; i++ {
+			if _, err := d.Process(context.Background(), pkt(i, targets.FlagSYN), time.Duration(i)*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v, err := d.Process(context.Background(), pkt(1, targets.FlagACK), 10*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.CT != tc.want {
+			t.Errorf("%T: first flow after 4 newer ones: ct=%s, want %s", tc.ct, v.CT, tc.want)
 		}
 	}
 }
