@@ -20,7 +20,7 @@ check-generated-bpf:
 	cp fallback/bpf/crc32_table.h $$tmp/crc32_table.h.committed && \
 	(cd fallback && BPF2GO_OUT=$$tmp $(GO) generate ./) && \
 	status=0 && \
-	for f in lb_bpfel.go lb_bpfel.o lbtest_bpfel.go lbtest_bpfel.o; do \
+	for f in lb_bpfel.go lb_bpfel.o lbtest_bpfel.go lbtest_bpfel.o lbbench_bpfel.go lbbench_bpfel.o; do \
 		cmp -s $$tmp/$$f fallback/$$f || { echo "fallback/$$f differs from what 'make bpf' generates; run make bpf and commit"; status=1; }; \
 	done; \
 	cmp -s $$tmp/crc32_table.h.committed fallback/bpf/crc32_table.h || { echo "fallback/bpf/crc32_table.h differs from what 'make bpf' generates"; cp $$tmp/crc32_table.h.committed fallback/bpf/crc32_table.h; status=1; }; \

@@ -22,6 +22,9 @@ type LoadOptions struct {
 	PinDir string
 	// Test loads the lbtest object (virtual clock, verdict recording).
 	Test bool
+	// Bench loads the lbbench object: the production program plus the
+	// input-restoring wrappers Bench and BenchPass (benchmarks only).
+	Bench bool
 	// ConntrackEntries and RingEntries override the map sizes (0: the
 	// defaults in bpf/lb.c, 262144 and 1<<20). They take effect only when
 	// the maps are created, not when pinned maps are reused.
@@ -42,7 +45,9 @@ type Datapath struct {
 
 	// Test build only.
 	Clock, Verdicts *ebpf.Map
-	test            bool
+	// Bench build only.
+	Bench, BenchPass *ebpf.Program
+	test             bool
 }
 
 type objects struct {
@@ -60,6 +65,12 @@ type objects struct {
 	BackendStats *ebpf.Map     `ebpf:"backend_stats"`
 }
 
+type benchObjects struct {
+	objects
+	Bench     *ebpf.Program `ebpf:"lbc_bench"`
+	BenchPass *ebpf.Program `ebpf:"lbc_bench_pass"`
+}
+
 type testObjects struct {
 	objects
 	Clock    *ebpf.Map `ebpf:"clock_ns"`
@@ -73,9 +84,12 @@ func Load(opts LoadOptions) (*Datapath, error) {
 		spec *ebpf.CollectionSpec
 		err  error
 	)
-	if opts.Test {
+	switch {
+	case opts.Test:
 		spec, err = loadLbtest()
-	} else {
+	case opts.Bench:
+		spec, err = loadLbbench()
+	default:
 		spec, err = loadLb()
 	}
 	if err != nil {
@@ -99,12 +113,18 @@ func Load(opts LoadOptions) (*Datapath, error) {
 	}
 	dp := &Datapath{test: opts.Test}
 	var o *objects
-	if opts.Test {
+	switch {
+	case opts.Test:
 		var to testObjects
 		err = spec.LoadAndAssign(&to, &copts)
 		o = &to.objects
 		dp.Clock, dp.Verdicts = to.Clock, to.Verdicts
-	} else {
+	case opts.Bench:
+		var bo benchObjects
+		err = spec.LoadAndAssign(&bo, &copts)
+		o = &bo.objects
+		dp.Bench, dp.BenchPass = bo.Bench, bo.BenchPass
+	default:
 		var po objects
 		err = spec.LoadAndAssign(&po, &copts)
 		o = &po
@@ -143,7 +163,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 
 // Close releases the handles; pinned maps and attached links stay.
 func (dp *Datapath) Close() error {
-	for _, c := range []interface{ Close() error }{dp.Prog, dp.Pass, dp.Decap} {
+	for _, c := range []interface{ Close() error }{dp.Prog, dp.Pass, dp.Decap, dp.Bench, dp.BenchPass} {
 		if p, ok := c.(*ebpf.Program); ok && p != nil {
 			p.Close()
 		}
