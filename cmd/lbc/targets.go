@@ -45,8 +45,9 @@ type committer interface {
 
 // adapters lists the datapaths by --target name.
 var adapters = map[string]*adapter{
-	"xdp":  xdpAdapter,
-	"bmv2": bmv2Adapter,
+	"xdp":    xdpAdapter,
+	"bmv2":   bmv2Adapter,
+	"tofino": tofinoAdapter,
 }
 
 func adapterNames() string {
