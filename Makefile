@@ -4,7 +4,7 @@
 
 GO ?= go
 
-.PHONY: all bpf check-generated check-generated-bpf p4 check-generated-p4
+.PHONY: all bpf check-generated check-generated-bpf p4 check-generated-p4 p4-tna
 
 all: bpf
 
@@ -46,3 +46,16 @@ check-generated-p4:
 		cmp -s $$tmp/p4/build/$$f p4/build/$$f || { echo "p4/build/$$f differs from what 'make p4' generates; run make p4 and commit"; status=1; }; \
 	done; \
 	exit $$status
+
+# TNA program (Tofino): p4/tna/lb.p4 → p4/tna/build/lb.p4info.txtpb, made by
+# the open-source p4c frontend (p4test) with the TNA includes of the public
+# p4c source (backends/tofino/bf-p4c/p4include; LBC_TNA_INCLUDE or TNA_INCLUDE
+# points at them). Skipped when either is absent; targets/tofino's tests check
+# the committed file. A device build needs bf-p4c (docs/tofino.md).
+P4TEST ?= p4test
+TNA_INCLUDE ?= $(or $(LBC_TNA_INCLUDE),/work/p4tools/tna-include)
+p4: p4-tna
+p4-tna:
+	@command -v $(P4TEST) >/dev/null && test -f $(TNA_INCLUDE)/tna.p4 || { echo "p4-tna: $(P4TEST) or $(TNA_INCLUDE)/tna.p4 missing; skipped"; exit 0; }; \
+	mkdir -p p4/tna/build && \
+	$(P4TEST) -D__TARGET_TOFINO__=1 -I $(TNA_INCLUDE) --p4runtime-files p4/tna/build/lb.p4info.txtpb p4/tna/lb.p4
