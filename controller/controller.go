@@ -75,8 +75,11 @@ type Controller struct {
 	digests map[*compiler.IR]string
 }
 
-// target is the controller's view of one datapath.
+// target is the controller's view of one datapath. Calls to the datapath
+// go through mu: adapters need not be safe for concurrent use, and status
+// and metrics read counters while the loop pushes.
 type target struct {
+	mu   sync.Mutex
 	t    targets.Target
 	held *compiler.IR // what it holds; nil: unknown, read it back first
 	arb  Arbitrated   // nil unless shared with other controllers
@@ -142,7 +145,6 @@ func New(opts Options) (*Controller, error) {
 		mastership: make(chan struct{}, 1),
 		ready:      make(chan struct{}),
 	}
-	c.m.watchTargets(opts.Targets, func() []TargetStatus { ts, _ := c.targetStatuses(); return ts })
 	c.mon = health.New(health.Options{
 		Clock:       opts.Clock,
 		Prober:      opts.Prober,
@@ -159,6 +161,7 @@ func New(opts Options) (*Controller, error) {
 		}
 		c.tgts = append(c.tgts, ts)
 	}
+	c.m.watch(func() []TargetStatus { ts, _ := c.targetStatuses(); return ts }, c.counters)
 	return c, nil
 }
 
@@ -179,7 +182,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.cfg, c.cfgSum = cfg, sum
 	for i, ts := range c.tgts {
-		held, err := ts.t.Read(ctx)
+		held, err := ts.read(ctx)
 		if err != nil {
 			return fmt.Errorf("target %s: read back: %w", ts.t.Name(), err)
 		}
@@ -435,4 +438,47 @@ func hasNames(ir *compiler.IR) bool {
 		}
 	}
 	return true
+}
+
+func (ts *target) read(ctx context.Context) (*compiler.IR, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.t.Read(ctx)
+}
+
+func (ts *target) apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.t.Apply(ctx, d)
+}
+
+// counters reads the datapath's counters; ok is false when it has none.
+func (ts *target) counters(ctx context.Context) (targets.Counters, bool, error) {
+	ct, ok := ts.t.(targets.CounterTarget)
+	if !ok {
+		return targets.Counters{}, false, nil
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	c, err := ct.Counters(ctx)
+	return c, true, err
+}
+
+// targetCounters is one target's counters at a scrape.
+type targetCounters struct {
+	Name     string
+	Counters targets.Counters
+	Err      error
+}
+
+// counters reads every target that has counters.
+func (c *Controller) counters(ctx context.Context) []targetCounters {
+	var out []targetCounters
+	for _, ts := range c.tgts {
+		x, ok, err := ts.counters(ctx)
+		if ok {
+			out = append(out, targetCounters{Name: ts.t.Name(), Counters: x, Err: err})
+		}
+	}
+	return out
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/controller/health"
-	"github.com/lbc-dev/lbc/targets"
 )
 
 // Metrics are the controller's Prometheus metrics (names start lbc_). All
@@ -38,10 +37,10 @@ type Metrics struct {
 	primary        *prometheus.GaugeVec
 	services       prometheus.Gauge
 
-	mu       sync.Mutex
-	ir       *compiler.IR
-	tgts     []targets.Target
-	statusFn func() []TargetStatus
+	mu         sync.Mutex
+	ir         *compiler.IR
+	statusFn   func() []TargetStatus
+	countersFn func(context.Context) []targetCounters
 	// Label sets of the last publish, to delete what is gone.
 	prevSvcs      map[string]bool
 	prevBackends  map[[2]string]bool
@@ -103,12 +102,12 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-func (m *Metrics) watchTargets(ts []targets.Target, status func() []TargetStatus) {
+func (m *Metrics) watch(status func() []TargetStatus, counters func(context.Context) []targetCounters) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
-	m.tgts, m.statusFn = ts, status
+	m.statusFn, m.countersFn = status, counters
 	m.mu.Unlock()
 }
 
@@ -265,7 +264,7 @@ func (datapathCollector) Describe(chan<- *prometheus.Desc) {} // unchecked: seri
 
 func (d datapathCollector) Collect(ch chan<- prometheus.Metric) {
 	d.m.mu.Lock()
-	ir, ts, statusFn := d.m.ir, d.m.tgts, d.m.statusFn
+	ir, countersFn, statusFn := d.m.ir, d.m.countersFn, d.m.statusFn
 	d.m.mu.Unlock()
 	if ir == nil {
 		return
@@ -289,16 +288,14 @@ func (d datapathCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, b := range ir.Backends {
 		beName[b.ID] = be{svcName[b.ServiceID], b.Name}
 	}
-	for _, t := range ts {
-		ct, ok := t.(targets.CounterTarget)
-		if !ok {
-			continue
-		}
-		name := t.Name()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c, err := ct.Counters(ctx)
-		cancel()
-		if err != nil {
+	if countersFn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, tc := range countersFn(ctx) {
+		name, c := tc.Name, tc.Counters
+		if tc.Err != nil {
 			ch <- prometheus.MustNewConstMetric(dpErrors, prometheus.GaugeValue, 1, name)
 			continue
 		}

@@ -53,7 +53,7 @@ func (c *Controller) push(ctx context.Context, ts *target, ir *compiler.IR, why 
 		}
 	}
 	if ts.held == nil {
-		held, err := ts.t.Read(ctx)
+		held, err := ts.read(ctx)
 		if err != nil {
 			ts.st.LastError = fmt.Sprintf("read back: %v", err)
 			c.m.error("read")
@@ -69,7 +69,7 @@ func (c *Controller) push(ctx context.Context, ts *target, ir *compiler.IR, why 
 		return nil
 	}
 	start := time.Now()
-	stats, err := ts.t.Apply(ctx, d)
+	stats, err := ts.apply(ctx, d)
 	took := time.Since(start)
 	c.m.push(name, d, took, err)
 	ts.st.Pushes++
@@ -103,7 +103,10 @@ func (c *Controller) commit(ctx context.Context, r *Reconciled) {
 		if !is || ts.held != r.IR {
 			continue
 		}
-		if err := cm.Commit(r.IR); err != nil {
+		ts.mu.Lock()
+		err := cm.Commit(r.IR)
+		ts.mu.Unlock()
+		if err != nil {
 			ok = false
 			c.m.error("commit")
 			c.log.Error("cannot store names on target", "target", ts.t.Name(), "err", err)
@@ -146,7 +149,7 @@ func (c *Controller) verify(ctx context.Context) bool {
 		if ts.held == nil || (ts.arb != nil && !ts.st.Primary) {
 			continue
 		}
-		got, err := ts.t.Read(ctx)
+		got, err := ts.read(ctx)
 		if err != nil {
 			c.m.error("read")
 			c.log.Error("verify: cannot read target back", "target", ts.t.Name(), "err", err)

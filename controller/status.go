@@ -87,14 +87,13 @@ const maxEvents = 200
 
 // snapshot is what the Run goroutine publishes for readers.
 type snapshot struct {
-	ready        bool
-	ir           *compiler.IR
-	tgts         []TargetStatus
-	held         []*compiler.IR // per target; digests are computed when read
-	events       []TimedEvent
-	reloadErr    string
-	compileErr   string
-	counterReads []targets.CounterTarget
+	ready      bool
+	ir         *compiler.IR
+	tgts       []TargetStatus
+	held       []*compiler.IR // per target; digests are computed when read
+	events     []TimedEvent
+	reloadErr  string
+	compileErr string
 }
 
 func (c *Controller) recordEvent(e Event) {
@@ -119,13 +118,9 @@ func (c *Controller) setReloadError(err error) {
 func (c *Controller) publish(_ []Event, compileErr error) {
 	ts := make([]TargetStatus, len(c.tgts))
 	held := make([]*compiler.IR, len(c.tgts))
-	var cts []targets.CounterTarget
 	for i, t := range c.tgts {
 		ts[i] = t.st
 		held[i] = t.held
-		if ct, ok := t.t.(targets.CounterTarget); ok {
-			cts = append(cts, ct)
-		}
 	}
 	c.m.publish(c.ir) // before the snapshot: a reader that sees it sees the gauges
 	c.mu.Lock()
@@ -133,7 +128,6 @@ func (c *Controller) publish(_ []Event, compileErr error) {
 	c.snap.ir = c.ir
 	c.snap.tgts = ts
 	c.snap.held = held
-	c.snap.counterReads = cts
 	c.snap.compileErr = ""
 	if compileErr != nil {
 		c.snap.compileErr = compileErr.Error()
@@ -215,12 +209,14 @@ func (c *Controller) Status(ctx context.Context) Status {
 		out.Events = []TimedEvent{}
 	}
 	var ctrs *targets.Counters
-	if len(sn.counterReads) > 0 {
+	for _, ts := range c.tgts {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if x, err := sn.counterReads[0].Counters(cctx); err == nil {
-			ctrs = &x
-		}
+		x, ok, err := ts.counters(cctx)
 		cancel()
+		if ok && err == nil {
+			ctrs = &x
+			break
+		}
 	}
 	probes := map[string]health.Status{}
 	for _, p := range c.mon.Statuses() {

@@ -190,6 +190,11 @@ func openRunTargets(c *cli.Context, specs []string) ([]targets.Target, error) {
 	return out, nil
 }
 
+// runShared reports whether targets are opened for `lbc run`, where a
+// P4Runtime switch may be shared with another controller (HA): the target
+// then opens as the backup when another controller is primary.
+func runShared(c *cli.Context) bool { return c.Command != nil && c.Command.Name == "run" }
+
 // namedTarget renames a target (several sims in one process).
 type namedTarget struct {
 	*sim.Datapath

@@ -87,5 +87,8 @@ func openBMv2(c *cli.Context, readOnly bool) (*bmv2.Target, error) {
 	if opts.ElectionLow == 0 {
 		return nil, fmt.Errorf("--election-id 0 is not a valid election ID; use 1 or more")
 	}
+	if runShared(c) {
+		return bmv2.OpenShared(c.Context, opts) // lbc run: may start as the backup
+	}
 	return bmv2.Open(c.Context, opts)
 }
