@@ -307,3 +307,49 @@ func pushed(t *testing.T, ir *compiler.IR, svc string) (*compiler.ServiceRow, []
 }
 
 func join(s []string) string { return "{" + strings.Join(s, ",") + "}" }
+
+// recordingTarget counts what is written to any target.
+type recordingTarget struct {
+	targets.Target
+	mu              sync.Mutex
+	applies, writes int
+}
+
+func (r *recordingTarget) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats, error) {
+	r.mu.Lock()
+	r.applies++
+	r.writes += len(d.Changes)
+	r.mu.Unlock()
+	return r.Target.Apply(ctx, d)
+}
+
+// Commit forwards to targets that store names.
+func (r *recordingTarget) Commit(ir *compiler.IR) error {
+	if c, ok := r.Target.(interface{ Commit(*compiler.IR) error }); ok {
+		return c.Commit(ir)
+	}
+	return nil
+}
+
+// startRigTargets runs the rig over arbitrary targets (no sims).
+func startRigTargets(t *testing.T, cfg string, f *backendtest.Fleet, ts ...targets.Target) *rig {
+	t.Helper()
+	r := &rig{t: t, clk: fakeclock.New(time.Unix(1_800_000_000, 0)), cfg: cfg, fleet: f, logs: &syncBuffer{}, done: make(chan error, 1)}
+	c, err := controller.New(controller.Options{ConfigPath: cfg, Targets: ts, Logger: slog.New(slog.NewTextHandler(r.logs, nil)),
+		Clock: r.clk, Debounce: -1, WatchInterval: -1, VerifyInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.c = c
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	go func() { r.done <- c.Run(r.ctx) }()
+	select {
+	case <-c.Ready():
+	case err := <-r.done:
+		t.Fatalf("controller stopped: %v\n%s", err, r.logs)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("controller not ready\n%s", r.logs)
+	}
+	t.Cleanup(r.stop)
+	return r
+}
