@@ -11,7 +11,6 @@ import (
 	"github.com/lbc-dev/lbc/targets/xdp"
 )
 
-
 // Restart against the XDP maps: a controller programs pinned BPF maps,
 // stops; a new process-like handle reopens the pins and meta.json, and a
 // new controller writes nothing (IDs, epochs and names come back from
