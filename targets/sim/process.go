@@ -76,6 +76,11 @@ func (d *Datapath) ProcessDetail(pkt targets.Packet, now time.Duration) (targets
 }
 
 func isICMPError(p targets.Packet) bool {
+	// A middle or last fragment carries no ICMP header: no datapath can
+	// tell it is part of an error.
+	if p.Frag == targets.FragMiddle || p.Frag == targets.FragLast {
+		return false
+	}
 	switch {
 	case p.Proto == compiler.IPProtoICMP && p.Src.Unmap().Is4():
 		return p.ICMPType == 3 || p.ICMPType == 11 || p.ICMPType == 12

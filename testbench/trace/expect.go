@@ -116,7 +116,12 @@ func (e *Expect) Check(v targets.Verdict, labels map[string]string) error {
 	if e.Service != "" && v.Service != e.Service {
 		fail("service %q, want %q", v.Service, e.Service)
 	}
+	// Only the reference model explains its decisions; a datapath that
+	// reports no steps is judged on what it can observe.
 	for _, r := range e.Rules {
+		if len(v.Steps) == 0 {
+			break
+		}
 		if !slices.ContainsFunc(v.Steps, func(s targets.Step) bool { return s.Rule == r }) {
 			fail("decision does not cite %s (cites %s)", r, strings.Join(Rules(v), ", "))
 		}
