@@ -19,6 +19,9 @@ type Input struct {
 	// Now is the caller's clock in seconds; it only dates draining
 	// deadlines, so any monotonic origin will do.
 	Now float64
+	// NoRingReuse rebuilds every ring even when its inputs are unchanged
+	// (tests use it to check that reuse gives the same tables).
+	NoRingReuse bool
 }
 
 // ServiceResult is the per-service outcome that `lbc compile` reports.
@@ -166,19 +169,36 @@ func compileService(in Input, s *Service, id uint32, old *ServiceRow, prev, ir *
 		}
 	}
 
-	// The ring over the eligible set.
+	// The ring over the eligible set, reused when its inputs are unchanged:
+	// a health change in one service must not rebuild every service's ring.
 	rm := make([]RingMember, len(dec.Members))
 	for k, mi := range dec.Members {
 		rm[k] = RingMember{Name: names[mi], Weight: members[mi].Weight}
 	}
-	ring, err := BuildRing(rm, s.Ring(), weighted && !dec.Unweighted)
-	if err != nil {
-		return nil, err
+	ringWeighted := weighted && !dec.Unweighted
+	ringKey := ringInputsKey(rm, idOf, s.Ring(), ringWeighted)
+	var ring *Ring
+	var slots []uint32
+	if old != nil && old.RingKey == ringKey && !in.NoRingReuse {
+		if or := prev.Ring(old.ID); or != nil && len(or.Halves[old.ActiveHalf]) == s.Ring() {
+			slots = or.Halves[old.ActiveHalf]
+			ring = ringFromSlots(rm, slots, idOf)
+		}
 	}
-	slots := make([]uint32, len(ring.Slots))
-	for i, o := range ring.Slots {
-		if o >= 0 {
-			slots[i] = idOf[ring.Members[o].Name]
+	if ring == nil {
+		var err error
+		if ring, err = BuildRing(rm, s.Ring(), ringWeighted); err != nil {
+			return nil, err
+		}
+		ids := make([]uint32, len(ring.Members))
+		for k, x := range ring.Members {
+			ids[k] = idOf[x.Name]
+		}
+		slots = make([]uint32, len(ring.Slots))
+		for i, o := range ring.Slots {
+			if o >= 0 {
+				slots[i] = ids[o]
+			}
 		}
 	}
 
@@ -193,6 +213,7 @@ func compileService(in Input, s *Service, id uint32, old *ServiceRow, prev, ir *
 		Decision:       dec.Kind,
 		Rule:           dec.Rule,
 		FailoverSide:   dec.FailoverSide(members),
+		RingKey:        ringKey,
 	}
 	if s.Encap() == EncapL2DSR {
 		row.Encap = EncapKindL2DSR
@@ -326,4 +347,65 @@ func PolicyFor(c Class, affinity, mode, persistence string) ClassPolicy {
 		}
 	}
 	return p
+}
+
+// ringInputsKey hashes everything a ring depends on (FNV-1a over size,
+// weighting, and each member's name, weight and backend ID in name order).
+func ringInputsKey(rm []RingMember, idOf map[string]uint32, m int, weighted bool) uint64 {
+	sorted := append([]RingMember(nil), rm...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) {
+		for i := 0; i < 8; i++ {
+			h ^= v & 0xff
+			h *= 1099511628211
+			v >>= 8
+		}
+	}
+	mix(uint64(m))
+	if weighted {
+		mix(1)
+	} else {
+		mix(0)
+	}
+	for _, x := range sorted {
+		mix(nameHash(x.Name))
+		mix(uint64(x.Weight))
+		mix(uint64(idOf[x.Name]))
+	}
+	if h == 0 {
+		h = 1 // zero means unknown
+	}
+	return h
+}
+
+// ringFromSlots rebuilds the Ring view (members, counts) of reused slots.
+func ringFromSlots(rm []RingMember, slots []uint32, idOf map[string]uint32) *Ring {
+	ms := append([]RingMember(nil), rm...)
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	// Backend IDs of one service are few and close together: index a
+	// slice by ID rather than hashing 65537 times.
+	var maxID uint32
+	for _, x := range ms {
+		maxID = max(maxID, idOf[x.Name])
+	}
+	byID := make([]int32, maxID+1)
+	for i := range byID {
+		byID[i] = -1
+	}
+	for i, x := range ms {
+		byID[idOf[x.Name]] = int32(i)
+	}
+	r := &Ring{Slots: make([]int32, len(slots)), Members: ms, Counts: make([]int, len(ms))}
+	for i, id := range slots {
+		o := int32(-1)
+		if id <= maxID {
+			o = byID[id]
+		}
+		if o >= 0 {
+			r.Counts[o]++
+		}
+		r.Slots[i] = o
+	}
+	return r
 }

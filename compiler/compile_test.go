@@ -108,7 +108,7 @@ func TestRPERSIST_Matrix(t *testing.T) {
 	}
 }
 
-func loadExample(t *testing.T, name string) *Config {
+func loadExample(t testing.TB, name string) *Config {
 	t.Helper()
 	b, err := os.ReadFile("../examples/" + name)
 	if err != nil {
@@ -121,7 +121,7 @@ func loadExample(t *testing.T, name string) *Config {
 	return d.Config
 }
 
-func compileOK(t *testing.T, in Input) *Result {
+func compileOK(t testing.TB, in Input) *Result {
 	t.Helper()
 	r, err := Compile(in)
 	if err != nil {
@@ -312,5 +312,71 @@ func TestCompileNoBackendsKeepsRing(t *testing.T) {
 	}
 	if c := DiffIR(prev, next).Counts(); c[TableRing] != [3]int{} {
 		t.Fatalf("drop rewrote the ring: %v", c)
+	}
+}
+
+// TestRingReuseSameTables: reusing unchanged rings gives exactly the tables
+// a full rebuild gives, step by step through health and weight changes.
+func TestRingReuseSameTables(t *testing.T) {
+	cfg := loadExample(t, "weighted.yaml")
+	cfg.Services = append(cfg.Services, loadExample(t, "failover.yaml").Services...)
+	st := State{}
+	for n, w := range map[string]int{"api-1": 1, "api-2": 2, "api-3": 6, "api6-1": 1, "api6-2": 4} {
+		st.SetWeight(n, w)
+	}
+	changes := []func(){
+		func() { st.SetHealthy("vm-a1", false) },
+		func() { st.SetWeight("api-2", 0) },
+		func() { st.SetHealthy("vm-a1", true) },
+		func() {},
+		func() { st.SetWeight("api-2", 2) },
+	}
+	var reused, rebuilt *IR
+	for i, ch := range changes {
+		ch()
+		a := compileOK(t, Input{Config: cfg, State: st, Prev: reused})
+		b := compileOK(t, Input{Config: cfg, State: st, Prev: rebuilt, NoRingReuse: true})
+		if d := DiffIR(a.IR, b.IR); !d.Empty() {
+			t.Fatalf("step %d: reuse and rebuild differ: %s", i, d.Summary())
+		}
+		for k, sr := range a.Services {
+			if !reflect.DeepEqual(sr.Ring.Counts, b.Services[k].Ring.Counts) {
+				t.Fatalf("step %d %s: counts %v vs %v", i, sr.Name, sr.Ring.Counts, b.Services[k].Ring.Counts)
+			}
+		}
+		reused, rebuilt = a.IR, b.IR
+	}
+}
+
+// BenchmarkCompileOneChange: one backend's health changes among many
+// services; unchanged rings are reused.
+func BenchmarkCompileOneChange(b *testing.B) {
+	base := loadExample(b, "failover.yaml").Services[0]
+	cfg := &Config{Tunnel: Tunnel{SourceIPv4: "192.0.2.1"}}
+	for i := 0; i < 100; i++ {
+		s := base
+		s.Name = fmt.Sprintf("svc-%d", i)
+		s.VIP = fmt.Sprintf("203.0.%d.%d", 113+i/250, 1+i%250)
+		s.Backends = nil
+		for _, g := range base.Backends {
+			g.Endpoints = append([]Endpoint(nil), g.Endpoints...)
+			for k := range g.Endpoints {
+				g.Endpoints[k].Name = fmt.Sprintf("%s-%d", g.Endpoints[k].Name, i)
+			}
+			s.Backends = append(s.Backends, g)
+		}
+		cfg.Services = append(cfg.Services, s)
+	}
+	prev, err := Compile(Input{Config: cfg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		st := State{}
+		st.SetHealthy("vm-a1-0", i%2 == 0)
+		if _, err := Compile(Input{Config: cfg, State: st, Prev: prev.IR}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

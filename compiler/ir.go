@@ -162,6 +162,11 @@ type ServiceRow struct {
 	Rule         string   `json:"rule"`
 	Eligible     []string `json:"eligible"`
 	FailoverSide bool     `json:"failoverSide"`
+	// RingKey identifies the ring's inputs (size, weighting, members'
+	// names, weights and IDs), so that a compile reuses an unchanged ring
+	// instead of rebuilding it. Zero means unknown (e.g. read back from a
+	// target that does not keep it): the ring is rebuilt.
+	RingKey uint64 `json:"ringKey,omitempty"`
 }
 
 // RingRows is one service's double-buffered ring: Halves[h][slot] is a
