@@ -4,7 +4,7 @@
 
 GO ?= go
 
-.PHONY: all bpf check-generated check-generated-bpf p4 check-generated-p4 p4-tna
+.PHONY: all bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna
 
 all: bpf
 
@@ -59,3 +59,11 @@ p4-tna:
 	@command -v $(P4TEST) >/dev/null && test -f $(TNA_INCLUDE)/tna.p4 || { echo "p4-tna: $(P4TEST) or $(TNA_INCLUDE)/tna.p4 missing; skipped"; exit 0; }; \
 	mkdir -p p4/tna/build && \
 	$(P4TEST) -D__TARGET_TOFINO__=1 -I $(TNA_INCLUDE) --p4runtime-files p4/tna/build/lb.p4info.txtpb p4/tna/lb.p4
+
+# Scenario testbench (root): run one scenario end to end and write its report.
+#   make testbench SCENARIO=seed001-failover [TOPOLOGY=netns|mininet] [OUT=dir]
+# SCENARIO is a shipped name (testbench/scenarios/*.yaml) or a YAML file.
+SCENARIO ?= seed001-failover
+TOPOLOGY ?= netns
+testbench:
+	$(GO) run ./cmd/lbc testbench run $(SCENARIO) --topology $(TOPOLOGY) $(if $(OUT),--out $(OUT))

@@ -42,5 +42,6 @@ var commands = []*cli.Command{
 	pushCommand, statusCommand, detachCommand,
 	replayCommand, explainCommand, genTraceCommand,
 	gslbCommand,
+	testbenchCommand,
 	runCommand,
 }

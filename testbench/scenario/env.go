@@ -1,0 +1,68 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+
+	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/testbench/netns"
+)
+
+// Env is a running topology a scenario drives: a client namespace with
+// several source addresses, backend hosts, and the datapaths the
+// controller programs.
+type Env interface {
+	// Name is "netns" or "mininet".
+	Name() string
+	// Describe is one line for the report.
+	Describe() string
+	ClientNS() string
+	ClientAddrs() []netip.Addr
+	Hosts() []Host
+	VIP() netip.Addr
+	// TunnelSource is the outer source of IP-in-IP packets (lb.yaml tunnel).
+	TunnelSource() netip.Addr
+	// ProbeNS is the namespace health checks are sent from.
+	ProbeNS() string
+	// OpenTargets attaches or connects to the datapaths, for a controller;
+	// the caller closes them.
+	OpenTargets(ctx context.Context) ([]targets.Target, error)
+	// RestartSwitch restarts the P4 switch; ErrNoSwitch where there is none.
+	RestartSwitch(ctx context.Context) error
+	// Counters reads the datapaths' counters.
+	Counters(ctx context.Context) (Counters, error)
+	Close() error
+}
+
+// ErrNoSwitch is returned by RestartSwitch on a topology without a switch.
+var ErrNoSwitch = errors.New("no P4 switch in this topology")
+
+// Host is one backend host.
+type Host struct {
+	NS  string
+	IP  netip.Addr
+	MAC string
+}
+
+// Counters are the datapaths' counters, cumulative.
+type Counters struct {
+	// Packets of the service per datapath ("xdp", "switch").
+	Packets map[string]uint64
+	// New connections per backend ID, summed over the datapaths.
+	NewConns map[uint32]uint64
+}
+
+// nsDialer dials from inside a namespace (health probes from the LB).
+type nsDialer struct{ ns string }
+
+func (d nsDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	var c net.Conn
+	err := netns.Do(d.ns, func() error {
+		var err error
+		c, err = (&net.Dialer{}).DialContext(ctx, network, address)
+		return err
+	})
+	return c, err
+}

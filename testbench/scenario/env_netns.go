@@ -1,0 +1,172 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/lbc-dev/lbc/fallback"
+	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/targets/xdp"
+	"github.com/lbc-dev/lbc/testbench/netns"
+)
+
+// The VIP of the scenario's service on the namespace topology.
+var netnsVIP = netip.MustParseAddr("10.99.100.1")
+
+// netnsEnv is fallback-only mode: the XDP datapath alone on the LB's veth
+// (testbench/netns.LBTopology), backends decapsulating with XDP.
+type netnsEnv struct {
+	set     *netns.Set
+	topo    *netns.LBTopology
+	clients []netip.Addr
+	hosts   []Host
+	helpers *fallback.Datapath
+	links   []link.Link
+	opts    xdp.Options
+	stateD  string
+}
+
+// NewNetnsEnv builds the namespace topology with n backends and the given
+// number of client addresses. Namespaces are named prefix-*; use a prefix
+// unique to the process (it includes the PID by default).
+func NewNetnsEnv(ctx context.Context, prefix string, n, clients int) (Env, error) {
+	if err := netns.Available(); err != nil {
+		return nil, fmt.Errorf("namespace topology: %w", err)
+	}
+	e := &netnsEnv{set: netns.NewSet(prefix)}
+	ok := false
+	defer func() {
+		if !ok {
+			e.Close()
+		}
+	}()
+	topo, err := netns.NewLBTopology(e.set, n, []netip.Addr{netnsVIP})
+	if err != nil {
+		return nil, err
+	}
+	e.topo = topo
+	// Extra client addresses 10.99.0.100.. on the client's interface: the
+	// backends answer them directly (same L2 segment).
+	e.clients = []netip.Addr{topo.ClientIP}
+	for i := 1; i < clients; i++ {
+		a := netip.AddrFrom4([4]byte{10, 99, 0, byte(99 + i)})
+		if _, err := e.set.IP(topo.Client, "addr", "add", a.String()+"/24", "dev", topo.ClientIf); err != nil {
+			return nil, err
+		}
+		e.clients = append(e.clients, a)
+	}
+	for i, ns := range topo.Backends {
+		e.hosts = append(e.hosts, Host{NS: ns, IP: topo.BackendIPs[i], MAC: topo.BackendMACs[i]})
+	}
+	// XDP_PASS on the bridge port facing the LB (native XDP_TX on a veth
+	// needs a program on the peer); decapsulation on the backends.
+	if e.helpers, err = fallback.Load(fallback.LoadOptions{}); err != nil {
+		return nil, err
+	}
+	attach := func(ns, ifname string, prog *ebpf.Program) error {
+		return netns.Do(ns, func() error {
+			ifc, err := net.InterfaceByName(ifname)
+			if err != nil {
+				return err
+			}
+			l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index, Flags: link.XDPDriverMode})
+			if err != nil {
+				return fmt.Errorf("attach XDP helper to %s in %s: %w", ifname, ns, err)
+			}
+			e.links = append(e.links, l)
+			return nil
+		})
+	}
+	if err := attach(topo.SW, topo.LBPeer, e.helpers.Pass); err != nil {
+		return nil, err
+	}
+	for _, ns := range topo.Backends {
+		if err := attach(ns, topo.BackendIf, e.helpers.Decap); err != nil {
+			return nil, err
+		}
+	}
+	if e.stateD, err = os.MkdirTemp("", prefix+"-xdp-state-"); err != nil {
+		return nil, err
+	}
+	e.opts = xdp.Options{Iface: topo.LBIf, Mode: xdp.ModeNative,
+		PinDir: filepath.Join(xdp.BPFFS, prefix+"-xdp"), StateDir: e.stateD,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ok = true
+	return e, nil
+}
+
+func (e *netnsEnv) Name() string { return "netns" }
+func (e *netnsEnv) Describe() string {
+	return fmt.Sprintf("network namespaces, fallback-only mode: XDP datapath (native) on %s in %s; %d backends decapsulating IP-in-IP with XDP; client %s with %d source addresses",
+		e.topo.LBIf, e.topo.LB, len(e.hosts), e.topo.Client, len(e.clients))
+}
+func (e *netnsEnv) ClientNS() string          { return e.topo.Client }
+func (e *netnsEnv) ClientAddrs() []netip.Addr { return e.clients }
+func (e *netnsEnv) Hosts() []Host             { return e.hosts }
+func (e *netnsEnv) VIP() netip.Addr           { return netnsVIP }
+func (e *netnsEnv) TunnelSource() netip.Addr  { return e.topo.LBIP }
+func (e *netnsEnv) ProbeNS() string           { return e.topo.LB }
+
+func (e *netnsEnv) OpenTargets(ctx context.Context) ([]targets.Target, error) {
+	var t *xdp.Target
+	err := netns.Do(e.topo.LB, func() error {
+		var err error
+		t, err = xdp.Attach(ctx, e.opts)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []targets.Target{t}, nil
+}
+
+func (e *netnsEnv) RestartSwitch(context.Context) error { return ErrNoSwitch }
+
+func (e *netnsEnv) Counters(ctx context.Context) (Counters, error) {
+	t, err := xdp.Open(e.opts)
+	if err != nil {
+		return Counters{}, err
+	}
+	defer t.Close()
+	return xdpCounters(t)
+}
+
+func xdpCounters(t *xdp.Target) (Counters, error) {
+	s, err := t.Datapath().ReadStats()
+	if err != nil {
+		return Counters{}, err
+	}
+	c := Counters{Packets: map[string]uint64{}, NewConns: map[uint32]uint64{}}
+	for _, sv := range s.Services {
+		c.Packets["xdp"] += sv.Packets
+	}
+	for id, b := range s.Backends {
+		c.NewConns[id] += b.NewConns
+	}
+	return c, nil
+}
+
+func (e *netnsEnv) Close() error {
+	if e.opts.PinDir != "" && e.topo != nil {
+		netns.Do(e.topo.LB, func() error { return xdp.Detach(e.opts, false) })
+	}
+	for _, l := range e.links {
+		l.Close()
+	}
+	if e.helpers != nil {
+		e.helpers.Close()
+	}
+	if e.stateD != "" {
+		os.RemoveAll(e.stateD)
+	}
+	return e.set.Close()
+}

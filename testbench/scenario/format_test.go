@@ -1,0 +1,129 @@
+package scenario
+
+import (
+	"math"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lbc-dev/lbc/testbench/scenarios"
+)
+
+// Every shipped scenario parses and validates.
+func TestShippedScenariosParse(t *testing.T) {
+	names := scenarios.Names()
+	if len(names) < 4 {
+		t.Fatalf("shipped scenarios %v, want at least seed001-failover, weighted-drain, rolling-restart, udp-fragments", names)
+	}
+	for _, n := range names {
+		data, _ := scenarios.Get(n)
+		sc, err := Parse(n+".yaml", data)
+		if err != nil {
+			t.Errorf("%s: %v", n, err)
+			continue
+		}
+		total := time.Duration(0)
+		for _, st := range sc.Steps {
+			total += st.Traffic.Duration.D()
+		}
+		t.Logf("%s: %d backends, %d steps, %s of traffic", n, len(sc.BackendNames()), len(sc.Steps), total)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	const svc = `
+service:
+  name: web
+  protocol: TCP
+  ports: [80]
+  backends: [{name: g, endpoints: [{name: a}, {name: b}]}]
+`
+	for _, tc := range []struct {
+		name, doc, want string
+	}{
+		{"unknown field", "name: x\nbogus: 1\n" + svc + "steps: [{traffic: {rate: 1, duration: 1s}}]", "field bogus not found"},
+		{"no steps", "name: x\n" + svc, "steps: none"},
+		{"no duration", "name: x\n" + svc + "steps: [{traffic: {rate: 1}}]", "traffic.duration: missing"},
+		{"bad duration", "name: x\n" + svc + "steps: [{traffic: {rate: 1, duration: soon}}]", `duration "soon"`},
+		{"unknown backend in fault", "name: x\n" + svc + "steps: [{name: s, faults: [{fail: c}], traffic: {rate: 1, duration: 1s}}]",
+			`step 1 ("s"): fault 1: fail: "c" is not an endpoint of the service (endpoints: a, b)`},
+		{"two kinds in one fault", "name: x\n" + svc + "steps: [{faults: [{fail: a, down: b}], traffic: {rate: 1, duration: 1s}}]", "exactly one of"},
+		{"fault after traffic", "name: x\n" + svc + "steps: [{faults: [{fail: a, at: 2s}], traffic: {rate: 1, duration: 1s}}]", "outside the step"},
+		{"shares do not add up", "name: x\n" + svc + "steps: [{traffic: {rate: 1, duration: 1s}, expect: {share: {expect: {a: 0.5}}}}]", "add up to 0.5"},
+		{"share word", "name: x\n" + svc + "steps: [{traffic: {rate: 1, duration: 1s}, expect: {share: {expect: rings}}}]", `"rings": want "ring"`},
+		{"mayBreak without rule", "name: x\n" + svc + "steps: [{traffic: {rate: 1, duration: 1s}, expect: {established: {mayBreak: [a]}}}]", "needs the rule"},
+		{"restart what", "name: x\n" + svc + "steps: [{faults: [{restart: router}], traffic: {rate: 1, duration: 1s}}]", `restart "router"`},
+		{"weight range", "name: x\n" + svc + "weights: {a: 1200}\nsteps: [{traffic: {rate: 1, duration: 1s}}]", "1200 out of range 0..1000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), "t.yaml: ") {
+				t.Errorf("error %q does not name the file", err)
+			}
+		})
+	}
+}
+
+// The bound's z: Φ⁻¹(1 − α/2k).
+func TestZBound(t *testing.T) {
+	for _, tc := range []struct {
+		alpha float64
+		k     int
+		want  float64
+	}{{0.05, 1, 1.960}, {0.001, 1, 3.291}, {0.001, 4, 3.662}} {
+		if got := zBound(tc.alpha, tc.k); math.Abs(got-tc.want) > 0.002 {
+			t.Errorf("zBound(%g, %d) = %.4f, want %.3f", tc.alpha, tc.k, got, tc.want)
+		}
+	}
+}
+
+// A share check that fails names the step, the backend and the numbers;
+// one that holds passes. Synthetic flows, no network: the same code runs
+// on the testbench.
+func TestShareAssertionMessage(t *testing.T) {
+	sc, err := Parse("t.yaml", []byte(`
+name: t
+service: {name: web, protocol: TCP, ports: [80], backends: [{name: g, endpoints: [{name: a}, {name: b}]}]}
+steps:
+  - name: even split
+    traffic: {rate: 10, duration: 10s}
+    expect: {share: {expect: ring}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := RingState{Backends: map[string]BackendView{"a": {Share: 0.5, Healthy: true}, "b": {Share: 0.5, Healthy: true}}}
+	run := func(na, nb int) *Result {
+		r := &runner{sc: sc, tr: &traffic{}, notes: map[int][]string{}, rings: []RingState{ring}}
+		cl := netip.MustParseAddr("10.99.0.10")
+		for i := 0; i < na+nb; i++ {
+			b := "a"
+			if i >= na {
+				b = "b"
+			}
+			r.tr.flows = append(r.tr.flows, Flow{Step: 0, Start: time.Duration(i) * time.Millisecond, Kind: "tcp", Client: cl, Backend: b})
+		}
+		res := &Result{}
+		sr := &StepResult{Index: 0, Name: "even split", End: 10 * time.Second}
+		r.evaluate(t.Context(), res, sr)
+		return res
+	}
+	if res := run(52, 48); len(res.Failures) != 0 {
+		t.Fatalf("52:48 of 100 with a 50/50 ring failed: %v", res.Failures)
+	}
+	res := run(80, 20)
+	if len(res.Failures) != 2 {
+		t.Fatalf("80:20 of 100 with a 50/50 ring: failures %v, want one per backend", res.Failures)
+	}
+	msg := res.Failures[0].Msg
+	for _, want := range []string{`step 1 "even split"`, "share", "backend a", "80 of 100 new connections (80.0 %)", "expected 50.0 %"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	t.Logf("failure message: %s", msg)
+}

@@ -1,0 +1,136 @@
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lbc-dev/lbc/testbench/netns"
+	"github.com/lbc-dev/lbc/testbench/scenarios"
+)
+
+// logWriter sends progress lines to the test log.
+type logWriter struct {
+	t   *testing.T
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for {
+		line, err := w.buf.ReadString('\n')
+		if err != nil {
+			w.buf.WriteString(line)
+			return len(p), nil
+		}
+		w.t.Log(strings.TrimRight(line, "\n"))
+	}
+}
+
+func needNetns(t *testing.T) {
+	t.Helper()
+	if err := netns.Available(); err != nil {
+		t.Skipf("the namespace testbench needs root and iproute2: %v (assertion logic is covered by TestShareAssertionMessage)", err)
+	}
+}
+
+// TestScenariosNetns runs every shipped scenario on the namespace topology
+// (fallback-only mode: the XDP datapath alone) and requires every
+// assertion to pass. Progress and every check are printed.
+func TestScenariosNetns(t *testing.T) {
+	needNetns(t)
+	for i, name := range scenarios.Names() {
+		t.Run(name, func(t *testing.T) {
+			data, _ := scenarios.Get(name)
+			sc, err := Parse(name+".yaml", data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := t.TempDir()
+			res, err := Run(t.Context(), sc, Options{Topology: "netns", OutDir: out, Progress: &logWriter{t: t},
+				Prefix: fmt.Sprintf("lbcsc%d%c", os.Getpid(), 'a'+i)})
+			if err != nil {
+				t.Fatalf("scenario %s: %v", name, err)
+			}
+			checks := 0
+			for _, s := range res.Steps {
+				checks += len(s.Checks)
+			}
+			if checks == 0 {
+				t.Fatalf("scenario %s ran no assertion", name)
+			}
+			for _, f := range []string{"report.md", "report.json", ConnectionsPNG, RingSharesPNG} {
+				st, err := os.Stat(filepath.Join(out, f))
+				if err != nil || st.Size() == 0 {
+					t.Errorf("report file %s missing or empty: %v", f, err)
+				}
+			}
+			t.Logf("scenario %s passed: %d steps, %d checks, %d flows in %.1f s", name, len(res.Steps), checks, len(res.Flows), res.Took.Seconds())
+		})
+	}
+}
+
+// TestBrokenAssertionFails: a scenario whose stated shares are wrong (the
+// weights are equal, the scenario claims 80/10/10) fails, and the message
+// names the step, the backend and the numbers.
+func TestBrokenAssertionFails(t *testing.T) {
+	needNetns(t)
+	sc, err := Parse("broken.yaml", []byte(`
+name: broken
+service:
+  name: api
+  protocol: TCP
+  ports: [80]
+  localityLbPolicy: WEIGHTED_MAGLEV
+  healthCheck: {type: HTTP, checkIntervalSec: 1, healthyThreshold: 1, unhealthyThreshold: 1}
+  ringSize: 1021
+  backends: [{name: pool, endpoints: [{name: w1}, {name: w2}, {name: w3}]}]
+weights: {w1: 100, w2: 100, w3: 100}
+steps:
+  - name: claims 80 percent on w1
+    traffic: {rate: 40, duration: 2s}
+    expect:
+      share: {expect: {w1: 0.8, w2: 0.1, w3: 0.1}}
+      eligible: [w1]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(t.Context(), sc, Options{OutDir: t.TempDir(), Progress: &logWriter{t: t}, Prefix: fmt.Sprintf("lbcsc%dz", os.Getpid())})
+	var ae *AssertionError
+	if !errors.As(err, &ae) {
+		t.Fatalf("run returned %v, want an assertion failure", err)
+	}
+	t.Logf("the run failed as it must:\n%v", err)
+	var share, elig *Failure
+	for i, f := range ae.Failures {
+		switch {
+		case f.Check == "share" && f.Backend == "w1":
+			share = &ae.Failures[i]
+		case f.Check == "eligible":
+			elig = &ae.Failures[i]
+		}
+	}
+	if share == nil || elig == nil {
+		t.Fatalf("failures %v: want a share failure on w1 and an eligible-set failure", ae.Failures)
+	}
+	for _, want := range []string{`step 1 "claims 80 percent on w1"`, "backend w1", "new connections", "expected 80.0 %"} {
+		if !strings.Contains(share.Msg, want) {
+			t.Errorf("share failure %q lacks %q", share.Msg, want)
+		}
+	}
+	if !strings.Contains(elig.Msg, "{w1, w2, w3}") || !strings.Contains(elig.Msg, "want {w1}") {
+		t.Errorf("eligible failure %q does not give both sets", elig.Msg)
+	}
+	if len(res.Failures) != len(ae.Failures) {
+		t.Errorf("result lists %d failures, error %d", len(res.Failures), len(ae.Failures))
+	}
+}

@@ -1,0 +1,674 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/controller"
+	"github.com/lbc-dev/lbc/controller/health"
+	"github.com/lbc-dev/lbc/targets"
+)
+
+// Options tune Run.
+type Options struct {
+	// Topology is "netns" (default: the XDP datapath alone) or "mininet"
+	// (BMv2 switch with an XDP fallback host).
+	Topology string
+	// OutDir receives the report (report.md, report.json, PNG plots,
+	// lb.yaml, controller.log); "" writes them to a temporary directory
+	// that is removed.
+	OutDir string
+	// Progress receives progress lines as the run goes (nil: none).
+	Progress io.Writer
+	// Prefix names the namespaces (default lbcsc<pid>): it must not
+	// collide with other tests running at the same time.
+	Prefix string
+	// Seed makes the traffic's choices repeatable (default 1).
+	Seed uint64
+}
+
+// AssertionError is returned when assertions fail; the run itself worked.
+type AssertionError struct{ Failures []Failure }
+
+func (e *AssertionError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d assertion(s) failed:", len(e.Failures))
+	for _, f := range e.Failures {
+		b.WriteString("\n  ")
+		b.WriteString(f.Msg)
+	}
+	return b.String()
+}
+
+// Failure is one broken assertion.
+type Failure struct {
+	Step    string `json:"step"`
+	Check   string `json:"check"`
+	Backend string `json:"backend,omitempty"`
+	Msg     string `json:"msg"`
+}
+
+// Result is everything a run observed.
+type Result struct {
+	Scenario  string            `json:"scenario"`
+	File      string            `json:"file"`
+	Topology  string            `json:"topology"`
+	Env       string            `json:"env"`
+	Started   time.Time         `json:"started"`
+	Took      time.Duration     `json:"took"`
+	Backends  []string          `json:"backends"`
+	Steps     []*StepResult     `json:"steps"`
+	Faults    []FaultEvent      `json:"faults"`
+	Rings     []RingState       `json:"rings"`
+	Flows     []Flow            `json:"flows"`
+	Failures  []Failure         `json:"failures"`
+	Datapaths map[string]uint64 `json:"datapathPackets"`
+	Files     []string          `json:"files"`
+}
+
+// StepResult is one step's window, checks and table.
+type StepResult struct {
+	Index  int           `json:"index"`
+	Name   string        `json:"name"`
+	Start  time.Duration `json:"start"`
+	End    time.Duration `json:"end"`
+	Settle time.Duration `json:"settle"` // flows after this count for shares
+	Checks []Check       `json:"checks"`
+	Rows   []Row         `json:"rows"`
+	Notes  []string      `json:"notes,omitempty"`
+	// Datapath new connections per backend name during the step.
+	DatapathNew map[string]uint64 `json:"datapathNew,omitempty"`
+	// Datapath packets per datapath during the step.
+	DatapathPackets map[string]uint64 `json:"datapathPackets,omitempty"`
+}
+
+// Check is one assertion's outcome, printed whether it passed or not.
+type Check struct {
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	Msg  string `json:"msg"`
+}
+
+// FaultEvent is a fault as it happened.
+type FaultEvent struct {
+	Step    int           `json:"step"`
+	T       time.Duration `json:"t"`
+	Fault   string        `json:"fault"`
+	Kind    string        `json:"kind"`
+	Backend string        `json:"backend,omitempty"`
+	Note    string        `json:"note,omitempty"`
+	Err     string        `json:"err,omitempty"`
+	Took    time.Duration `json:"took,omitempty"` // restarts: how long it took
+	To      int           `json:"to,omitempty"`
+}
+
+// RingState is the controller's view when it changed.
+type RingState struct {
+	T        time.Duration          `json:"t"`
+	Step     int                    `json:"step"`
+	Eligible []string               `json:"eligible"`
+	Decision string                 `json:"decision"`
+	Rule     string                 `json:"rule"`
+	Backends map[string]BackendView `json:"backends"`
+}
+
+// BackendView is one backend in a RingState.
+type BackendView struct {
+	ID       uint32  `json:"id"`
+	Share    float64 `json:"share"`
+	Healthy  bool    `json:"healthy"`
+	Weight   int     `json:"weight"`
+	Draining bool    `json:"draining"`
+}
+
+func (a RingState) sameAs(b RingState) bool {
+	if strings.Join(a.Eligible, ",") != strings.Join(b.Eligible, ",") || len(a.Backends) != len(b.Backends) {
+		return false
+	}
+	for n, v := range a.Backends {
+		if b.Backends[n] != v {
+			return false
+		}
+	}
+	return true
+}
+
+type runner struct {
+	sc   *Scenario
+	opts Options
+	env  Env
+	out  string
+	log  *slog.Logger
+	logf *os.File
+
+	backends map[string]*backend
+	tr       *traffic
+	cfgMu    sync.Mutex // guards removed and lb.yaml
+	removed  map[string]bool
+	cfgPath  string
+
+	cmu   sync.Mutex
+	ctrl  *controller.Controller
+	tgts  []targets.Target
+	stopC context.CancelFunc
+	doneC chan error
+
+	rmu    sync.Mutex
+	rings  []RingState
+	faults []FaultEvent
+	notes  map[int][]string
+	step   int
+}
+
+func (r *runner) progress(format string, a ...any) {
+	if r.opts.Progress == nil {
+		return
+	}
+	t := time.Duration(0)
+	if r.tr != nil {
+		t = r.tr.since()
+	}
+	fmt.Fprintf(r.opts.Progress, "[%6.1fs] %s\n", t.Seconds(), fmt.Sprintf(format, a...))
+}
+
+// Run runs a scenario end to end and writes its report. It returns the
+// result with an *AssertionError when assertions failed, or another error
+// when the run could not be done.
+func Run(ctx context.Context, sc *Scenario, opts Options) (*Result, error) {
+	if opts.Topology == "" {
+		opts.Topology = "netns"
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = fmt.Sprintf("lbcsc%d", os.Getpid())
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	r := &runner{sc: sc, opts: opts, backends: map[string]*backend{}, removed: map[string]bool{}, notes: map[int][]string{}}
+	if opts.OutDir == "" {
+		d, err := os.MkdirTemp("", "lbc-scenario-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		r.out = d
+	} else {
+		if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+			return nil, err
+		}
+		r.out = opts.OutDir
+	}
+	var err error
+	if r.logf, err = os.Create(filepath.Join(r.out, "controller.log")); err != nil {
+		return nil, err
+	}
+	defer r.logf.Close()
+	r.log = slog.New(slog.NewTextHandler(r.logf, nil))
+
+	names := sc.BackendNames()
+	r.progress("scenario %q (%s): %d backends, %d steps, topology %s", sc.Name, sc.file, len(names), len(sc.Steps), opts.Topology)
+	switch opts.Topology {
+	case "netns":
+		r.env, err = NewNetnsEnv(ctx, opts.Prefix, len(names), sc.Clients)
+	case "mininet":
+		r.env, err = NewMininetEnv(ctx, opts.Prefix, len(names), sc.Clients, r.out, r.progress)
+	default:
+		err = fmt.Errorf("topology %q: want netns or mininet", opts.Topology)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := r.env.Close(); cerr != nil {
+			r.progress("cleanup: %v", cerr)
+		}
+	}()
+	r.progress("topology up: %s", r.env.Describe())
+	res, err := r.run(ctx, names)
+	if res == nil {
+		return nil, err
+	}
+	if werr := r.writeReport(res); werr != nil && err == nil {
+		err = werr
+	}
+	if err == nil && len(res.Failures) > 0 {
+		err = &AssertionError{Failures: res.Failures}
+	}
+	return res, err
+}
+
+func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
+	sc := r.sc
+	// Backends: servers in their hosts' namespaces.
+	for i, n := range names {
+		h := r.env.Hosts()[i]
+		w := ""
+		if v, ok := sc.Weights[n]; ok {
+			w = fmt.Sprint(v)
+		} else if sc.Weighted() {
+			w = "100"
+		}
+		b := newBackend(n, h.NS, h.IP, r.env.VIP(), w)
+		if err := b.start(); err != nil {
+			return nil, err
+		}
+		r.backends[n] = b
+	}
+	defer func() {
+		for _, b := range r.backends {
+			b.stop()
+		}
+	}()
+	r.cfgPath = filepath.Join(r.out, "lb.yaml")
+	if err := r.writeConfig(); err != nil {
+		return nil, err
+	}
+	r.tr = &traffic{ns: r.env.ClientNS(), clients: r.env.ClientAddrs(), vip: r.env.VIP(), start: time.Now(), backends: r.backends}
+	if err := r.startController(ctx); err != nil {
+		return nil, err
+	}
+	defer r.stopController()
+	r.progress("controller ready: %s", r.ringLine(r.currentRing(ctx)))
+
+	pctx, stopPoll := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); r.pollRing(pctx) }()
+	go func() { defer wg.Done(); r.tr.pinger(pctx, 500*time.Millisecond) }()
+	defer func() { stopPoll(); wg.Wait(); r.tr.closeAll() }()
+
+	res := &Result{Scenario: sc.Name, File: sc.file, Topology: r.env.Name(), Env: r.env.Describe(), Started: r.tr.start, Backends: names}
+	startCounters, _ := r.env.Counters(ctx)
+	for i := range sc.Steps {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		st := &sc.Steps[i]
+		r.rmu.Lock()
+		r.step = i
+		r.rmu.Unlock()
+		r.tr.setStep(i)
+		sr := &StepResult{Index: i, Name: st.Name, Start: r.tr.since()}
+		r.progress("step %d/%d %q: %s for %s at %g/s (mix tcp %g udp %g frag %g, keep %g)", i+1, len(sc.Steps), st.Name,
+			faultList(st.Faults), st.Traffic.Duration.D(), st.Traffic.Rate, st.Traffic.Mix.TCP, st.Traffic.Mix.UDP, st.Traffic.Mix.Frag, st.Traffic.Keep)
+		before, _ := r.env.Counters(ctx)
+		var fw sync.WaitGroup
+		stepStart := time.Now()
+		for _, f := range st.Faults {
+			fw.Add(1)
+			go func() {
+				defer fw.Done()
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(stepStart.Add(f.At.D()))):
+				}
+				r.inject(ctx, i, f)
+			}()
+		}
+		rng := rand.New(rand.NewPCG(r.opts.Seed, uint64(i)))
+		r.tr.run(ctx, i, st.Traffic, rng)
+		fw.Wait()
+		r.tr.ping()
+		sr.End = r.tr.since()
+		after, _ := r.env.Counters(ctx)
+		sr.DatapathPackets, sr.DatapathNew = r.counterDelta(before, after)
+		r.rmu.Lock()
+		sr.Notes = r.notes[i]
+		r.rmu.Unlock()
+		res.Steps = append(res.Steps, sr)
+		r.evaluate(ctx, res, sr)
+		for _, c := range sr.Checks {
+			mark := "PASS"
+			if !c.OK {
+				mark = "FAIL"
+			}
+			r.progress("  %s %-11s %s", mark, c.Name, c.Msg)
+		}
+		if r.opts.Progress != nil {
+			writeStepTable(r.opts.Progress, sr, false)
+		}
+	}
+	end, _ := r.env.Counters(ctx)
+	res.Datapaths = map[string]uint64{}
+	for k, v := range end.Packets {
+		res.Datapaths[k] = v - startCounters.Packets[k]
+	}
+	res.Took = r.tr.since()
+	r.rmu.Lock()
+	res.Faults = append([]FaultEvent(nil), r.faults...)
+	res.Rings = append([]RingState(nil), r.rings...)
+	r.rmu.Unlock()
+	r.tr.mu.Lock()
+	res.Flows = append([]Flow(nil), r.tr.flows...)
+	r.tr.mu.Unlock()
+	return res, nil
+}
+
+func faultList(fs []Fault) string {
+	if len(fs) == 0 {
+		return "no faults"
+	}
+	var s []string
+	for _, f := range fs {
+		x := f.String()
+		if f.At > 0 {
+			x += " at +" + f.At.D().String()
+		}
+		s = append(s, x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (r *runner) counterDelta(a, b Counters) (map[string]uint64, map[string]uint64) {
+	pk := map[string]uint64{}
+	for k, v := range b.Packets {
+		pk[k] = v - a.Packets[k]
+	}
+	ids := map[uint32]string{}
+	r.rmu.Lock()
+	for _, rs := range r.rings {
+		for n, v := range rs.Backends {
+			ids[v.ID] = n
+		}
+	}
+	r.rmu.Unlock()
+	nc := map[string]uint64{}
+	for id, v := range b.NewConns {
+		if n, ok := ids[id]; ok {
+			nc[n] += v - a.NewConns[id]
+		}
+	}
+	return pk, nc
+}
+
+// writeConfig writes lb.yaml: the scenario's service with the topology's
+// addresses, without removed backends.
+func (r *runner) writeConfig() error {
+	data, err := r.config()
+	if err != nil {
+		return err
+	}
+	if _, err := compiler.Load(r.cfgPath, data); err != nil {
+		return fmt.Errorf("scenario %s: the service does not compile: %w", r.sc.file, err)
+	}
+	tmp := r.cfgPath + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, r.cfgPath)
+}
+
+func (r *runner) config() ([]byte, error) {
+	raw, err := yaml.Marshal(r.sc.Service)
+	if err != nil {
+		return nil, err
+	}
+	var svc map[string]any
+	if err := yaml.Unmarshal(raw, &svc); err != nil {
+		return nil, err
+	}
+	svc["vip"] = r.env.VIP().String()
+	if hc, ok := svc["healthCheck"].(map[string]any); ok {
+		if _, ok := hc["port"]; !ok {
+			hc["port"] = HealthPort
+		}
+	}
+	hosts := r.env.Hosts()
+	idx := map[string]int{}
+	for i, n := range r.sc.BackendNames() {
+		idx[n] = i
+	}
+	groups, _ := svc["backends"].([]any)
+	var keptGroups []any
+	for _, g := range groups {
+		gm, _ := g.(map[string]any)
+		eps, _ := gm["endpoints"].([]any)
+		var keptEps []any
+		for _, e := range eps {
+			em, _ := e.(map[string]any)
+			n, _ := em["name"].(string)
+			if r.removed[n] {
+				continue
+			}
+			h := hosts[idx[n]]
+			em["ip"] = h.IP.String()
+			if h.MAC != "" {
+				em["mac"] = h.MAC
+			}
+			keptEps = append(keptEps, em)
+		}
+		if len(keptEps) == 0 {
+			continue
+		}
+		gm["endpoints"] = keptEps
+		keptGroups = append(keptGroups, gm)
+	}
+	svc["backends"] = keptGroups
+	doc := map[string]any{
+		"tunnel":   map[string]any{"sourceIPv4": r.env.TunnelSource().String()},
+		"services": []any{svc},
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	head := fmt.Sprintf("# Generated by the scenario testbench from %s for the %s topology.\n", r.sc.file, r.env.Name())
+	return append([]byte(head), out...), nil
+}
+
+func (r *runner) startController(ctx context.Context) error {
+	tgts, err := r.env.OpenTargets(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := controller.New(controller.Options{
+		ConfigPath: r.cfgPath, Targets: tgts, Logger: r.log,
+		Prober:        &health.NetProber{Dialer: nsDialer{r.env.ProbeNS()}},
+		Debounce:      50 * time.Millisecond,
+		WatchInterval: -1, VerifyInterval: -1, RetryInterval: 500 * time.Millisecond,
+	})
+	if err != nil {
+		closeTargets(tgts)
+		return err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(cctx) }()
+	select {
+	case <-c.Ready():
+	case err := <-done:
+		cancel()
+		closeTargets(tgts)
+		if err == nil {
+			err = errors.New("stopped before it was ready")
+		}
+		return fmt.Errorf("controller: %w (log: %s)", err, r.logf.Name())
+	case <-time.After(30 * time.Second):
+		cancel()
+		<-done
+		closeTargets(tgts)
+		return fmt.Errorf("controller not ready within 30 s (log: %s)", r.logf.Name())
+	}
+	r.cmu.Lock()
+	r.ctrl, r.tgts, r.stopC, r.doneC = c, tgts, cancel, done
+	r.cmu.Unlock()
+	return nil
+}
+
+func (r *runner) stopController() {
+	r.cmu.Lock()
+	c, tgts, stop, done := r.ctrl, r.tgts, r.stopC, r.doneC
+	r.ctrl, r.tgts, r.stopC, r.doneC = nil, nil, nil, nil
+	r.cmu.Unlock()
+	if c == nil {
+		return
+	}
+	stop()
+	<-done
+	closeTargets(tgts)
+}
+
+func closeTargets(ts []targets.Target) {
+	for _, t := range ts {
+		t.Close()
+	}
+}
+
+// currentRing reads the controller's status.
+func (r *runner) currentRing(ctx context.Context) (RingState, bool) {
+	r.cmu.Lock()
+	c := r.ctrl
+	r.cmu.Unlock()
+	if c == nil {
+		return RingState{}, false
+	}
+	st := c.Status(ctx)
+	for _, s := range st.Services {
+		if s.Name != r.sc.ServiceName() {
+			continue
+		}
+		rs := RingState{T: r.tr.since(), Eligible: append([]string(nil), s.Eligible...), Decision: s.Decision, Rule: s.Rule, Backends: map[string]BackendView{}}
+		sort.Strings(rs.Eligible)
+		for _, b := range s.Backends {
+			rs.Backends[b.Name] = BackendView{ID: b.ID, Share: b.RingShare, Healthy: b.Healthy, Weight: b.Weight, Draining: b.Draining}
+		}
+		return rs, true
+	}
+	return RingState{}, false
+}
+
+func (r *runner) pollRing(ctx context.Context) {
+	tk := time.NewTicker(50 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		if rs, ok := r.currentRing(ctx); ok {
+			r.rmu.Lock()
+			rs.Step = r.step
+			if n := len(r.rings); n == 0 || !r.rings[n-1].sameAs(rs) {
+				r.rings = append(r.rings, rs)
+				r.rmu.Unlock()
+				if len(r.rings) > 1 {
+					r.progress("  ring changed: %s", r.ringLine(rs, true))
+				}
+			} else {
+				r.rmu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+	}
+}
+
+func (r *runner) ringLine(rs RingState, ok bool) string {
+	if !ok {
+		return "no status"
+	}
+	var parts []string
+	for _, n := range r.sc.BackendNames() {
+		v, ok := rs.Backends[n]
+		if !ok {
+			continue
+		}
+		h := ""
+		if !v.Healthy {
+			h = " unhealthy"
+		}
+		if v.Draining {
+			h += " draining"
+		}
+		w := ""
+		if r.sc.Weighted() {
+			w = fmt.Sprintf(" w%d", v.Weight)
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f%%%s%s", n, 100*v.Share, w, h))
+	}
+	return fmt.Sprintf("%s (%s %s)", strings.Join(parts, ", "), rs.Decision, rs.Rule)
+}
+
+// inject applies one fault.
+func (r *runner) inject(ctx context.Context, step int, f Fault) {
+	ev := FaultEvent{Step: step, T: r.tr.since(), Fault: f.String(), Kind: f.Kind(), Backend: f.Backend()}
+	start := time.Now()
+	var err error
+	b := r.backends[f.Backend()]
+	switch f.Kind() {
+	case "fail":
+		b.setStatus(503)
+	case "down":
+		b.stop()
+	case "recover":
+		b.setStatus(200)
+		if b.isDown() {
+			err = b.start()
+		}
+	case "weight":
+		ev.To = f.Weight.To
+		b.setWeight(f.Weight.To)
+	case "remove":
+		r.cfgMu.Lock()
+		r.removed[f.Remove] = true
+		err = r.writeConfig()
+		r.cfgMu.Unlock()
+		if err == nil {
+			r.cmu.Lock()
+			c := r.ctrl
+			r.cmu.Unlock()
+			if c == nil {
+				err = errors.New("no controller running")
+			} else {
+				err = c.Reload(ctx)
+			}
+		}
+	case "restart":
+		switch f.Restart {
+		case "controller":
+			r.stopController()
+			err = r.startController(ctx)
+			ev.Took = time.Since(start)
+			ev.Note = fmt.Sprintf("controller stopped and started again in %s (read back, then pushed the difference)", ev.Took.Round(time.Millisecond))
+		case "switch":
+			err = r.env.RestartSwitch(ctx)
+			ev.Took = time.Since(start)
+			if errors.Is(err, ErrNoSwitch) {
+				ev.Note = fmt.Sprintf("skipped: %v (the %s topology runs the XDP datapath alone)", err, r.env.Name())
+				err = nil
+			} else if err == nil {
+				ev.Note = fmt.Sprintf("switch restarted and reprogrammed in %s", ev.Took.Round(time.Millisecond))
+			}
+		}
+	}
+	if err != nil {
+		ev.Err = err.Error()
+	}
+	r.rmu.Lock()
+	r.faults = append(r.faults, ev)
+	if ev.Note != "" {
+		r.notes[step] = append(r.notes[step], ev.Fault+": "+ev.Note)
+	}
+	r.rmu.Unlock()
+	switch {
+	case ev.Err != "":
+		r.progress("  fault %s: ERROR %s", ev.Fault, ev.Err)
+	case ev.Note != "":
+		r.progress("  fault %s: %s", ev.Fault, ev.Note)
+	default:
+		r.progress("  fault %s", ev.Fault)
+	}
+}
