@@ -28,8 +28,10 @@ type replayTarget struct {
 
 // replayTargets lists the datapaths by --target name.
 var replayTargets = map[string]*replayTarget{
-	"sim": {Usage: "the reference datapath in Go (targets/sim)", Open: openSim},
-	"xdp": {Usage: "the XDP program's test build, packets run with BPF_PROG_TEST_RUN (root)", Open: openXDPReplay},
+	"sim":    {Usage: "the reference datapath in Go (targets/sim)", Open: openSim},
+	"xdp":    {Usage: "the XDP program's test build, packets run with BPF_PROG_TEST_RUN (root)", Open: openXDPReplay},
+	"bmv2":   {Usage: "a live BMv2 simple_switch_grpc running p4/lb.p4, started in its own network namespace; packets on veth ports (root)", Open: openBMv2Replay},
+	"sim-p4": {Usage: "the reference datapath as the P4 switch runs it (lb.p4's register conntrack geometry, fallback): what --target bmv2 must print", Open: openSimP4},
 }
 
 var fallbackFlag = &cli.BoolFlag{Name: "fallback", Usage: "sim: P4-switch semantics: fragments and protocols other than TCP/UDP go to the fallback port"}
@@ -82,7 +84,7 @@ testbench/testdata are such tests: run them against any --target.
    lbc replay -c lb.yaml --trace t.jsonl`,
 	Flags: []cli.Flag{configFlag, healthFlag,
 		&cli.StringFlag{Name: "trace", Aliases: []string{"t"}, Required: true, Usage: "trace `FILE` (JSON Lines; - for stdin)"},
-		replayTargetFlag, fallbackFlag,
+		replayTargetFlag, fallbackFlag, bmv2ClockFlag,
 		&cli.BoolFlag{Name: "summary-only", Usage: "print only the summary"},
 	},
 	Action: func(c *cli.Context) error {

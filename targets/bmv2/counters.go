@@ -17,6 +17,14 @@ var dropReasons = map[int64]string{
 	4: "no-fallback-port",
 }
 
+// DropReason names a cell of lb.p4's drops counter.
+func DropReason(index int64) string {
+	if r, ok := dropReasons[index]; ok {
+		return r
+	}
+	return fmt.Sprintf("reason-%d", index)
+}
+
 var _ targets.CounterTarget = (*Target)(nil)
 
 // Counters reads lb.p4's counters for the services and backends the switch

@@ -25,6 +25,9 @@ type Options struct {
 	// switch must already run lb.p4; its P4Info is read from it.
 	P4InfoPath       string
 	DeviceConfigPath string
+	// P4Info (text format) and DeviceConfig are the same as bytes, used
+	// when the paths are empty (e.g. the outputs embedded by package p4).
+	P4Info, DeviceConfig []byte
 	// Name overrides the target's name in output.
 	Name string
 }
@@ -79,19 +82,23 @@ func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error)
 		t.name = "bmv2 " + opts.Addr
 	}
 	var schema *runtime.Schema
-	if opts.P4InfoPath != "" && !opts.ReadOnly {
-		raw, err := os.ReadFile(opts.P4InfoPath)
-		if err != nil {
-			return nil, err
+	if (opts.P4InfoPath != "" || opts.P4Info != nil) && !opts.ReadOnly {
+		raw, src := opts.P4Info, "P4Info"
+		if opts.P4InfoPath != "" {
+			var err error
+			if raw, err = os.ReadFile(opts.P4InfoPath); err != nil {
+				return nil, err
+			}
+			src = opts.P4InfoPath
 		}
 		info, err := runtime.ParseP4Info(raw)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", opts.P4InfoPath, err)
+			return nil, fmt.Errorf("%s: %w", src, err)
 		}
 		if schema, err = runtime.NewSchema(info); err != nil {
-			return nil, fmt.Errorf("%s: %w", opts.P4InfoPath, err)
+			return nil, fmt.Errorf("%s: %w", src, err)
 		}
-		var devcfg []byte
+		devcfg := opts.DeviceConfig
 		if opts.DeviceConfigPath != "" {
 			if devcfg, err = os.ReadFile(opts.DeviceConfigPath); err != nil {
 				return nil, err

@@ -1,0 +1,288 @@
+package bmv2live
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/runtime"
+	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/targets/bmv2"
+	"github.com/lbc-dev/lbc/targets/xdp"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+)
+
+type p4Update = p4v1.Update
+
+func modify(e *p4v1.TableEntry) *p4v1.Update {
+	return &p4v1.Update{Type: p4v1.Update_MODIFY, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: e}}}
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// counterIDs are lb.p4's counters this package reads.
+type counterIDs struct {
+	newConns, drops         uint32
+	newConnsSize, dropsSize int64
+}
+
+func lookupCounters(sc *runtime.Schema) (counterIDs, error) {
+	var c counterIDs
+	for _, x := range []struct {
+		name string
+		id   *uint32
+		size *int64
+	}{{"service_new_conns", &c.newConns, &c.newConnsSize}, {"drops", &c.drops, &c.dropsSize}} {
+		ct, err := sc.Counter(x.name)
+		if err != nil {
+			return c, err
+		}
+		*x.id, *x.size = ct.Preamble.Id, ct.Size
+	}
+	return c, nil
+}
+
+func (s *Switch) readNewConns(ctx context.Context, svc uint32) (int64, error) {
+	s.stats.CounterReads++
+	idx := int64(svc) % s.ctrs.newConnsSize
+	ents, err := s.tgt.Client().Read(ctx, &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{
+		CounterId: s.ctrs.newConns, Index: &p4v1.Index{Index: idx}}}})
+	if err != nil {
+		return 0, fmt.Errorf("read service_new_conns[%d]: %w", idx, err)
+	}
+	for _, e := range ents {
+		if ce := e.GetCounterEntry(); ce != nil && ce.GetIndex().GetIndex() == idx {
+			return ce.GetData().GetPacketCount(), nil
+		}
+	}
+	return 0, fmt.Errorf("read service_new_conns[%d]: no such cell in the answer", idx)
+}
+
+func (s *Switch) readDrops(ctx context.Context) (map[int64]int64, error) {
+	s.stats.CounterReads++
+	cells, err := s.tgt.Client().ReadCounter(ctx, s.ctrs.drops)
+	if err != nil {
+		return nil, fmt.Errorf("read drops: %w", err)
+	}
+	m := map[int64]int64{}
+	for _, c := range cells {
+		m[c.Index] = c.Packets
+	}
+	return m, nil
+}
+
+// Process implements targets.PacketTarget: it maps now onto the switch's
+// clock (see Clock), injects the packet and reports what came out.
+func (s *Switch) Process(ctx context.Context, pkt targets.Packet, now time.Duration) (targets.Verdict, error) {
+	if err := s.clock(ctx, now); err != nil {
+		return targets.Verdict{}, err
+	}
+	return s.run(ctx, pkt, s.opts.Wait)
+}
+
+func (s *Switch) clock(ctx context.Context, now time.Duration) error {
+	if !s.started {
+		s.started = true
+		s.anchor = time.Now().Add(-now)
+		s.first, s.firstReal = now, time.Now()
+	}
+	switch s.opts.Clock {
+	case ClockPaced:
+		d := time.Until(s.anchor.Add(now))
+		if d <= 0 {
+			s.stats.MaxLag = max(s.stats.MaxLag, -d)
+			return nil
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case ClockFree:
+		if s.minIdle == 0 {
+			return nil
+		}
+		if span := now - s.first; span >= s.minIdle {
+			return fmt.Errorf("free clock: the trace spans %s, not less than the idle timeout %s of service %q: conntrack would age in the trace but not on the switch; use the paced clock", span, s.minIdle, s.svcName)
+		}
+		if run := time.Since(s.firstReal); run >= s.minIdle-time.Second {
+			return fmt.Errorf("free clock: the run has taken %s, close to the idle timeout %s of service %q: entries could age on the switch but not in the trace; use the paced clock", run.Round(time.Millisecond), s.minIdle, s.svcName)
+		}
+	}
+	return nil
+}
+
+// run injects one packet and waits up to wait for its fate.
+func (s *Switch) run(ctx context.Context, pkt targets.Packet, wait time.Duration) (targets.Verdict, error) {
+	frame, err := xdp.BuildPacket(pkt)
+	if err != nil {
+		// No frame can carry it (the XDP replay reports the same).
+		return targets.Verdict{Action: targets.Drop, DropReason: targets.DropMalformed}, nil
+	}
+	s.stats.Packets++
+	// Where the switch will look: the VIP tables hold the IR's VIP rows,
+	// and only unfragmented TCP and UDP reach them (the rest falls back).
+	var svc *compiler.ServiceRow
+	if !pkt.Fragmented() && (pkt.Proto == compiler.IPProtoTCP || pkt.Proto == compiler.IPProtoUDP) {
+		if v, ok := s.ir.Lookup(pkt.Dst, pkt.Proto, pkt.DstPort); ok {
+			svc = s.ir.Service(v.ServiceID)
+		}
+	}
+	if svc != nil {
+		if _, ok := s.newConns[svc.ID]; !ok {
+			n, err := s.readNewConns(ctx, svc.ID)
+			if err != nil {
+				return targets.Verdict{}, err
+			}
+			s.newConns[svc.ID] = n
+		}
+	}
+	// Anything still queued is nobody's outcome.
+	for {
+		if _, _, ok := s.io.read(); !ok {
+			break
+		}
+		s.stats.Strays++
+	}
+	if err := s.io.send(frame); err != nil {
+		return targets.Verdict{}, fmt.Errorf("inject on port %d: %w", PortClient, err)
+	}
+	deadline := time.Now().Add(wait)
+	step := time.Millisecond
+	for {
+		f, port, ok, err := s.io.recv(step)
+		if err != nil {
+			return targets.Verdict{}, err
+		}
+		if ok {
+			v, matched, err := s.classify(ctx, pkt, svc, frame, f, port)
+			if err != nil {
+				return v, err
+			}
+			if matched {
+				return v, nil
+			}
+			s.stats.Strays++
+			continue
+		}
+		// Nothing yet: dropped, or still in the switch?
+		drops, err := s.readDrops(ctx)
+		if err != nil {
+			return targets.Verdict{}, err
+		}
+		for idx, n := range drops {
+			if n > s.drops[idx] {
+				s.drops = drops
+				v := targets.Verdict{Action: targets.Drop, DropReason: bmv2.DropReason(idx)}
+				if svc != nil {
+					v.ServiceID, v.Service = svc.ID, svc.Name
+					v.CT = notHit(pkt, svc)
+				}
+				return v, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return targets.Verdict{}, fmt.Errorf("packet %v → %v proto %d: nothing left the switch and no drop was counted within %s", pkt.Src, pkt.Dst, pkt.Proto, wait)
+		}
+		step = min(2*step, 50*time.Millisecond)
+	}
+}
+
+// notHit is the conntrack outcome of a packet that did not hit: R-CT-3
+// untracked, R-CT-1/2 new, else a miss.
+func notHit(pkt targets.Packet, svc *compiler.ServiceRow) string {
+	if svc.Classes[compiler.ClassOf(pkt.Proto)].Track == compiler.TupleNone {
+		return targets.CTUntracked
+	}
+	if pkt.IsSYN() && svc.SynNew {
+		return targets.CTNew
+	}
+	return targets.CTMiss
+}
+
+// classify reads one frame that left port port after in was injected.
+// matched is false for a frame that is not in's outcome.
+func (s *Switch) classify(ctx context.Context, pkt targets.Packet, svc *compiler.ServiceRow, in, f []byte, port int) (targets.Verdict, bool, error) {
+	ip := in[14:]
+	switch port {
+	case PortFallback:
+		if bytes.Equal(f, in) {
+			return targets.Verdict{Action: targets.Fallback}, true, nil
+		}
+		return targets.Verdict{}, false, nil
+	case PortClient:
+		if len(f) > 14 && bytes.Equal(f[14:], ip) {
+			return targets.Verdict{}, false, fmt.Errorf("packet %v → %v came back out of the client port", pkt.Src, pkt.Dst)
+		}
+		return targets.Verdict{}, false, nil
+	}
+	if len(f) < 14 {
+		return targets.Verdict{}, false, nil
+	}
+	var outer netip.Addr
+	switch et := binary.BigEndian.Uint16(f[12:]); {
+	case et == 0x0800 && len(f) >= 34 && (f[23] == compiler.IPProtoIPIP || f[23] == compiler.IPProtoIPv6) && bytes.Equal(f[34:], ip):
+		outer = netip.AddrFrom4([4]byte(f[30:34]))
+	case et == 0x86dd && len(f) >= 54 && (f[20] == compiler.IPProtoIPIP || f[20] == compiler.IPProtoIPv6) && bytes.Equal(f[54:], ip):
+		outer = netip.AddrFrom16([16]byte(f[38:54]))
+	case bytes.Equal(f[12:], in[12:]) && bytes.Equal(f[6:12], in[6:12]):
+		// The packet itself: routed (not ours), or L2 DSR.
+		mac := [6]byte(f[0:6])
+		if mac == NextHopMAC {
+			return targets.Verdict{Action: targets.NotOurs}, true, nil
+		}
+		if svc == nil || svc.Encap != compiler.EncapKindL2DSR {
+			return targets.Verdict{}, false, fmt.Errorf("packet %v → %v left with destination MAC %x, neither the next hop's nor an L2 DSR service's", pkt.Src, pkt.Dst, mac)
+		}
+		return s.forward(ctx, pkt, svc, func(b *compiler.BackendRow) bool { return b.MAC == mac }, fmt.Sprintf("MAC %x", mac))
+	default:
+		return targets.Verdict{}, false, nil
+	}
+	if svc == nil {
+		return targets.Verdict{}, false, fmt.Errorf("packet %v → %v was encapsulated to %v, but the tables hold no service for it", pkt.Src, pkt.Dst, outer)
+	}
+	return s.forward(ctx, pkt, svc, func(b *compiler.BackendRow) bool { return b.IP.Unmap() == outer }, outer.String())
+}
+
+// forward names the backend a forwarded packet went to and reads the
+// service's new-connections cell to tell a hit from a new entry.
+func (s *Switch) forward(ctx context.Context, pkt targets.Packet, svc *compiler.ServiceRow, is func(*compiler.BackendRow) bool, where string) (targets.Verdict, bool, error) {
+	var be *compiler.BackendRow
+	for i := range s.ir.Backends {
+		b := &s.ir.Backends[i]
+		if b.ServiceID == svc.ID && is(b) {
+			if be != nil {
+				return targets.Verdict{}, false, fmt.Errorf("service %q: backends %q and %q both have %s: the switch's choice is ambiguous", svc.Name, be.Name, b.Name, where)
+			}
+			be = b
+		}
+	}
+	if be == nil {
+		return targets.Verdict{}, false, fmt.Errorf("packet %v → %v went to %s, no backend of service %q", pkt.Src, pkt.Dst, where, svc.Name)
+	}
+	v := targets.Verdict{Action: targets.Forward, ServiceID: svc.ID, Service: svc.Name, BackendID: be.ID, Backend: be.Name}
+	n, err := s.readNewConns(ctx, svc.ID)
+	if err != nil {
+		return v, false, err
+	}
+	created := n - s.newConns[svc.ID]
+	s.newConns[svc.ID] = n
+	tracked := svc.Classes[compiler.ClassOf(pkt.Proto)].Track != compiler.TupleNone
+	switch {
+	case !tracked && created == 0:
+		v.CT = targets.CTUntracked
+	case tracked && created == 0:
+		v.CT = targets.CTHit
+	case tracked && created == 1:
+		v.CT = notHit(pkt, svc)
+	default:
+		return v, false, fmt.Errorf("service %q: %d new connections counted for one packet (tracked: %v)", svc.Name, created, tracked)
+	}
+	return v, true, nil
+}
