@@ -48,6 +48,10 @@ type Datapath struct {
 	// Bench build only.
 	Bench, BenchPass *ebpf.Program
 	test             bool
+
+	// Slots of service and backend rows in their arrays (slots.go),
+	// loaded from the maps on first use.
+	svcSlots, beSlots *slots
 }
 
 type objects struct {

@@ -14,15 +14,20 @@
 //
 // Maps (layouts in bpf/lb.c and tables.go):
 //
-//	vips           hash   {addr[16] (IPv4 mapped), port, proto, kind} → service id
-//	services       hash   service id → ring size, active half, epoch, idle timeout, flags, class policies
-//	rings          hash   {service id, half<<31 | slot} → backend id (both halves)
-//	backends       hash   backend id → address, MAC, flags (healthy, draining), service id
-//	conntrack      LRU    {service id, tuple kind, family, proto, ports, addresses} → {backend, epoch, last seen ns}
+//	vips           hash   {addr[16] (IPv4 mapped), port, proto, kind} → {service id, service slot}
+//	services       array  slot → service id, ring size, active half, epoch, idle timeout, flags, class policies
+//	rings          hash   {service id, half<<31 | slot} → {backend id, backend slot} (both halves)
+//	backends       array  slot → backend id, address, MAC, flags (healthy, draining), service id
+//	conntrack      LRU    {service id, tuple kind, family, proto, ports, addresses} → {backend id and slot, epoch, last seen ns}
 //	config         array  tunnel sources, gateway MAC, egress ifindex
 //	stats          per-CPU array of global counters (see Stat*)
-//	service_stats  per-CPU hash service id → packets, bytes, new connections, drops
-//	backend_stats  per-CPU hash backend id → packets, new connections
+//	service_stats  per-CPU array, service slot → packets, bytes, new connections, drops
+//	backend_stats  per-CPU array, backend slot → packets, new connections
+//
+// Service and backend rows sit in arrays because an array lookup is
+// inlined by the verifier while a hash lookup is a call (slots.go: IDs are
+// never reused, so the loader gives rows reusable slots and every
+// reference carries the ID, which the program checks against the row).
 //
 // The test build (lbtest) adds `clock_ns` (the virtual "now") and
 // `verdicts` (the last packet's decision); production objects have neither.

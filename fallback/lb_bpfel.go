@@ -15,11 +15,12 @@ import (
 
 type lbBackend struct {
 	_       structs.HostLayout
+	Id      uint32
+	Service uint32
 	Addr    [16]uint8
 	Mac     [6]uint8
 	Family  uint8
 	Flags   uint8
-	Service uint32
 }
 
 type lbBeStats struct {
@@ -46,6 +47,8 @@ type lbCtVal struct {
 	Backend  uint32
 	Epoch    uint32
 	LastSeen uint64
+	Slot     uint32
+	Pad      uint32
 }
 
 type lbLbConfig struct {
@@ -64,8 +67,15 @@ type lbRingKey struct {
 	Slot    uint32
 }
 
+type lbRingVal struct {
+	_       structs.HostLayout
+	Backend uint32
+	Slot    uint32
+}
+
 type lbService struct {
 	_          structs.HostLayout
+	Id         uint32
 	RingSize   uint32
 	Epoch      uint32
 	IdleSec    uint32
@@ -96,6 +106,12 @@ type lbVipKey struct {
 	Port  uint16
 	Proto uint8
 	Kind  uint8
+}
+
+type lbVipVal struct {
+	_    structs.HostLayout
+	Id   uint32
+	Slot uint32
 }
 
 // Names of all BPF objects in the ELF.

@@ -15,11 +15,12 @@ import (
 
 type lbbenchBackend struct {
 	_       structs.HostLayout
+	Id      uint32
+	Service uint32
 	Addr    [16]uint8
 	Mac     [6]uint8
 	Family  uint8
 	Flags   uint8
-	Service uint32
 }
 
 type lbbenchBeStats struct {
@@ -46,6 +47,8 @@ type lbbenchCtVal struct {
 	Backend  uint32
 	Epoch    uint32
 	LastSeen uint64
+	Slot     uint32
+	Pad      uint32
 }
 
 type lbbenchLbConfig struct {
@@ -64,8 +67,15 @@ type lbbenchRingKey struct {
 	Slot    uint32
 }
 
+type lbbenchRingVal struct {
+	_       structs.HostLayout
+	Backend uint32
+	Slot    uint32
+}
+
 type lbbenchService struct {
 	_          structs.HostLayout
+	Id         uint32
 	RingSize   uint32
 	Epoch      uint32
 	IdleSec    uint32
@@ -96,6 +106,12 @@ type lbbenchVipKey struct {
 	Port  uint16
 	Proto uint8
 	Kind  uint8
+}
+
+type lbbenchVipVal struct {
+	_    structs.HostLayout
+	Id   uint32
+	Slot uint32
 }
 
 // Names of all BPF objects in the ELF.

@@ -33,10 +33,15 @@ func (dp *Datapath) ReadStats() (Stats, error) {
 			s.Global[name] += v
 		}
 	}
-	var id uint32
+	// Per-service and per-backend counters sit at their row's slot.
+	if err := dp.loadIndex(); err != nil {
+		return s, err
+	}
 	var sv []svcStats
-	it := dp.ServiceStats.Iterate()
-	for it.Next(&id, &sv) {
+	for slot, id := range dp.svcSlots.bySlot {
+		if err := dp.ServiceStats.Lookup(slot, &sv); err != nil {
+			return s, fmt.Errorf("read counters of service %d: %w", id, err)
+		}
 		var c ServiceCounters
 		for _, v := range sv {
 			c.Packets += v.Packets
@@ -46,21 +51,17 @@ func (dp *Datapath) ReadStats() (Stats, error) {
 		}
 		s.Services[id] = c
 	}
-	if err := it.Err(); err != nil {
-		return s, fmt.Errorf("read service counters: %w", err)
-	}
 	var bv []beStats
-	it = dp.BackendStats.Iterate()
-	for it.Next(&id, &bv) {
+	for slot, id := range dp.beSlots.bySlot {
+		if err := dp.BackendStats.Lookup(slot, &bv); err != nil {
+			return s, fmt.Errorf("read counters of backend %d: %w", id, err)
+		}
 		var c BackendCounters
 		for _, v := range bv {
 			c.Packets += v.Packets
 			c.NewConns += v.NewConns
 		}
 		s.Backends[id] = c
-	}
-	if err := it.Err(); err != nil {
-		return s, fmt.Errorf("read backend counters: %w", err)
 	}
 	return s, nil
 }

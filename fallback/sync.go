@@ -23,6 +23,11 @@ type ApplyResult struct {
 // order holds. On error, what was written stays written.
 func (dp *Datapath) Apply(changes []compiler.Change) (ApplyResult, error) {
 	var res ApplyResult
+	if err := dp.index(); err != nil {
+		return res, err
+	}
+	defer dp.svcSlots.endApply()
+	defer dp.beSlots.endApply()
 	for i := 0; i < len(changes); {
 		c := changes[i]
 		if c.Ring != nil {
@@ -53,13 +58,13 @@ const batchSize = 8192
 
 func (dp *Datapath) applyRings(run []compiler.Change, del bool, res *ApplyResult) error {
 	keys := make([]ringKey, len(run))
-	vals := make([]uint32, len(run))
+	vals := make([]ringVal, len(run))
 	for k, c := range run {
 		key, err := encodeRingKey(c.Ring)
 		if err != nil {
 			return err
 		}
-		keys[k], vals[k] = key, c.Ring.BackendID
+		keys[k], vals[k] = key, ringVal{Backend: c.Ring.BackendID, Slot: dp.beSlots.get(c.Ring.BackendID)}
 	}
 	var err error
 	if del {
@@ -105,36 +110,69 @@ func (dp *Datapath) applyOne(c compiler.Change) error {
 		if del {
 			return ignoreMissing(dp.Vips.Delete(&k))
 		}
-		return dp.Vips.Put(&k, c.VIP.ServiceID)
+		return dp.Vips.Put(&k, vipVal{Id: c.VIP.ServiceID, Slot: dp.svcSlots.get(c.VIP.ServiceID)})
 	case c.Service != nil:
 		id := c.Service.ID
+		if id == 0 {
+			return fmt.Errorf("service %q: ID 0 is reserved", c.Service.Name)
+		}
 		if del {
-			if err := ignoreMissing(dp.Services.Delete(id)); err != nil {
+			if slot, ok := dp.svcSlots.free(id); ok {
+				return dp.Services.Put(slot, &serviceVal{})
+			}
+			return nil
+		}
+		slot, fresh, err := dp.svcSlots.alloc(id)
+		if err != nil {
+			return fmt.Errorf("services table: %w", err)
+		}
+		if fresh {
+			// The slot's counters may be a previous service's.
+			if err := dp.ServiceStats.Put(slot, make([]svcStats, possibleCPUs())); err != nil {
+				dp.svcSlots.free(id)
 				return err
 			}
-			return ignoreMissing(dp.ServiceStats.Delete(id))
 		}
 		v := encodeService(c.Service)
-		if err := dp.Services.Put(id, &v); err != nil {
+		if err := dp.Services.Put(slot, &v); err != nil {
+			if fresh {
+				dp.svcSlots.free(id)
+			}
 			return err
 		}
-		return ignoreExists(dp.ServiceStats.Update(id, make([]svcStats, possibleCPUs()), ebpf.UpdateNoExist))
+		return nil
 	case c.Backend != nil:
 		id := c.Backend.ID
+		if id == 0 {
+			return fmt.Errorf("backend %q: ID 0 is reserved", c.Backend.Name)
+		}
 		if del {
-			if err := ignoreMissing(dp.Backends.Delete(id)); err != nil {
-				return err
+			if slot, ok := dp.beSlots.free(id); ok {
+				return dp.Backends.Put(slot, &backendVal{})
 			}
-			return ignoreMissing(dp.BackendStats.Delete(id))
+			return nil
 		}
 		v, err := encodeBackend(c.Backend)
 		if err != nil {
 			return err
 		}
-		if err := dp.Backends.Put(id, &v); err != nil {
+		slot, fresh, err := dp.beSlots.alloc(id)
+		if err != nil {
+			return fmt.Errorf("backends table: %w", err)
+		}
+		if fresh {
+			if err := dp.BackendStats.Put(slot, make([]beStats, possibleCPUs())); err != nil {
+				dp.beSlots.free(id)
+				return err
+			}
+		}
+		if err := dp.Backends.Put(slot, &v); err != nil {
+			if fresh {
+				dp.beSlots.free(id)
+			}
 			return err
 		}
-		return ignoreExists(dp.BackendStats.Update(id, make([]beStats, possibleCPUs()), ebpf.UpdateNoExist))
+		return nil
 	}
 	return fmt.Errorf("change with no row")
 }
@@ -154,50 +192,41 @@ func ignoreMissing(err error) error {
 	return err
 }
 
-func ignoreExists(err error) error {
-	if errors.Is(err, ebpf.ErrKeyExist) {
-		return nil
-	}
-	return err
-}
-
 // ReadTables returns the datapath fields of the four tables as the kernel
 // holds them (names and informational fields are not in the maps).
 func (dp *Datapath) ReadTables() (*compiler.IR, error) {
 	ir := &compiler.IR{}
 	{
 		var k vipKey
-		var v uint32
+		var v vipVal
 		it := dp.Vips.Iterate()
 		for it.Next(&k, &v) {
-			ir.VIPs = append(ir.VIPs, compiler.VIPRow{Key: decodeVIPKey(k), ServiceID: v})
+			ir.VIPs = append(ir.VIPs, compiler.VIPRow{Key: decodeVIPKey(k), ServiceID: v.Id})
 		}
 		if err := it.Err(); err != nil {
 			return nil, fmt.Errorf("read vips: %w", err)
 		}
 	}
-	{
-		var k uint32
-		var v serviceVal
-		it := dp.Services.Iterate()
-		for it.Next(&k, &v) {
-			ir.Services = append(ir.Services, decodeService(k, v))
+	// The arrays' rows with an ID are the rows; reading them also
+	// refreshes the slot index (another process may have written).
+	svc, be := newSlots(dp.Services.MaxEntries()), newSlots(dp.Backends.MaxEntries())
+	if err := scanArray(dp.Services, func(slot uint32, v *serviceVal) {
+		if v.Id != 0 {
+			ir.Services = append(ir.Services, decodeService(*v))
+			svc.byID[v.Id], svc.bySlot[slot] = slot, v.Id
 		}
-		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("read services: %w", err)
-		}
+	}); err != nil {
+		return nil, fmt.Errorf("read services: %w", err)
 	}
-	{
-		var k uint32
-		var v backendVal
-		it := dp.Backends.Iterate()
-		for it.Next(&k, &v) {
-			ir.Backends = append(ir.Backends, decodeBackend(k, v))
+	if err := scanArray(dp.Backends, func(slot uint32, v *backendVal) {
+		if v.Id != 0 {
+			ir.Backends = append(ir.Backends, decodeBackend(*v))
+			be.byID[v.Id], be.bySlot[slot] = slot, v.Id
 		}
-		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("read backends: %w", err)
-		}
+	}); err != nil {
+		return nil, fmt.Errorf("read backends: %w", err)
 	}
+	dp.svcSlots, dp.beSlots = svc, be
 	rings, err := dp.readRings()
 	if err != nil {
 		return nil, err
@@ -211,7 +240,8 @@ func (dp *Datapath) ReadTables() (*compiler.IR, error) {
 
 func (dp *Datapath) readRings() ([]compiler.RingRows, error) {
 	byService := map[uint32]*compiler.RingRows{}
-	add := func(k ringKey, v uint32) {
+	add := func(k ringKey, rv ringVal) {
+		v := rv.Backend
 		r := byService[k.Service]
 		if r == nil {
 			r = &compiler.RingRows{ServiceID: k.Service}
@@ -225,7 +255,7 @@ func (dp *Datapath) readRings() ([]compiler.RingRows, error) {
 		(*h)[slot] = v
 	}
 	keys := make([]ringKey, batchSize)
-	vals := make([]uint32, batchSize)
+	vals := make([]ringVal, batchSize)
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := dp.Rings.BatchLookup(&cursor, keys, vals, nil)
@@ -237,7 +267,7 @@ func (dp *Datapath) readRings() ([]compiler.RingRows, error) {
 		}
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			var k ringKey
-			var v uint32
+			var v ringVal
 			it := dp.Rings.Iterate()
 			for it.Next(&k, &v) {
 				add(k, v)

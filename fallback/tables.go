@@ -11,8 +11,10 @@ import (
 // types for lb and lbtest).
 type (
 	vipKey     = lbVipKey
+	vipVal     = lbVipVal
 	serviceVal = lbService
 	ringKey    = lbRingKey
+	ringVal    = lbRingVal
 	backendVal = lbBackend
 	ctKey      = lbCtKey
 	ctVal      = lbCtVal
@@ -54,7 +56,7 @@ func decodeVIPKey(k vipKey) compiler.VIPKey {
 }
 
 func encodeService(s *compiler.ServiceRow) serviceVal {
-	v := serviceVal{RingSize: s.RingSize, Epoch: s.Epoch, IdleSec: s.IdleTimeoutSec, ActiveHalf: s.ActiveHalf, Encap: s.Encap}
+	v := serviceVal{Id: s.ID, RingSize: s.RingSize, Epoch: s.Epoch, IdleSec: s.IdleTimeoutSec, ActiveHalf: s.ActiveHalf, Encap: s.Encap}
 	if s.SynNew {
 		v.Flags |= svcSynNew
 	}
@@ -74,8 +76,8 @@ func encodeService(s *compiler.ServiceRow) serviceVal {
 	return v
 }
 
-func decodeService(id uint32, v serviceVal) compiler.ServiceRow {
-	s := compiler.ServiceRow{ID: id, RingSize: v.RingSize, Epoch: v.Epoch, IdleTimeoutSec: v.IdleSec, ActiveHalf: v.ActiveHalf, Encap: v.Encap,
+func decodeService(v serviceVal) compiler.ServiceRow {
+	s := compiler.ServiceRow{ID: v.Id, RingSize: v.RingSize, Epoch: v.Epoch, IdleTimeoutSec: v.IdleSec, ActiveHalf: v.ActiveHalf, Encap: v.Encap,
 		SynNew: v.Flags&svcSynNew != 0, NoBackends: v.Flags&svcNoBackends != 0, AllUnhealthy: v.Flags&svcAllUnhealthy != 0}
 	for c := range s.Classes {
 		s.Classes[c] = compiler.ClassPolicy{Affinity: compiler.TupleKind(v.Classes[c].Affinity), Track: compiler.TupleKind(v.Classes[c].Track), Persist: v.Classes[c].Persist != 0}
@@ -95,7 +97,7 @@ func encodeBackend(b *compiler.BackendRow) (backendVal, error) {
 	if !ip.IsValid() {
 		return backendVal{}, fmt.Errorf("backend %d %q: no IP address", b.ID, b.Name)
 	}
-	v := backendVal{Addr: addr16(ip), Mac: b.MAC, Family: 6, Service: b.ServiceID}
+	v := backendVal{Id: b.ID, Addr: addr16(ip), Mac: b.MAC, Family: 6, Service: b.ServiceID}
 	if ip.Is4() {
 		v.Family = 4
 	}
@@ -108,7 +110,7 @@ func encodeBackend(b *compiler.BackendRow) (backendVal, error) {
 	return v, nil
 }
 
-func decodeBackend(id uint32, v backendVal) compiler.BackendRow {
-	return compiler.BackendRow{ID: id, ServiceID: v.Service, IP: addrFrom16(v.Addr), MAC: v.Mac,
+func decodeBackend(v backendVal) compiler.BackendRow {
+	return compiler.BackendRow{ID: v.Id, ServiceID: v.Service, IP: addrFrom16(v.Addr), MAC: v.Mac,
 		Healthy: v.Flags&beHealthy != 0, Draining: v.Flags&beDraining != 0}
 }

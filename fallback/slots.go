@@ -1,0 +1,136 @@
+package fallback
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// noSlot marks a reference to a row the maps do not hold (a VIP of a
+// service, or a ring slot of a backend, that is absent): the program finds
+// no row there and treats it as missing, as it would a missing hash entry.
+const noSlot = ^uint32(0)
+
+// slots gives each live service or backend ID a slot (an index in its
+// array map). The compiler never reuses IDs, so IDs grow without bound
+// while the arrays do not; slots are reused. The kernel's arrays are the
+// truth (each row holds its ID, 0 in a free slot): the index is rebuilt
+// from them, so a new process finds the slots the last one gave.
+//
+// A slot freed during an Apply is not given out again before the next
+// Apply: the deletes of a diff come after every write that could still
+// point at the old row (VIPs and rings first), but a packet that read a
+// reference just before must not find a different row there.
+type slots struct {
+	size       uint32
+	byID       map[uint32]uint32 // ID → slot
+	bySlot     map[uint32]uint32 // slot → ID
+	quarantine map[uint32]bool   // slots freed in this Apply
+}
+
+func newSlots(size uint32) *slots {
+	return &slots{size: size, byID: map[uint32]uint32{}, bySlot: map[uint32]uint32{}, quarantine: map[uint32]bool{}}
+}
+
+// get returns the slot of id, or noSlot.
+func (s *slots) get(id uint32) uint32 {
+	if slot, ok := s.byID[id]; ok {
+		return slot
+	}
+	return noSlot
+}
+
+// alloc returns id's slot, giving it a free one if it has none (fresh is
+// then true). It tries id mod size first, so that IDs allocated close
+// together by concurrent writers rarely want the same slot.
+func (s *slots) alloc(id uint32) (slot uint32, fresh bool, err error) {
+	if slot, ok := s.byID[id]; ok {
+		return slot, false, nil
+	}
+	if uint32(len(s.bySlot)+len(s.quarantine)) >= s.size {
+		return 0, false, fmt.Errorf("all %d rows in use", s.size)
+	}
+	slot = id % s.size
+	for {
+		if _, used := s.bySlot[slot]; !used && !s.quarantine[slot] {
+			break
+		}
+		slot = (slot + 1) % s.size
+	}
+	s.byID[id], s.bySlot[slot] = slot, id
+	return slot, true, nil
+}
+
+// free releases id's slot (quarantined until endApply) and returns it.
+func (s *slots) free(id uint32) (uint32, bool) {
+	slot, ok := s.byID[id]
+	if !ok {
+		return 0, false
+	}
+	delete(s.byID, id)
+	delete(s.bySlot, slot)
+	s.quarantine[slot] = true
+	return slot, true
+}
+
+func (s *slots) endApply() { clear(s.quarantine) }
+
+// scanArray calls fn for every element of an array map, in batches where
+// the kernel supports them.
+func scanArray[V any](m *ebpf.Map, fn func(slot uint32, v *V)) error {
+	const chunk = 4096
+	keys := make([]uint32, chunk)
+	vals := make([]V, chunk)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := m.BatchLookup(&cursor, keys, vals, nil)
+		for i := 0; i < n; i++ {
+			fn(keys[i], &vals[i])
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			var k uint32
+			var v V
+			it := m.Iterate()
+			for it.Next(&k, &v) {
+				fn(k, &v)
+			}
+			return it.Err()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// loadIndex rebuilds the slot indexes from the service and backend arrays.
+func (dp *Datapath) loadIndex() error {
+	svc := newSlots(dp.Services.MaxEntries())
+	if err := scanArray(dp.Services, func(slot uint32, v *serviceVal) {
+		if v.Id != 0 {
+			svc.byID[v.Id], svc.bySlot[slot] = slot, v.Id
+		}
+	}); err != nil {
+		return fmt.Errorf("read services: %w", err)
+	}
+	be := newSlots(dp.Backends.MaxEntries())
+	if err := scanArray(dp.Backends, func(slot uint32, v *backendVal) {
+		if v.Id != 0 {
+			be.byID[v.Id], be.bySlot[slot] = slot, v.Id
+		}
+	}); err != nil {
+		return fmt.Errorf("read backends: %w", err)
+	}
+	dp.svcSlots, dp.beSlots = svc, be
+	return nil
+}
+
+func (dp *Datapath) index() error {
+	if dp.svcSlots != nil && dp.beSlots != nil {
+		return nil
+	}
+	return dp.loadIndex()
+}
