@@ -29,7 +29,10 @@ type Env interface {
 	// OpenTargets attaches or connects to the datapaths, for a controller;
 	// the caller closes them.
 	OpenTargets(ctx context.Context) ([]targets.Target, error)
-	// RestartSwitch restarts the P4 switch; ErrNoSwitch where there is none.
+	// HasSwitch reports whether there is a P4 switch to restart.
+	HasSwitch() bool
+	// RestartSwitch restarts the P4 switch (it comes back empty); the
+	// caller stops its controller before and starts it after.
 	RestartSwitch(ctx context.Context) error
 	// Counters reads the datapaths' counters.
 	Counters(ctx context.Context) (Counters, error)

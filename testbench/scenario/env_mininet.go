@@ -1,29 +1,549 @@
 package scenario
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+
+	"github.com/lbc-dev/lbc/fallback"
+	"github.com/lbc-dev/lbc/runtime"
+	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/targets/bmv2"
+	"github.com/lbc-dev/lbc/targets/xdp"
+	"github.com/lbc-dev/lbc/testbench/netns"
 )
 
 // ErrUnavailable wraps the reason a topology cannot run on this machine
 // (a missing program); callers skip with the reason printed.
 var ErrUnavailable = errors.New("topology unavailable")
 
+// Mininet's Python and the files the mininet topology needs.
+const (
+	systemPython = "/usr/bin/python3" // Debian's, with Debian's mininet package
+	topoScript   = "testbench/mininet/topo.py"
+	p4JSON       = "p4/build/lb.json"
+	p4Info       = "p4/build/lb.p4info.txtpb"
+)
+
+// BMv2 port numbers of the mininet topology (topo.py).
+const (
+	portClient   = 1
+	portLAN      = 2
+	portFallback = 3
+)
+
 // MininetAvailable reports why the mininet + BMv2 topology cannot run
 // here, or nil.
 func MininetAvailable() error {
+	if err := netns.Available(); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
 	if _, err := exec.LookPath("simple_switch_grpc"); err != nil {
-		return fmt.Errorf("%w: simple_switch_grpc not on PATH (install BMv2 with PI support)", ErrUnavailable)
+		return fmt.Errorf("%w: simple_switch_grpc not on PATH (install BMv2 with PI/gRPC support)", ErrUnavailable)
+	}
+	if out, err := exec.Command(systemPython, "-c", "import mininet.net").CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s cannot import mininet (apt-get install mininet): %v: %s", ErrUnavailable, systemPython, err, out)
+	}
+	for _, f := range []string{topoScript, p4JSON, p4Info} {
+		if _, err := repoFile(f); err != nil {
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
 	}
 	return nil
 }
 
-// NewMininetEnv builds the mininet topology with a BMv2 switch.
+// repoFile finds a file of the repository: from $LBC_REPO, the working
+// directory or its parents, or this source file's checkout.
+func repoFile(rel string) (string, error) {
+	var roots []string
+	if r := os.Getenv("LBC_REPO"); r != "" {
+		roots = append(roots, r)
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			roots = append(roots, d)
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	if _, src, _, ok := goruntime.Caller(0); ok {
+		roots = append(roots, filepath.Join(filepath.Dir(src), "..", ".."))
+	}
+	for _, r := range roots {
+		p := filepath.Join(r, rel)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found (run from the repository or set LBC_REPO)", rel)
+}
+
+// topoDesc is topo.py's description of the nodes.
+type topoDesc struct {
+	Error  string `json:"error"`
+	Switch struct {
+		Node  string            `json:"node"`
+		PID   int               `json:"pid"`
+		Ports map[string]string `json:"ports"`
+	} `json:"switch"`
+	Client struct {
+		Node  string   `json:"node"`
+		PID   int      `json:"pid"`
+		Intf  string   `json:"intf"`
+		MAC   string   `json:"mac"`
+		Addrs []string `json:"addrs"`
+	} `json:"client"`
+	LAN struct {
+		Node   string `json:"node"`
+		PID    int    `json:"pid"`
+		FBPeer string `json:"fbPeer"`
+	} `json:"lan"`
+	Fallback struct {
+		Node string `json:"node"`
+		PID  int    `json:"pid"`
+		In   string `json:"in"`
+		Out  string `json:"out"`
+		IP   string `json:"ip"`
+	} `json:"fallback"`
+	Backends []struct {
+		Node string `json:"node"`
+		PID  int    `json:"pid"`
+		IP   string `json:"ip"`
+		MAC  string `json:"mac"`
+		Intf string `json:"intf"`
+	} `json:"backends"`
+	VIP string `json:"vip"`
+}
+
+var mininetRuns atomic.Int64
+
+// mininetEnv: a BMv2 switch programmed over P4Runtime, an XDP fallback
+// host on its fallback port, backends on a bridged LAN (topo.py).
+type mininetEnv struct {
+	prefix   string
+	dir      string
+	progress func(string, ...any)
+	py       *exec.Cmd
+	pyIn     io.WriteCloser
+	pyDone   chan error
+	desc     topoDesc
+	attached []string
+	nsSW     string
+	nsCL     string
+	nsLAN    string
+	nsFB     string
+	hosts    []Host
+	clients  []netip.Addr
+	helpers  *fallback.Datapath
+	links    []link.Link
+	xopts    xdp.Options
+	p4info   string
+	devcfg   string
+
+	sock      string
+	sw        *exec.Cmd
+	swDone    chan error
+	swLog     string
+	swRestart int
+	reader    *bmv2.Target // read-only client for counters
+}
+
+// NewMininetEnv builds the mininet topology with a BMv2 switch and starts
+// the switch. Use a prefix unique to the process.
 func NewMininetEnv(ctx context.Context, prefix string, n, clients int, outDir string, progress func(string, ...any)) (Env, error) {
 	if err := MininetAvailable(); err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("%w: not implemented yet", ErrUnavailable)
+	e := &mininetEnv{prefix: prefix, progress: progress}
+	ok := false
+	defer func() {
+		if !ok {
+			e.Close()
+		}
+	}()
+	var err error
+	if e.dir, err = os.MkdirTemp("/tmp", "lbc-mn-"); err != nil { // short: unix socket path
+		return nil, err
+	}
+	script, _ := repoFile(topoScript)
+	e.p4info, _ = repoFile(p4Info)
+	e.devcfg, _ = repoFile(p4JSON)
+	tag := strconv.FormatInt(int64(os.Getpid()%46656)*36+mininetRuns.Add(1)%36, 36)
+	mnLog, err := os.Create(filepath.Join(outDir, "mininet.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer mnLog.Close()
+	e.py = exec.Command(systemPython, script, "--tag", tag, "--backends", fmt.Sprint(n), "--clients", fmt.Sprint(clients), "--vip", netnsVIP.String())
+	e.py.Stderr = mnLog
+	stdout, err := e.py.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if e.pyIn, err = e.py.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if e.pyDone, err = startDying(e.py); err != nil {
+		return nil, fmt.Errorf("start %s %s: %w", systemPython, script, err)
+	}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	select {
+	case l := <-lines:
+		if err := json.Unmarshal([]byte(l), &e.desc); err != nil {
+			return nil, fmt.Errorf("topo.py: %q: %w", l, err)
+		}
+		if e.desc.Error != "" {
+			return nil, fmt.Errorf("topo.py: %s (log: %s)", e.desc.Error, mnLog.Name())
+		}
+	case err := <-e.pyDone:
+		e.pyDone <- err
+		return nil, fmt.Errorf("topo.py exited: %v (log: %s)", err, mnLog.Name())
+	case <-time.After(90 * time.Second):
+		return nil, fmt.Errorf("topo.py: no topology within 90 s (log: %s)", mnLog.Name())
+	}
+	d := &e.desc
+	if len(d.Backends) != n {
+		return nil, fmt.Errorf("topo.py: %d backends, want %d", len(d.Backends), n)
+	}
+	// Name the nodes' namespaces so that netns.Do can enter them.
+	attach := func(role string, pid int) (string, error) {
+		name := prefix + "-" + role
+		if out, err := exec.Command("ip", "netns", "attach", name, fmt.Sprint(pid)).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("ip netns attach %s %d: %v: %s", name, pid, err, out)
+		}
+		e.attached = append(e.attached, name)
+		return name, nil
+	}
+	if e.nsSW, err = attach("sw", d.Switch.PID); err != nil {
+		return nil, err
+	}
+	if e.nsCL, err = attach("client", d.Client.PID); err != nil {
+		return nil, err
+	}
+	if e.nsLAN, err = attach("lan", d.LAN.PID); err != nil {
+		return nil, err
+	}
+	if e.nsFB, err = attach("fb", d.Fallback.PID); err != nil {
+		return nil, err
+	}
+	for i, b := range d.Backends {
+		ns, err := attach(fmt.Sprintf("be%d", i+1), b.PID)
+		if err != nil {
+			return nil, err
+		}
+		e.hosts = append(e.hosts, Host{NS: ns, IP: netip.MustParseAddr(b.IP), MAC: b.MAC})
+	}
+	for _, a := range d.Client.Addrs {
+		e.clients = append(e.clients, netip.MustParseAddr(a))
+	}
+	// The client's packets may cross an XDP redirect: no partial checksums.
+	if err := netns.Do(e.nsCL, func() error { return netns.DisableOffloads(d.Client.Intf) }); err != nil {
+		return nil, err
+	}
+	if e.helpers, err = fallback.Load(fallback.LoadOptions{}); err != nil {
+		return nil, err
+	}
+	xdpOn := func(ns, ifname string, prog *ebpf.Program) error {
+		return netns.Do(ns, func() error {
+			ifc, err := net.InterfaceByName(ifname)
+			if err != nil {
+				return err
+			}
+			l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index, Flags: link.XDPDriverMode})
+			if err != nil {
+				return fmt.Errorf("attach XDP helper to %s in %s: %w", ifname, ns, err)
+			}
+			e.links = append(e.links, l)
+			return nil
+		})
+	}
+	// The fallback host redirects into fb-eth1: its peer needs a program
+	// for native XDP on veth.
+	if err := xdpOn(e.nsLAN, d.LAN.FBPeer, e.helpers.Pass); err != nil {
+		return nil, err
+	}
+	for i, b := range d.Backends {
+		if err := xdpOn(e.hosts[i].NS, b.Intf, e.helpers.Decap); err != nil {
+			return nil, err
+		}
+	}
+	e.xopts = xdp.Options{Iface: d.Fallback.In, Egress: d.Fallback.Out, Mode: xdp.ModeNative,
+		PinDir: filepath.Join(xdp.BPFFS, prefix+"-xdp"), StateDir: filepath.Join(e.dir, "xdp-state"),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e.sock = filepath.Join(e.dir, "p4rt.sock")
+	e.swLog = filepath.Join(outDir, "switch.log")
+	if err := e.startSwitch(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return e, nil
+}
+
+// startDying starts cmd from a thread kept for the process's life, so
+// that the child is killed (SIGTERM) if this process dies (Pdeathsig
+// follows the forking thread).
+func startDying(cmd *exec.Cmd) (chan error, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	started := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		goruntime.LockOSThread()
+		defer goruntime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		done <- cmd.Wait()
+	}()
+	return done, <-started
+}
+
+// startSwitch launches simple_switch_grpc in the switch node, pushes the
+// pipeline and programs what the IR does not carry: the fallback port and
+// the forward table (clients on port 1, backends on port 2).
+func (e *mininetEnv) startSwitch(ctx context.Context) error {
+	os.Remove(e.sock)
+	logf, err := os.OpenFile(e.swLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	p := e.desc.Switch.Ports
+	// The thrift port binds every interface of the switch node's own
+	// namespace (which has none but its ports, without addresses).
+	e.sw = exec.Command("ip", "netns", "exec", e.nsSW, "simple_switch_grpc", "--device-id", "1", "--thrift-port", "9090",
+		"--log-level", "off", "-i", "1@"+p["1"], "-i", "2@"+p["2"], "-i", "3@"+p["3"],
+		"--no-p4", "--", "--grpc-server-addr", "unix:"+e.sock)
+	e.sw.Stdout, e.sw.Stderr = logf, logf
+	if e.swDone, err = startDying(e.sw); err != nil {
+		return fmt.Errorf("start simple_switch_grpc: %w", err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(e.sock); err == nil {
+			break
+		}
+		select {
+		case err := <-e.swDone:
+			e.swDone <- err
+			return fmt.Errorf("simple_switch_grpc exited before listening: %v (log: %s)", err, e.swLog)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("simple_switch_grpc: no P4Runtime socket within 60 s (log: %s)", e.swLog)
+		}
+	}
+	t, err := e.openSwitch(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	if _, err := t.SetFallbackPort(ctx, portFallback); err != nil {
+		return fmt.Errorf("set fallback port: %w", err)
+	}
+	sc := t.Translator().Schema()
+	var ups []*p4v1.Update
+	route := func(prefix netip.Prefix, port uint64, mac string) error {
+		hw, err := net.ParseMAC(mac)
+		if err != nil {
+			return err
+		}
+		// lb.p4 routes on 128 bits: IPv4 as ::ffff:a.b.c.d.
+		var b [16]byte
+		b[10], b[11] = 0xff, 0xff
+		a4 := prefix.Addr().As4()
+		copy(b[12:], a4[:])
+		plen := int32(96 + prefix.Bits())
+		en, err := sc.Entry("forward", []runtime.Value{{Name: "dst_addr", Bytes: b[:], PrefixLen: plen}}, "set_next_hop",
+			[]runtime.Value{runtime.U("port", port), runtime.B("dmac", hw)})
+		if err != nil {
+			return err
+		}
+		ups = append(ups, &p4v1.Update{Type: p4v1.Update_INSERT, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: en}}})
+		return nil
+	}
+	if err := route(netip.MustParsePrefix("10.98.0.0/24"), portClient, e.desc.Client.MAC); err != nil {
+		return err
+	}
+	for _, h := range e.hosts {
+		if err := route(netip.PrefixFrom(h.IP, 32), portLAN, h.MAC); err != nil {
+			return err
+		}
+	}
+	if err := t.Client().Write(ctx, ups); err != nil {
+		return fmt.Errorf("forward table: %w", err)
+	}
+	if e.reader == nil {
+		if e.reader, err = e.openSwitch(ctx, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *mininetEnv) openSwitch(ctx context.Context, readOnly bool) (*bmv2.Target, error) {
+	var last error
+	for i := 0; i < 50; i++ {
+		octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		t, err := bmv2.Open(octx, bmv2.Options{
+			Options:    runtime.Options{Addr: "unix:" + e.sock, DeviceID: 1, ElectionLow: 1, ReadOnly: readOnly, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			P4InfoPath: e.p4info, DeviceConfigPath: e.devcfg, Name: "bmv2 " + e.desc.Switch.Node})
+		cancel()
+		if err == nil {
+			return t, nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("P4Runtime %s: %w (log: %s)", e.sock, last, e.swLog)
+}
+
+func (e *mininetEnv) stopSwitch() {
+	if e.reader != nil {
+		e.reader.Close()
+		e.reader = nil
+	}
+	if e.sw != nil && e.sw.Process != nil {
+		e.sw.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-e.swDone:
+		case <-time.After(5 * time.Second):
+			e.sw.Process.Kill()
+			<-e.swDone
+		}
+		e.sw = nil
+	}
+}
+
+func (e *mininetEnv) Name() string { return "mininet" }
+func (e *mininetEnv) Describe() string {
+	return fmt.Sprintf("mininet: BMv2 simple_switch_grpc (lb.p4 over P4Runtime; port %d clients, %d backend LAN, %d fallback) and an XDP fallback host (%s → %s); %d backends decapsulating with XDP on a Linux-bridge LAN; client with %d source addresses",
+		portClient, portLAN, portFallback, e.desc.Fallback.In, e.desc.Fallback.Out, len(e.hosts), len(e.clients))
+}
+func (e *mininetEnv) ClientNS() string          { return e.nsCL }
+func (e *mininetEnv) ClientAddrs() []netip.Addr { return e.clients }
+func (e *mininetEnv) Hosts() []Host             { return e.hosts }
+func (e *mininetEnv) VIP() netip.Addr           { return netnsVIP }
+func (e *mininetEnv) TunnelSource() netip.Addr  { return netip.MustParseAddr(e.desc.Fallback.IP) }
+func (e *mininetEnv) ProbeNS() string           { return e.nsFB }
+func (e *mininetEnv) HasSwitch() bool           { return true }
+
+// OpenTargets returns the fallback host's XDP datapath (the reference) and
+// the switch: one controller programs both with the same IR.
+func (e *mininetEnv) OpenTargets(ctx context.Context) ([]targets.Target, error) {
+	var x *xdp.Target
+	err := netns.Do(e.nsFB, func() error {
+		var err error
+		x, err = xdp.Attach(ctx, e.xopts)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sw, err := e.openSwitch(ctx, false)
+	if err != nil {
+		x.Close()
+		return nil, err
+	}
+	return []targets.Target{x, sw}, nil
+}
+
+// RestartSwitch kills simple_switch_grpc and starts it again: it comes
+// back empty; the caller's controller then pushes every table.
+func (e *mininetEnv) RestartSwitch(ctx context.Context) error {
+	e.stopSwitch()
+	e.swRestart++
+	return e.startSwitch(ctx)
+}
+
+func (e *mininetEnv) Counters(ctx context.Context) (Counters, error) {
+	x, err := xdp.Open(e.xopts)
+	if err != nil {
+		return Counters{}, err
+	}
+	defer x.Close()
+	c, err := xdpCounters(x)
+	if err != nil || e.reader == nil {
+		return c, err
+	}
+	sc, err := e.reader.Counters(ctx)
+	if err != nil {
+		return c, err
+	}
+	for _, s := range sc.Services {
+		c.Packets["switch"] += s.Packets
+	}
+	for id, b := range sc.Backends {
+		c.NewConns[id] += b.NewConnections
+	}
+	return c, nil
+}
+
+func (e *mininetEnv) Close() error {
+	var errs []error
+	e.stopSwitch()
+	if e.xopts.PinDir != "" && e.nsFB != "" {
+		netns.Do(e.nsFB, func() error { return xdp.Detach(e.xopts, false) })
+	}
+	for _, l := range e.links {
+		l.Close()
+	}
+	if e.helpers != nil {
+		e.helpers.Close()
+	}
+	for _, n := range e.attached {
+		if out, err := exec.Command("ip", "netns", "del", n).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("ip netns del %s: %v: %s", n, err, out))
+		}
+	}
+	if e.py != nil && e.py.Process != nil {
+		e.pyIn.Close() // topo.py stops mininet when its stdin closes
+		select {
+		case <-e.pyDone:
+		case <-time.After(30 * time.Second):
+			e.py.Process.Kill()
+			<-e.pyDone
+			errs = append(errs, errors.New("topo.py did not stop within 30 s; killed"))
+		}
+	}
+	if e.dir != "" {
+		os.RemoveAll(e.dir)
+	}
+	return errors.Join(errs...)
 }

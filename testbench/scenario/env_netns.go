@@ -129,6 +129,7 @@ func (e *netnsEnv) OpenTargets(ctx context.Context) ([]targets.Target, error) {
 	return []targets.Target{t}, nil
 }
 
+func (e *netnsEnv) HasSwitch() bool                     { return false }
 func (e *netnsEnv) RestartSwitch(context.Context) error { return ErrNoSwitch }
 
 func (e *netnsEnv) Counters(ctx context.Context) (Counters, error) {

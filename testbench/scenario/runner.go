@@ -644,13 +644,18 @@ func (r *runner) inject(ctx context.Context, step int, f Fault) {
 			ev.Took = time.Since(start)
 			ev.Note = fmt.Sprintf("controller stopped and started again in %s (read back, then pushed the difference)", ev.Took.Round(time.Millisecond))
 		case "switch":
+			if !r.env.HasSwitch() {
+				ev.Note = fmt.Sprintf("skipped: %v (the %s topology runs the XDP datapath alone)", ErrNoSwitch, r.env.Name())
+				break
+			}
+			r.stopController()
 			err = r.env.RestartSwitch(ctx)
+			if err == nil {
+				err = r.startController(ctx)
+			}
 			ev.Took = time.Since(start)
-			if errors.Is(err, ErrNoSwitch) {
-				ev.Note = fmt.Sprintf("skipped: %v (the %s topology runs the XDP datapath alone)", err, r.env.Name())
-				err = nil
-			} else if err == nil {
-				ev.Note = fmt.Sprintf("switch restarted and reprogrammed in %s", ev.Took.Round(time.Millisecond))
+			if err == nil {
+				ev.Note = fmt.Sprintf("switch restarted empty; the controller reconnected and pushed every table; %s in all", ev.Took.Round(time.Millisecond))
 			}
 		}
 	}
