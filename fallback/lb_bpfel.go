@@ -40,6 +40,7 @@ type lbCtKey struct {
 	Dport   uint16
 	Src     [16]uint8
 	Dst     [16]uint8
+	_       [4]byte
 }
 
 type lbCtVal struct {

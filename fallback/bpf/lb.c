@@ -30,12 +30,13 @@ enum match_kind { MATCH_PORT = 0, MATCH_ALL_PORTS = 1, MATCH_ANY_PROTO = 2 };
 // at the slot still has the ID it expects (slots are reused, IDs are not).
 
 // IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d) everywhere.
+// Keys are word-aligned so that clang copies addresses a word at a time.
 struct vip_key {
 	__u8 addr[16];
 	__u16 port; // host order
 	__u8 proto;
 	__u8 kind;
-};
+} __attribute__((aligned(4)));
 
 struct vip_val {
 	__u32 id;   // service ID
@@ -102,7 +103,7 @@ struct ct_key {
 	__u16 dport;
 	__u8 src[16];
 	__u8 dst[16];
-};
+} __attribute__((aligned(8)));
 
 struct ct_val {
 	__u32 backend; // backend ID
@@ -302,9 +303,11 @@ static __always_inline __u32 crc_bytes(__u32 crc, const __u8 *p, int n)
 
 // ---- Parsed packet ----
 
+// Addresses are kept as network-order words, loaded from the packet a word
+// at a time (byte arrays make clang move them byte by byte).
 struct flow {
-	__u8 src[16];
-	__u8 dst[16];
+	__u32 src[4];
+	__u32 dst[4];
 	__u16 sport; // host order
 	__u16 dport;
 	__u8 proto;
@@ -326,11 +329,11 @@ static __always_inline __u32 tuple_hash(const struct flow *f, __u8 kind)
 	int alen = f->family == 4 ? 4 : 16;
 	int off = f->family == 4 ? 12 : 0;
 	if (f->family == 4) {
-		crc = crc_bytes(crc, &f->src[12], 4);
-		crc = crc_bytes(crc, &f->dst[12], 4);
+		crc = crc_bytes(crc, (const __u8 *)&f->src[3], 4);
+		crc = crc_bytes(crc, (const __u8 *)&f->dst[3], 4);
 	} else {
-		crc = crc_bytes(crc, f->src, 16);
-		crc = crc_bytes(crc, f->dst, 16);
+		crc = crc_bytes(crc, (const __u8 *)f->src, 16);
+		crc = crc_bytes(crc, (const __u8 *)f->dst, 16);
 	}
 	(void)alen;
 	(void)off;
@@ -365,12 +368,12 @@ static __always_inline __u8 effective(__u8 kind, int fragmented)
 	return (fragmented && kind == 5) ? 3 : kind;
 }
 
-static __always_inline void map4(__u8 *dst16, const void *src4)
+static __always_inline void map4(__u32 *dst, __u32 addr)
 {
-	__builtin_memset(dst16, 0, 10);
-	dst16[10] = 0xff;
-	dst16[11] = 0xff;
-	__builtin_memcpy(dst16 + 12, src4, 4);
+	dst[0] = 0;
+	dst[1] = 0;
+	dst[2] = bpf_htonl(0xffff);
+	dst[3] = addr;
 }
 
 // lookup_vip finds the service in the datapath order: exact port, all
@@ -431,8 +434,8 @@ struct ip4hdr {
 	__u8 ttl;
 	__u8 protocol;
 	__u16 check;
-	__u8 saddr[4];
-	__u8 daddr[4];
+	__u32 saddr;
+	__u32 daddr;
 };
 
 struct ip6hdr {
@@ -440,8 +443,8 @@ struct ip6hdr {
 	__u16 payload_len;
 	__u8 nexthdr;
 	__u8 hop_limit;
-	__u8 saddr[16];
-	__u8 daddr[16];
+	__u32 saddr[4];
+	__u32 daddr[4];
 };
 
 struct ethhdr_ {
@@ -517,8 +520,8 @@ static __always_inline int encap(struct xdp_md *ctx, const struct backend *be, c
 		ip->ttl = OUTER_TTL;
 		ip->protocol = inner_proto;
 		ip->check = 0;
-		__builtin_memcpy(ip->saddr, cfg->src4, 4);
-		__builtin_memcpy(ip->daddr, &be->addr[12], 4);
+		__builtin_memcpy(&ip->saddr, cfg->src4, 4);
+		__builtin_memcpy(&ip->daddr, &be->addr[12], 4);
 		__u32 sum = 0;
 		__u16 *w = (__u16 *)ip;
 #pragma clang loop unroll(full)
@@ -594,7 +597,7 @@ struct icmp_err {
 
 // parse_inner4 fills f with the reversed flow an ICMP error quotes: the
 // quoted packet went VIP → client; the flow is client → VIP.
-static __always_inline int parse_inner4(struct flow *f, void *p, void *data_end)
+static __attribute__((noinline)) int parse_inner4(struct flow *f, void *p, void *data_end)
 {
 	struct ip4hdr *ip = p;
 	if ((void *)(ip + 1) > data_end)
@@ -620,7 +623,7 @@ static __always_inline int parse_inner4(struct flow *f, void *p, void *data_end)
 	return P_OK;
 }
 
-static __always_inline int parse_inner6(struct flow *f, void *p, void *data_end)
+static __attribute__((noinline)) int parse_inner6(struct flow *f, void *p, void *data_end)
 {
 	struct ip6hdr *ip = p;
 	if ((void *)(ip + 1) > data_end)
