@@ -708,9 +708,15 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
 
         if (meta.to_fallback == 1) {
             fallback.apply();
-        } else if (forward.apply().hit) {
-            if (meta.vip_hit == 1 && meta.encap == 1) {
-                hdr.ethernet.dst = meta.be_mac; // L2 DSR
+        } else {
+            // By action, not hit: a default route is the default action,
+            // whose table "misses" but still routes the packet.
+            switch (forward.apply().action_run) {
+                set_next_hop: {
+                    if (meta.vip_hit == 1 && meta.encap == 1) {
+                        hdr.ethernet.dst = meta.be_mac; // L2 DSR
+                    }
+                }
             }
         }
     }

@@ -32,8 +32,11 @@ func liveSwitch(t testing.TB) (addr string, opts Options) {
 	grpcPort, thriftPort := freePort(t), freePort(t)
 	addr = fmt.Sprintf("127.0.0.1:%d", grpcPort)
 	ctx, cancel := context.WithCancel(context.Background())
+	// Notifications default to /tmp/bmv2-<device-id>-notifications.ipc,
+	// shared with every other switch of the machine: give this one its own.
+	ipc := "ipc://" + filepath.Join(t.TempDir(), "notifications.ipc")
 	cmd := exec.CommandContext(ctx, bin, "--no-p4", "--device-id", "1", "--thrift-port", fmt.Sprint(thriftPort), "--log-level", "off",
-		"--", "--grpc-server-addr", addr)
+		"--notifications-addr", ipc, "--", "--grpc-server-addr", addr)
 	logf, _ := os.CreateTemp("", "simple_switch_grpc-*.log")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
