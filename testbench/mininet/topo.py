@@ -34,7 +34,8 @@ from mininet.node import Host
 
 GW_CLIENT = "10.98.0.1"   # the client's next hop: the switch (no ARP there)
 GW_LAN = "10.99.0.1"      # the backends' next hop to the clients: the switch
-SW_MAC = "02:99:00:00:00:01"
+SW_MAC = "02:99:00:00:00:01"      # the switch's ports; the backends' gateway MAC
+CLIENT_GW_MAC = "02:98:00:00:00:01"  # the client's gateway MAC (kept off the LAN)
 
 
 def mac(i, j):
@@ -87,20 +88,27 @@ def main():
         # The switch node carries no address and sends nothing itself.
         run(sw, "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
         for i in (1, 2, 3):
-            run(sw, "ip link set s%s-eth%d mtu 9000 up" % (t, i))
+            run(sw, "ip link set s%s-eth%d up" % (t, i))  # MTU 1500: native XDP on a veth refuses a peer MTU above ~3.5k
         # LAN: a Linux bridge in its own namespace.
         run(lan, "sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
         run(lan, "ip link add br0 type bridge && ip link set br0 up")
         for intf in lan.intfList():
             if intf.name != "lo":
                 run(lan, "ip link set %s master br0 up" % intf.name)
+        # The backends' gateway is the switch's LAN port, whatever the bridge
+        # learns from frames other hosts send.
+        run(lan, "bridge fdb replace %s dev l%s-sw master static" % (SW_MAC, t))
         # Client: several source addresses, the VIP via the switch.
         ce = "c%s-eth0" % t
         clients = ["10.98.0.10"] + ["10.98.0.%d" % (99 + i) for i in range(1, a.clients)]
         for c in clients:
             run(cl, "ip addr add %s/24 dev %s" % (c, ce))
         run(cl, "ip link set %s mtu 1400 up" % ce)
-        run(cl, "ip neigh replace %s lladdr %s dev %s" % (GW_CLIENT, SW_MAC, ce))
+        # The fallback host's XDP forwards fragments onto the LAN with the
+        # frame's destination MAC as source: the client's gateway MAC must
+        # differ from the backends' one, or the bridge would learn the
+        # backends' gateway on the fallback host's port.
+        run(cl, "ip neigh replace %s lladdr %s dev %s" % (GW_CLIENT, CLIENT_GW_MAC, ce))
         run(cl, "ip route add %s/32 via %s" % (a.vip, GW_CLIENT))
         # Fallback host: fb-eth0 takes the switch's fallback port (no
         # address), fb-eth1 is on the LAN.

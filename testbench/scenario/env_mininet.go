@@ -295,6 +295,11 @@ func NewMininetEnv(ctx context.Context, prefix string, n, clients int, outDir st
 		if err := xdpOn(e.hosts[i].NS, b.Intf, e.helpers.Decap); err != nil {
 			return nil, err
 		}
+		// Replies cross BMv2 (a user-space switch): a partial checksum
+		// left for veth offload would reach the client unfinished.
+		if err := netns.Do(e.hosts[i].NS, func() error { return netns.DisableOffloads(b.Intf) }); err != nil {
+			return nil, err
+		}
 	}
 	e.xopts = xdp.Options{Iface: d.Fallback.In, Egress: d.Fallback.Out, Mode: xdp.ModeNative,
 		PinDir: filepath.Join(xdp.BPFFS, prefix+"-xdp"), StateDir: filepath.Join(e.dir, "xdp-state"),
