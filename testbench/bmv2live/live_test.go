@@ -75,6 +75,16 @@ func liveSwitch(t *testing.T, clk Clock) *Switch {
 // differs. It returns the switch's outputs of packet lines, by line.
 func pair(t *testing.T, sw *Switch, cfg *compiler.Config, st compiler.State, lines []trace.Line) map[int]trace.Output {
 	t.Helper()
+	out, mismatch := replayPair(t, sw, cfg, st, lines)
+	if mismatch != "" {
+		t.Fatal(mismatch)
+	}
+	return out
+}
+
+// replayPair is pair that returns the first mismatch instead of failing.
+func replayPair(t *testing.T, sw *Switch, cfg *compiler.Config, st compiler.State, lines []trace.Line) (map[int]trace.Output, string) {
+	t.Helper()
 	ctx := context.Background()
 	o, err := SimOptions(nil)
 	if err != nil {
@@ -111,7 +121,7 @@ func pair(t *testing.T, sw *Switch, cfg *compiler.Config, st compiler.State, lin
 			for _, st := range s.Verdict.Steps {
 				steps = append(steps, st.Rule+": "+st.Detail)
 			}
-			t.Fatalf("line %d t=%g %s:\n  sim:  %s (service %q)\n  bmv2: %s (service %q)\n  sim's reasoning:\n    %s",
+			return out, fmt.Sprintf("line %d t=%g %s:\n  sim:  %s (service %q)\n  bmv2: %s (service %q)\n  sim's reasoning:\n    %s",
 				l.No, l.T, trace.FormatPacket(*l.Packet), s.Verdict, s.Service, b.Verdict, b.Service, strings.Join(steps, "\n    "))
 		}
 		out[l.No] = b
@@ -119,7 +129,7 @@ func pair(t *testing.T, sw *Switch, cfg *compiler.Config, st compiler.State, lin
 	if s := sw.Stats(); s.Strays > 0 {
 		t.Errorf("%d frames left the switch that were no packet's outcome", s.Strays)
 	}
-	return out
+	return out, ""
 }
 
 func mustLoad(t *testing.T, name, text string) *compiler.Config {
@@ -586,10 +596,21 @@ services:
 // switch sees gaps at least as long as the trace's; the gaps are chosen
 // ≥ 0.8 s away from the idle timeouts (1 s and 2 s) so that scheduling
 // delays on a loaded machine cannot move a packet across one.
+// ageMargin is how far the scenario's gaps stay from the idle timeouts.
+const ageMargin = 800 * time.Millisecond
+
 func TestRAGEOnRealClock(t *testing.T) {
 	sw := liveSwitch(t, ClockPaced)
 	cfg, lines, want := ageScenario(t)
-	out := pair(t, sw, cfg, compiler.State{}, lines)
+	out, mismatch := replayPair(t, sw, cfg, compiler.State{}, lines)
+	if mismatch != "" {
+		// The margins hold unless the machine stalled the replay by more
+		// than them; then the comparison says nothing about the switch.
+		if lag := sw.Stats().MaxLag; lag >= ageMargin {
+			t.Skipf("the replay ran up to %s behind the trace (margin %s): this machine is too loaded to compare aging on a real clock; first difference: %s", lag, ageMargin, mismatch)
+		}
+		t.Fatal(mismatch)
+	}
 	if got := ctOutcomes(out, len(lines)); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("conntrack outcomes (sim and switch agree):\n got  %v\n want %v", got, want)
 	}

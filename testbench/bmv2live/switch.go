@@ -82,7 +82,7 @@ type Options struct {
 	// p4/lb.p4 embedded by package p4.
 	P4Info, DeviceConfig []byte
 	Clock                Clock
-	// Wait bounds how long Process waits for a packet's fate (default 5 s:
+	// Wait bounds how long Process waits for a packet's fate (default 10 s:
 	// generous, it is only spent when the switch loses a packet).
 	Wait time.Duration
 	// StartTimeout bounds Start (default 90 s: BMv2 starts slowly on a
@@ -175,7 +175,7 @@ func Start(ctx context.Context, opts Options) (*Switch, error) {
 		opts.DeviceConfig = p4.BMv2JSON
 	}
 	if opts.Wait <= 0 {
-		opts.Wait = 5 * time.Second
+		opts.Wait = 10 * time.Second
 	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 90 * time.Second
@@ -263,6 +263,9 @@ func (s *Switch) launch(ctx context.Context, sock string) error {
 		// every interface of it: name one explicitly.
 		"--thrift-port", "9090",
 		"--log-level", "off",
+		// Notifications default to an IPC socket named by the device ID
+		// in /tmp, shared by every switch of this machine: give ours.
+		"--notifications-addr", "ipc://" + filepath.Join(s.dir, "notifications.ipc"),
 		"-i", fmt.Sprintf("%d@sw1", PortClient), "-i", fmt.Sprintf("%d@sw2", PortNetwork), "-i", fmt.Sprintf("%d@sw3", PortFallback),
 		"--no-p4", "--", "--grpc-server-addr", "unix:" + sock}
 	logf, err := os.OpenFile(s.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
