@@ -13,7 +13,7 @@ import (
 // PinnedMaps are the maps pinned by name under LoadOptions.PinDir: the
 // tables, the conntrack and the counters, so that a later process (the
 // next `lbc push`, `lbc status`) reads what the kernel holds.
-var PinnedMaps = []string{"vips", "services", "rings", "backends", "conntrack", "config", "stats", "service_stats", "backend_stats"}
+var PinnedMaps = []string{"vips", "services", "rings", "backends", "conntrack", "config", "stats", "service_stats", "backend_stats", "vip_filter"}
 
 // LoadOptions says how to load the datapath.
 type LoadOptions struct {
@@ -42,6 +42,9 @@ type Datapath struct {
 
 	Vips, Services, Rings, Backends, Conntrack, Config *ebpf.Map
 	Stats, ServiceStats, BackendStats                  *ebpf.Map
+	// VipFilter is a bit set over the VIP addresses that lets traffic
+	// that is not ours pass without hash lookups (vipfilter.go).
+	VipFilter *ebpf.Map
 
 	// Test build only.
 	Clock, Verdicts *ebpf.Map
@@ -67,6 +70,7 @@ type objects struct {
 	Stats        *ebpf.Map     `ebpf:"stats"`
 	ServiceStats *ebpf.Map     `ebpf:"service_stats"`
 	BackendStats *ebpf.Map     `ebpf:"backend_stats"`
+	VipFilter    *ebpf.Map     `ebpf:"vip_filter"`
 }
 
 type benchObjects struct {
@@ -145,7 +149,12 @@ func Load(opts LoadOptions) (*Datapath, error) {
 	}
 	dp.Prog, dp.Pass, dp.Decap = o.Prog, o.Pass, o.Decap
 	dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config = o.Vips, o.Services, o.Rings, o.Backends, o.Conntrack, o.Config
-	dp.Stats, dp.ServiceStats, dp.BackendStats = o.Stats, o.ServiceStats, o.BackendStats
+	dp.Stats, dp.ServiceStats, dp.BackendStats, dp.VipFilter = o.Stats, o.ServiceStats, o.BackendStats, o.VipFilter
+	// Reused pinned maps: make the filter cover the VIPs they hold.
+	if err := dp.syncVIPFilter(); err != nil {
+		dp.Close()
+		return nil, err
+	}
 	return dp, nil
 }
 
@@ -153,7 +162,7 @@ func Load(opts LoadOptions) (*Datapath, error) {
 // reading and writing the tables of a datapath another process attached.
 func OpenPinned(dir string) (*Datapath, error) {
 	dp := &Datapath{}
-	ptrs := []**ebpf.Map{&dp.Vips, &dp.Services, &dp.Rings, &dp.Backends, &dp.Conntrack, &dp.Config, &dp.Stats, &dp.ServiceStats, &dp.BackendStats}
+	ptrs := []**ebpf.Map{&dp.Vips, &dp.Services, &dp.Rings, &dp.Backends, &dp.Conntrack, &dp.Config, &dp.Stats, &dp.ServiceStats, &dp.BackendStats, &dp.VipFilter}
 	for i, name := range PinnedMaps {
 		m, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
 		if err != nil {
@@ -172,7 +181,7 @@ func (dp *Datapath) Close() error {
 			p.Close()
 		}
 	}
-	for _, m := range []*ebpf.Map{dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config, dp.Stats, dp.ServiceStats, dp.BackendStats, dp.Clock, dp.Verdicts} {
+	for _, m := range []*ebpf.Map{dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config, dp.Stats, dp.ServiceStats, dp.BackendStats, dp.VipFilter, dp.Clock, dp.Verdicts} {
 		if m != nil {
 			m.Close()
 		}

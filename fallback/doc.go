@@ -23,6 +23,7 @@
 //	stats          per-CPU array of global counters (see Stat*)
 //	service_stats  per-CPU array, service slot → packets, bytes, new connections, drops
 //	backend_stats  per-CPU array, backend slot → packets, new connections
+//	vip_filter     array  65,536-bit set over VIP addresses (clear bit: not ours, no hash lookups)
 //
 // Service and backend rows sit in arrays because an array lookup is
 // inlined by the verifier while a hash lookup is a call (slots.go: IDs are

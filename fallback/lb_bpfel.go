@@ -127,6 +127,7 @@ const (
 	lbMapServiceStats = "service_stats"
 	lbMapServices     = "services"
 	lbMapStats        = "stats"
+	lbMapVipFilter    = "vip_filter"
 	lbMapVips         = "vips"
 	lbProgLbcDecap    = "lbc_decap"
 	lbProgLbcPass     = "lbc_pass"
@@ -192,6 +193,7 @@ type lbMapSpecs struct {
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services     *ebpf.MapSpec `ebpf:"services"`
 	Stats        *ebpf.MapSpec `ebpf:"stats"`
+	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
 	Vips         *ebpf.MapSpec `ebpf:"vips"`
 }
 
@@ -229,6 +231,7 @@ type lbMaps struct {
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services     *ebpf.Map `ebpf:"services"`
 	Stats        *ebpf.Map `ebpf:"stats"`
+	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
 	Vips         *ebpf.Map `ebpf:"vips"`
 }
 
@@ -242,6 +245,7 @@ func (m *lbMaps) Close() error {
 		m.ServiceStats,
 		m.Services,
 		m.Stats,
+		m.VipFilter,
 		m.Vips,
 	)
 }

@@ -127,6 +127,7 @@ const (
 	lbbenchMapServiceStats  = "service_stats"
 	lbbenchMapServices      = "services"
 	lbbenchMapStats         = "stats"
+	lbbenchMapVipFilter     = "vip_filter"
 	lbbenchMapVips          = "vips"
 	lbbenchProgLbcBench     = "lbc_bench"
 	lbbenchProgLbcBenchPass = "lbc_bench_pass"
@@ -196,6 +197,7 @@ type lbbenchMapSpecs struct {
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services     *ebpf.MapSpec `ebpf:"services"`
 	Stats        *ebpf.MapSpec `ebpf:"stats"`
+	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
 	Vips         *ebpf.MapSpec `ebpf:"vips"`
 }
 
@@ -233,6 +235,7 @@ type lbbenchMaps struct {
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services     *ebpf.Map `ebpf:"services"`
 	Stats        *ebpf.Map `ebpf:"stats"`
+	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
 	Vips         *ebpf.Map `ebpf:"vips"`
 }
 
@@ -246,6 +249,7 @@ func (m *lbbenchMaps) Close() error {
 		m.ServiceStats,
 		m.Services,
 		m.Stats,
+		m.VipFilter,
 		m.Vips,
 	)
 }

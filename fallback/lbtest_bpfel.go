@@ -139,6 +139,7 @@ const (
 	lbtestMapServices     = "services"
 	lbtestMapStats        = "stats"
 	lbtestMapVerdicts     = "verdicts"
+	lbtestMapVipFilter    = "vip_filter"
 	lbtestMapVips         = "vips"
 	lbtestProgLbcDecap    = "lbc_decap"
 	lbtestProgLbcPass     = "lbc_pass"
@@ -206,6 +207,7 @@ type lbtestMapSpecs struct {
 	Services     *ebpf.MapSpec `ebpf:"services"`
 	Stats        *ebpf.MapSpec `ebpf:"stats"`
 	Verdicts     *ebpf.MapSpec `ebpf:"verdicts"`
+	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
 	Vips         *ebpf.MapSpec `ebpf:"vips"`
 }
 
@@ -245,6 +247,7 @@ type lbtestMaps struct {
 	Services     *ebpf.Map `ebpf:"services"`
 	Stats        *ebpf.Map `ebpf:"stats"`
 	Verdicts     *ebpf.Map `ebpf:"verdicts"`
+	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
 	Vips         *ebpf.Map `ebpf:"vips"`
 }
 
@@ -260,6 +263,7 @@ func (m *lbtestMaps) Close() error {
 		m.Services,
 		m.Stats,
 		m.Verdicts,
+		m.VipFilter,
 		m.Vips,
 	)
 }

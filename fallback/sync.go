@@ -28,6 +28,7 @@ func (dp *Datapath) Apply(changes []compiler.Change) (ApplyResult, error) {
 	}
 	defer dp.svcSlots.endApply()
 	defer dp.beSlots.endApply()
+	vipDeleted := false
 	for i := 0; i < len(changes); {
 		c := changes[i]
 		if c.Ring != nil {
@@ -46,7 +47,14 @@ func (dp *Datapath) Apply(changes []compiler.Change) (ApplyResult, error) {
 		}
 		res.Writes++
 		res.Batches++
+		vipDeleted = vipDeleted || c.VIP != nil && c.Op == Delete
 		i++
+	}
+	if vipDeleted {
+		// After the deletes: a bit cleared now guards no VIP.
+		if err := dp.syncVIPFilter(); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }
@@ -109,6 +117,9 @@ func (dp *Datapath) applyOne(c compiler.Change) error {
 		k := encodeVIPKey(c.VIP.Key)
 		if del {
 			return ignoreMissing(dp.Vips.Delete(&k))
+		}
+		if err := dp.setVIPFilterBit(k.Addr); err != nil {
+			return err
 		}
 		return dp.Vips.Put(&k, vipVal{Id: c.VIP.ServiceID, Slot: dp.svcSlots.get(c.VIP.ServiceID)})
 	case c.Service != nil:

@@ -168,6 +168,20 @@ struct {
 	__type(value, struct service);
 } services SEC(".maps");
 
+// vip_filter is a 65,536-bit set over the VIP addresses (vip_filter_bit;
+// fallback/vipfilter.go computes the same): a clear bit means no VIP has
+// the packet's destination, so traffic that is not ours passes after one
+// inlined array lookup instead of three hash lookups. A set bit proves
+// nothing; the `vips` lookups decide.
+#define VIP_FILTER_WORDS 1024
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, VIP_FILTER_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} vip_filter SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1 << 20);
@@ -374,6 +388,22 @@ static __always_inline void map4(__u32 *dst, __u32 addr)
 	dst[1] = 0;
 	dst[2] = bpf_htonl(0xffff);
 	dst[3] = addr;
+}
+
+// vip_filter_bit folds an address (network-order words, IPv4 mapped) to
+// 16 bits: xor of the words as loaded (little-endian), Fibonacci hashing.
+static __always_inline __u32 vip_filter_bit(const __u32 *a)
+{
+	__u32 x = a[0] ^ a[1] ^ a[2] ^ a[3];
+	return (x * 2654435761u) >> 16;
+}
+
+static __always_inline int maybe_vip(const struct flow *f)
+{
+	__u32 bit = vip_filter_bit(f->dst);
+	__u32 idx = bit >> 6;
+	__u64 *w = bpf_map_lookup_elem(&vip_filter, &idx);
+	return w && (*w >> (bit & 63)) & 1;
 }
 
 // lookup_vip finds the service in the datapath order: exact port, all
@@ -766,7 +796,7 @@ static __always_inline int lb_process(struct xdp_md *ctx)
 	if (pr == P_MALFORMED)
 		return drop(ST_DROP_MALFORMED, 0, NULL, CT_NONE, DR_MALFORMED);
 
-	struct vip_val *vv = lookup_vip(&f);
+	struct vip_val *vv = maybe_vip(&f) ? lookup_vip(&f) : NULL;
 	if (!vv) {
 		count(ST_NOT_OURS);
 		record(ACT_NOT_OURS, 0, 0, CT_NONE, DR_NONE);

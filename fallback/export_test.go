@@ -1,0 +1,4 @@
+package fallback
+
+// VIPFilterBit exposes vipFilterBit to the external tests.
+var VIPFilterBit = vipFilterBit
