@@ -158,6 +158,19 @@ func TestMonitorBoundsProbesInFlight(t *testing.T) {
 		m.SetTargets(context.Background(), targets(20, health.Spec{Type: health.TypeTCP, Interval: time.Second, Healthy: 1, Unhealthy: 1}))
 		close(done)
 	}()
+	// Wait until the bound is reached, give a fourth probe the time to
+	// start if the bound were broken, then let them all finish.
+	deadline := time.Now().Add(10 * time.Second)
+	for g.running.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d probes started; want 3 in flight", g.running.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if r := g.running.Load(); r != 3 {
+		t.Fatalf("%d probes in flight, want the bound of 3", r)
+	}
 	for i := 0; i < 20; i++ {
 		g.release <- struct{}{}
 	}
