@@ -221,19 +221,15 @@ func (dp *Datapath) ReadTables() (*compiler.IR, error) {
 	// The arrays' rows with an ID are the rows; reading them also
 	// refreshes the slot index (another process may have written).
 	svc, be := newSlots(dp.Services.MaxEntries()), newSlots(dp.Backends.MaxEntries())
-	if err := scanArray(dp.Services, func(slot uint32, v *serviceVal) {
-		if v.Id != 0 {
-			ir.Services = append(ir.Services, decodeService(*v))
-			svc.byID[v.Id], svc.bySlot[slot] = slot, v.Id
-		}
+	if err := scanRows(dp.Services, serviceID, func(slot uint32, v *serviceVal) {
+		ir.Services = append(ir.Services, decodeService(*v))
+		svc.byID[v.Id], svc.bySlot[slot] = slot, v.Id
 	}); err != nil {
 		return nil, fmt.Errorf("read services: %w", err)
 	}
-	if err := scanArray(dp.Backends, func(slot uint32, v *backendVal) {
-		if v.Id != 0 {
-			ir.Backends = append(ir.Backends, decodeBackend(*v))
-			be.byID[v.Id], be.bySlot[slot] = slot, v.Id
-		}
+	if err := scanRows(dp.Backends, backendID, func(slot uint32, v *backendVal) {
+		ir.Backends = append(ir.Backends, decodeBackend(*v))
+		be.byID[v.Id], be.bySlot[slot] = slot, v.Id
 	}); err != nil {
 		return nil, fmt.Errorf("read backends: %w", err)
 	}

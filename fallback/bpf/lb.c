@@ -161,9 +161,12 @@ struct {
 	__type(value, struct vip_val);
 } vips SEC(".maps");
 
+// The row arrays are mmapable so that the loader reads them (to find the
+// live rows) without a syscall per element; it writes them with syscalls.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct service);
 } services SEC(".maps");
@@ -193,6 +196,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct backend);
 } backends SEC(".maps");
