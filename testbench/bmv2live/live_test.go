@@ -83,10 +83,10 @@ func pair(t *testing.T, sw *Switch, cfg *compiler.Config, st compiler.State, lin
 }
 
 // replayPair is pair that returns the first mismatch instead of failing.
-func replayPair(t *testing.T, sw *Switch, cfg *compiler.Config, st compiler.State, lines []trace.Line) (map[int]trace.Output, string) {
+func replayPair(t testing.TB, sw *Switch, cfg *compiler.Config, st compiler.State, lines []trace.Line) (map[int]trace.Output, string) {
 	t.Helper()
 	ctx := context.Background()
-	o, err := SimOptions(nil)
+	o, err := SimOptions(sw.opts.DeviceConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func replayPair(t *testing.T, sw *Switch, cfg *compiler.Config, st compiler.Stat
 	return out, ""
 }
 
-func mustLoad(t *testing.T, name, text string) *compiler.Config {
+func mustLoad(t testing.TB, name, text string) *compiler.Config {
 	t.Helper()
 	d, err := compiler.Load(name, []byte(text))
 	if err != nil {
