@@ -825,7 +825,8 @@ static __always_inline int lb_process(struct xdp_md *ctx)
 	__u8 cls = class_of(f.proto);
 	struct class_policy pol = svc->classes[cls & 3];
 	__u8 track = effective(pol.track, fragmented);
-	__u64 now = now_ns();
+	// The clock is a call of ≈ 33 ns here: only tracked packets read it.
+	__u64 now = track ? now_ns() : 0;
 	__u8 ct = CT_UNTRACKED;
 	__u32 be_id = 0;
 	struct backend *be = NULL;
