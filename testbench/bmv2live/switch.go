@@ -313,7 +313,9 @@ func (s *Switch) launch(ctx context.Context, sock string) error {
 	for {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		s.tgt, err = bmv2.Open(octx, bmv2.Options{
-			Options: runtime.Options{Addr: s.grpcAddr, DeviceID: 1, ElectionLow: 1, Logger: s.log},
+			// No client log: the switch is ours alone, so the only mastership
+			// "loss" is our own Close.
+			Options: runtime.Options{Addr: s.grpcAddr, DeviceID: 1, ElectionLow: 1},
 			P4Info:  s.opts.P4Info, DeviceConfig: s.opts.DeviceConfig, Name: "bmv2 " + s.ns})
 		cancel()
 		if err == nil {
