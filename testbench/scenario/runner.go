@@ -291,7 +291,6 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 	defer func() { stopPoll(); wg.Wait(); r.tr.closeAll() }()
 
 	res := &Result{Scenario: sc.Name, File: sc.file, Topology: r.env.Name(), Env: r.env.Describe(), Started: r.tr.start, Backends: names}
-	startCounters, _ := r.env.Counters(ctx)
 	for i := range sc.Steps {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -342,10 +341,11 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 			writeStepTable(r.opts.Progress, sr, false)
 		}
 	}
-	end, _ := r.env.Counters(ctx)
 	res.Datapaths = map[string]uint64{}
-	for k, v := range end.Packets {
-		res.Datapaths[k] = v - startCounters.Packets[k]
+	for _, s := range res.Steps {
+		for k, v := range s.DatapathPackets {
+			res.Datapaths[k] += v
+		}
 	}
 	res.Took = r.tr.since()
 	r.rmu.Lock()
@@ -374,9 +374,17 @@ func faultList(fs []Fault) string {
 }
 
 func (r *runner) counterDelta(a, b Counters) (map[string]uint64, map[string]uint64) {
+	// A counter that went down was reset (the switch restarted): count
+	// from zero.
+	delta := func(x, y uint64) uint64 {
+		if y < x {
+			return y
+		}
+		return y - x
+	}
 	pk := map[string]uint64{}
 	for k, v := range b.Packets {
-		pk[k] = v - a.Packets[k]
+		pk[k] = delta(a.Packets[k], v)
 	}
 	ids := map[uint32]string{}
 	r.rmu.Lock()
@@ -389,7 +397,7 @@ func (r *runner) counterDelta(a, b Counters) (map[string]uint64, map[string]uint
 	nc := map[string]uint64{}
 	for id, v := range b.NewConns {
 		if n, ok := ids[id]; ok {
-			nc[n] += v - a.NewConns[id]
+			nc[n] += delta(a.NewConns[id], v)
 		}
 	}
 	return pk, nc

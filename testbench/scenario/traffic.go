@@ -3,6 +3,7 @@ package scenario
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -35,6 +36,7 @@ type kept struct {
 	step     int
 	opened   time.Duration
 	restarts int // the backend's restarts when it opened
+	stalls   int // pings in a row that got no answer in time
 
 	// Set when it broke.
 	brokeAt   time.Duration
@@ -225,17 +227,29 @@ func (t *traffic) ping() {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			k.c.SetDeadline(time.Now().Add(time.Second))
-			why := ""
+			k.c.SetDeadline(time.Now().Add(2 * time.Second))
+			why, stall := "", false
 			if _, err := fmt.Fprintln(k.c, "ping"); err != nil {
 				why = "write: " + shortErr(err)
 			} else if line, err := k.r.ReadString('\n'); err != nil {
 				why = "read: " + shortErr(err)
+				var ne net.Error
+				stall = errors.As(err, &ne) && ne.Timeout()
 			} else if got := strings.TrimSpace(line); got != k.backend {
 				why = fmt.Sprintf("answered by %s", got)
 			}
 			if why == "" {
+				k.stalls = 0
 				return
+			}
+			// A software switch on a loaded machine may stall a while:
+			// silence is a break only when it lasts three rounds (a late
+			// answer is read by the next ping; every answer is the name).
+			if stall {
+				if k.stalls++; k.stalls < 3 {
+					return
+				}
+				why = fmt.Sprintf("no answer to 3 pings in a row (%s)", why)
 			}
 			k.c.Close()
 			byRestart := false
