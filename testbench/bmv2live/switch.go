@@ -368,10 +368,20 @@ func (s *Switch) program(ctx context.Context) error {
 func (s *Switch) probe(ctx context.Context) error {
 	pkt := probePacket()
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		v, err := s.run(ctx, pkt, 500*time.Millisecond)
+	for tries := 1; ; tries++ {
+		v, err := s.run(ctx, pkt, time.Second)
 		if err == nil && v.Action == targets.NotOurs {
-			s.stats.Packets = 0
+			if tries > 1 {
+				// An earlier probe may still come out: let it, and
+				// forget it.
+				time.Sleep(300 * time.Millisecond)
+				for {
+					if _, _, ok := s.io.read(); !ok {
+						break
+					}
+				}
+			}
+			s.stats.Packets, s.stats.Strays = 0, 0
 			return nil
 		}
 		if err == nil {
