@@ -3,10 +3,12 @@ package bmv2live
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -106,6 +108,11 @@ func replayPair(t testing.TB, sw *Switch, cfg *compiler.Config, st compiler.Stat
 			t.Fatalf("sim: %v", err)
 		}
 		ob, err := rb.Step(ctx, l)
+		if errors.Is(err, ErrFreeClock) {
+			// Only a machine too slow to replay the trace well inside
+			// its idle timeouts gets here.
+			t.Skipf("line %d: %v", l.No, err)
+		}
 		if err != nil {
 			t.Fatalf("bmv2: line %d: %v", l.No, err)
 		}
@@ -737,4 +744,101 @@ func TestScenariosOnSim(t *testing.T) {
 	if got := strings.Join(ctOutcomes(simOnly(t, cfg, compiler.State{}, lines), len(lines)), " "); got != w {
 		t.Errorf("collision scenario: %q, want %q", got, w)
 	}
+}
+
+// specHeader reads the `# config:` and `# health:` comments of a trace.
+func specHeader(t *testing.T, file string) (cfg *compiler.Config, st compiler.State) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(file)
+	st = compiler.State{}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(strings.TrimPrefix(line, "#"))
+		if !strings.HasPrefix(line, "#") || len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "config:":
+			name := filepath.Join(dir, f[1])
+			raw, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := compiler.Load(name, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg = d.Config
+		case "health:":
+			name := filepath.Join(dir, f[1])
+			raw, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg == nil {
+				t.Fatalf("%s: health before config", file)
+			}
+			if st, err = compiler.LoadState(name, raw, cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if cfg == nil {
+		t.Fatalf("%s: no `# config:` header", file)
+	}
+	return cfg, st
+}
+
+// TestSpecTracesMatchSim runs the spec's traces (testbench/testdata, the
+// rules' worked examples: R-CT, R-DRAIN, R-EPOCH, R-PERSIST, R-ELIG-5,
+// R-FRAG, ...) on the switch and the reference with its geometry, in
+// lockstep, on the free clock: a trace that spans less than every idle
+// timeout of its configuration has no decision that depends on time
+// (the others are skipped saying so: icmp-errors.jsonl and
+// r-age-idle.jsonl span 66 s and 320 s; TestRAGEOnRealClock covers aging).
+func TestSpecTracesMatchSim(t *testing.T) {
+	if err := Available(""); err != nil {
+		t.Skipf("live BMv2 test skipped: %v", err)
+	}
+	files, _ := filepath.Glob("../../testbench/testdata/*.jsonl")
+	if len(files) == 0 {
+		t.Fatal("no traces in testbench/testdata")
+	}
+	total := 0
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			in, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			lines, err := trace.Parse(in, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, st := specHeader(t, f)
+			minIdle := time.Duration(0)
+			for i := range cfg.Services {
+				d := time.Duration(cfg.Services[i].IdleTimeout()) * time.Second
+				if minIdle == 0 || d < minIdle {
+					minIdle = d
+				}
+			}
+			var span time.Duration
+			if len(lines) > 0 {
+				span = trace.Duration(lines[len(lines)-1].T - lines[0].T)
+			}
+			if span >= minIdle {
+				t.Skipf("spans %s, not under the smallest idle timeout (%s): it would take %s on the paced clock", span, minIdle, span)
+			}
+			sw := liveSwitch(t, ClockFree)
+			out := pair(t, sw, cfg, st, lines)
+			total += len(out)
+			t.Logf("%d packets agree", len(out))
+		})
+	}
+	t.Logf("%d spec packets agree", total)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -75,6 +76,9 @@ func (s *Switch) readDrops(ctx context.Context) (map[int64]int64, error) {
 	return m, nil
 }
 
+// ErrFreeClock is the error of a packet the free clock cannot map exactly.
+var ErrFreeClock = errors.New("free clock")
+
 // Process implements targets.PacketTarget: it maps now onto the switch's
 // clock (see Clock), injects the packet and reports what came out.
 func (s *Switch) Process(ctx context.Context, pkt targets.Packet, now time.Duration) (targets.Verdict, error) {
@@ -109,10 +113,10 @@ func (s *Switch) clock(ctx context.Context, now time.Duration) error {
 			return nil
 		}
 		if span := now - s.first; span >= s.minIdle {
-			return fmt.Errorf("free clock: the trace spans %s, not less than the idle timeout %s of service %q: conntrack would age in the trace but not on the switch; use the paced clock", span, s.minIdle, s.svcName)
+			return fmt.Errorf("%w: the trace spans %s, not less than the idle timeout %s of service %q: conntrack would age in the trace but not on the switch; use the paced clock", ErrFreeClock, span, s.minIdle, s.svcName)
 		}
 		if run := time.Since(s.firstReal); run >= s.minIdle-time.Second {
-			return fmt.Errorf("free clock: the run has taken %s, close to the idle timeout %s of service %q: entries could age on the switch but not in the trace; use the paced clock", run.Round(time.Millisecond), s.minIdle, s.svcName)
+			return fmt.Errorf("%w: the run has taken %s, close to the idle timeout %s of service %q: entries could age on the switch but not in the trace; use the paced clock", ErrFreeClock, run.Round(time.Millisecond), s.minIdle, s.svcName)
 		}
 	}
 	return nil
