@@ -23,7 +23,7 @@ func OpenShared(ctx context.Context, opts Options) (*Target, error) {
 		return nil, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = c.WaitPrimary(wctx)
+	err = waitPrimary(wctx, c) // waits out our own previous session (restart)
 	timedOut := wctx.Err() != nil
 	cancel()
 	o := opts
