@@ -23,6 +23,9 @@ func liveSwitch(t testing.TB) (addr string, opts Options) {
 	if err != nil {
 		t.Skipf("simple_switch_grpc not on PATH (%v): BMv2 live test skipped; the same pushes run against testbench/p4rt above", err)
 	}
+	if out, err := exec.Command(bin, "--version").CombinedOutput(); err != nil {
+		t.Skipf("%s does not run (%v: %s): BMv2 live test skipped; the same pushes run against testbench/p4rt above", bin, err, out)
+	}
 	build := filepath.Join("..", "..", "p4", "build")
 	for _, f := range []string{"lb.json", "lb.p4info.txtpb"} {
 		if _, err := os.Stat(filepath.Join(build, f)); err != nil {

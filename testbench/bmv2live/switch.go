@@ -146,8 +146,13 @@ func Available(binary string) error {
 	if binary == "" {
 		binary = "simple_switch_grpc"
 	}
-	if _, err := exec.LookPath(binary); err != nil {
+	path, err := exec.LookPath(binary)
+	if err != nil {
 		return fmt.Errorf("%s not on PATH: %w", binary, err)
+	}
+	// An install that cannot run (a shared library missing) is as absent.
+	if out, err := exec.Command(path, "--version").CombinedOutput(); err != nil {
+		return fmt.Errorf("%s --version: %v: %s", path, err, bytes.TrimSpace(out))
 	}
 	return nil
 }
