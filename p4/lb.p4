@@ -503,16 +503,25 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
             if (meta.ct_bypass == 0) {
                 service_packets.count(meta.service_id & (SERVICE_COUNTERS - 1));
             }
-            {
-                if (hdr.tcp.isValid()) {
-                    meta.affinity = meta.tcp_affinity;
-                    meta.track = meta.tcp_track;
-                    meta.persist = meta.tcp_persist;
-                } else {
-                    meta.affinity = meta.udp_affinity;
-                    meta.track = meta.udp_track;
-                    meta.persist = meta.udp_persist;
-                }
+            if (hdr.tcp.isValid()) {
+                meta.affinity = meta.tcp_affinity;
+                meta.track = meta.tcp_track;
+                meta.persist = meta.tcp_persist;
+            } else {
+                meta.affinity = meta.udp_affinity;
+                meta.track = meta.udp_track;
+                meta.persist = meta.udp_persist;
+            }
+            // A session tracked without ports (2- or 3-tuple: CLIENT_IP or
+            // CLIENT_IP_PROTO with PER_SESSION, the R-FRAG-CFG services) is
+            // shared with the client's fragments and unparsed protocols,
+            // which only the fallback sees. Two conntracks would split such a
+            // session after a ring change, so the whole session goes to the
+            // fallback, unchanged, and lives in one conntrack there.
+            if (meta.track == TUPLE_2 || meta.track == TUPLE_3) {
+                meta.to_fallback = 1;
+            }
+            if (meta.to_fallback == 0) {
 
                 // Conntrack: find this tuple's way and a victim way.
                 if (meta.track != TUPLE_NONE) {

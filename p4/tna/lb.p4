@@ -665,7 +665,16 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                 md.track = md.udp_track;
                 md.persist = md.udp_persist;
             }
+            // A session tracked without ports (2- or 3-tuple: the R-FRAG-CFG
+            // services) is shared with the client's fragments and unparsed
+            // protocols, which only the fallback sees: the whole session goes
+            // to the fallback so that one conntrack holds it (as p4/lb.p4).
+            if (md.track == TUPLE_2 || md.track == TUPLE_3) {
+                md.to_fallback = 1;
+            }
+        }
 
+        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0) {
             // R-HASH: CRC32 over the R-HASH layout of the affinity and the
             // tracking tuples (a fragment never gets here, so a 5-tuple has ports).
             if (hdr.ipv4.isValid()) {
@@ -834,9 +843,15 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         if (md.dropped == 0 && ig_dprsr_md.resubmit_type != RESUBMIT_BYPASS) {
             if (md.to_fallback == 1) {
                 fallback.apply();
-            } else if (forward.apply().hit) {
-                if (md.vip_hit == 1 && md.encap == 1) {
-                    hdr.ethernet.dst = md.be_mac; // L2 DSR
+            } else {
+                // By action, not hit: a default route is the default action,
+                // whose table "misses" but still routes the packet.
+                switch (forward.apply().action_run) {
+                    set_next_hop: {
+                        if (md.vip_hit == 1 && md.encap == 1) {
+                            hdr.ethernet.dst = md.be_mac; // L2 DSR
+                        }
+                    }
                 }
             }
         }

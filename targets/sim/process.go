@@ -148,6 +148,15 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 	c := compiler.ClassOf(pkt.Proto)
 	pol := svc.Classes[c]
 	r.det.Class = c.String()
+	if r.d.fallback && (pol.Track == compiler.Tuple2 || pol.Track == compiler.Tuple3) {
+		// A session without ports is shared with the client's fragments and
+		// unparsed protocols, which only the fallback sees: the switch sends
+		// the whole session there, so that one conntrack holds it (p4/lb.p4).
+		// The switch reports no service for what it punts.
+		r.v = targets.Verdict{Action: targets.Fallback, Steps: r.v.Steps}
+		r.step(StepFallback, "%s session (%s, no ports) is shared with fragments the switch does not see: sent to the fallback port", c, pol.Track)
+		return nil
+	}
 	if frag {
 		r.step("R-FRAG", "%s fragment (id %d): its tuples have no ports (a 5-tuple becomes the 3-tuple)", pkt.Frag, pkt.FragID)
 	}

@@ -526,8 +526,9 @@ func ctOutcomes(out map[int]trace.Output, n int) []string {
 	return s
 }
 
-// ageScenario: TCP flows idle for 2.5 s against idleTimeoutSec 1, and
-// CLIENT_IP UDP sessions idle for 3 s against 2; the other gaps are short.
+// ageScenario: TCP flows idle for 2.5 s against idleTimeoutSec 1, and UDP
+// flows (5-tuple tracked: sessions without ports go to the fallback whole)
+// idle for 3 s against 2; the other gaps are short.
 func ageScenario(t *testing.T) (*compiler.Config, []trace.Line, []string) {
 	cfg := mustLoad(t, "age.yaml", `tunnel: {sourceIPv4: 192.0.2.1}
 services:
@@ -544,7 +545,7 @@ services:
     vip: 203.0.113.52
     protocol: UDP
     ports: ALL
-    sessionAffinity: CLIENT_IP
+    sessionAffinity: CLIENT_IP_PORT_PROTO
     connectionTrackingPolicy: {trackingMode: PER_SESSION, idleTimeoutSec: 2}
     ringSize: 251
     backends:
@@ -569,10 +570,10 @@ services:
 		src, t0 := fmt.Sprintf("198.51.100.%d", 50+k), 0.6+0.01*float64(k)
 		ps = append(ps,
 			t0, udp(src, 5000, vu),
-			t0+0.5, udp(src, 5001, vu), // another port, same CLIENT_IP session
-			t0+1.4, udp(src, 5002, vu),
-			t0+4.4, udp(src, 5003, vu), // idle 3 s ≥ 2 s: aged
-			t0+4.5, udp(src, 5004, vu))
+			t0+0.5, udp(src, 5000, vu),
+			t0+1.4, udp(src, 5000, vu),
+			t0+4.4, udp(src, 5000, vu), // idle 3 s ≥ 2 s: aged
+			t0+4.5, udp(src, 5000, vu))
 		want = append(want, targets.CTMiss, targets.CTHit, targets.CTHit, targets.CTMiss, targets.CTHit)
 	}
 	lines := flowLines(ps...)
