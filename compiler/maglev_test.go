@@ -217,14 +217,20 @@ func BenchmarkRingBuild(b *testing.B) {
 			if weighted {
 				kind = "weighted"
 			}
-			b.Run(fmt.Sprintf("%s/N=%d", kind, n), func(b *testing.B) {
-				b.ReportAllocs()
-				for i := 0; i < b.N; i++ {
-					if _, err := BuildRing(ms, 65537, weighted); err != nil {
-						b.Fatal(err)
-					}
+			for _, classic := range []bool{false, true} {
+				alg := "lbc"
+				if classic {
+					alg = "classic"
 				}
-			})
+				b.Run(fmt.Sprintf("%s/N=%d/%s", kind, n, alg), func(b *testing.B) {
+					b.ReportAllocs()
+					for i := 0; i < b.N; i++ {
+						if _, err := buildRing(ms, 65537, weighted, classic); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 		}
 	}
 }
