@@ -24,12 +24,18 @@ func newApp() *cli.App {
 		Description: `lbc reads a load balancer's policy (lb.yaml, in the vocabulary of a cloud
 network load balancer: backends and failover groups, health, weights, session
 affinity, connection tracking, failover ratio, draining), computes the eligible
-backends and a weighted Maglev ring per service, and compiles them into tables.
+backends and a weighted Maglev ring per service, compiles them into tables, and
+writes them to a P4 switch (P4Runtime: BMv2, Tofino) or an XDP program.
 
 Start with:
    lbc compile                      # the embedded example (examples/failover.yaml)
    lbc compile -c lb.yaml --health health.yaml
-   lbc validate -c lb.yaml`,
+   lbc validate -c lb.yaml
+   lbc explain -c lb.yaml --packet "tcp 198.51.100.7:4242 > 203.0.113.10:80 S"
+Then program a datapath and keep it right:
+   lbc push -c lb.yaml --target xdp --iface eth1          # fallback-only mode (root)
+   lbc push -c lb.yaml --target bmv2 --addr 127.0.0.1:9559
+   lbc run  -c lb.yaml --target bmv2 --metrics 127.0.0.1:9100`,
 		Commands:        commands,
 		HideHelpCommand: true,
 	}
