@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 )
 
@@ -70,24 +71,8 @@ func Compile(in Input) (*Result, error) {
 		}
 		res.Services = append(res.Services, *sr)
 	}
-	sort.Slice(ir.VIPs, func(i, j int) bool { return vipLess(ir.VIPs[i].Key, ir.VIPs[j].Key) })
-	sort.Slice(ir.Services, func(i, j int) bool { return ir.Services[i].ID < ir.Services[j].ID })
-	sort.Slice(ir.Rings, func(i, j int) bool { return ir.Rings[i].ServiceID < ir.Rings[j].ServiceID })
-	sort.Slice(ir.Backends, func(i, j int) bool { return ir.Backends[i].ID < ir.Backends[j].ID })
+	ir.Sort()
 	return res, nil
-}
-
-func vipLess(a, b VIPKey) bool {
-	if c := a.VIP.Compare(b.VIP); c != 0 {
-		return c < 0
-	}
-	if a.Kind != b.Kind {
-		return a.Kind < b.Kind
-	}
-	if a.Proto != b.Proto {
-		return a.Proto < b.Proto
-	}
-	return a.Port < b.Port
 }
 
 func compileService(in Input, s *Service, id uint32, old *ServiceRow, prev, ir *IR) (*ServiceResult, error) {
@@ -247,7 +232,7 @@ func compileService(in Input, s *Service, id uint32, old *ServiceRow, prev, ir *
 		row.RingSize = old.RingSize
 	case oldRing == nil:
 		rr.Halves = [2][]uint32{slots, append([]uint32(nil), slots...)}
-	case equalSlots(oldRing.Halves[old.ActiveHalf], slots):
+	case slices.Equal(oldRing.Halves[old.ActiveHalf], slots):
 		rr.Halves = oldRing.Halves
 		row.ActiveHalf = old.ActiveHalf
 	default:
@@ -280,17 +265,6 @@ func protoNumber(p string) uint8 {
 	return IPProtoTCP
 }
 
-func equalSlots(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 // SynNew reports whether a TCP SYN skips conntrack (R-CT-1, R-CT-2).
 func SynNew(mode, affinity string) bool {

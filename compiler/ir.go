@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"net/netip"
+	"sort"
 )
 
 // IR is the compiled, target-independent form of a configuration: the
@@ -191,6 +192,29 @@ type BackendRow struct {
 	// Weight and Failover are informational (status, explain).
 	Weight   int  `json:"weight"`
 	Failover bool `json:"failover"`
+}
+
+// Less orders VIP keys: by address, then match kind, protocol and port.
+func (a VIPKey) Less(b VIPKey) bool {
+	if c := a.VIP.Compare(b.VIP); c != 0 {
+		return c < 0
+	}
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
+	}
+	if a.Proto != b.Proto {
+		return a.Proto < b.Proto
+	}
+	return a.Port < b.Port
+}
+
+// Sort puts every table in the canonical order Compile emits, so that IRs
+// read back from a target compare and digest like compiled ones.
+func (ir *IR) Sort() {
+	sort.Slice(ir.VIPs, func(i, j int) bool { return ir.VIPs[i].Key.Less(ir.VIPs[j].Key) })
+	sort.Slice(ir.Services, func(i, j int) bool { return ir.Services[i].ID < ir.Services[j].ID })
+	sort.Slice(ir.Rings, func(i, j int) bool { return ir.Rings[i].ServiceID < ir.Rings[j].ServiceID })
+	sort.Slice(ir.Backends, func(i, j int) bool { return ir.Backends[i].ID < ir.Backends[j].ID })
 }
 
 // Service returns the service row with id, or nil.

@@ -1,13 +1,11 @@
 package compiler
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"sort"
+	"strings"
 
-	"gopkg.in/yaml.v3"
+	"github.com/lbc-dev/lbc/internal/strictyaml"
 )
 
 // BackendState is what health checks know of one endpoint. Absent fields
@@ -68,31 +66,24 @@ func (st State) SetWeight(name string, w int) {
 	st[name] = s
 }
 
+var stateSchema = strictyaml.Schema{Doc: "health.yaml", Types: configSchema.Types, Labels: configSchema.Labels}
+
 // LoadState parses a health.yaml (endpoint name → {healthy, weight}) and
 // checks it against the configuration: unknown names and weights outside
 // 0..1000 are errors, all reported at once.
 func LoadState(file string, data []byte, cfg *Config) (State, error) {
 	st := State{}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&st); err != nil && !errors.Is(err, io.EOF) {
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			var ps Problems
-			for _, e := range te.Errors {
-				p := typeErrProblem(file, e)
-				if p.Msg != "" && bytes.Contains([]byte(e), []byte("BackendState")) {
-					p.Msg += " (each entry is name: {healthy: true|false, weight: 0..1000})"
-				}
-				ps = append(ps, p)
+	root, issues := strictyaml.Decode(data, &st, stateSchema)
+	if len(issues) > 0 {
+		ps := issuesToProblems(file, issues)
+		for i := range ps {
+			if strings.Contains(ps[i].Msg, "but this field wants a mapping") && !strings.Contains(ps[i].Msg, "{healthy") {
+				ps[i].Msg += " (each entry is name: {healthy: true|false, weight: 0..1000})"
 			}
-			return nil, ps
 		}
-		return nil, Problems{{File: file, Line: yamlErrLine(err), Msg: cleanYAMLErr(err) + " (want a mapping of endpoint name: {healthy: true|false, weight: 0..1000})"}}
+		return nil, ps
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(data, &root)
-	loc := locator{root: &root}
+	loc := locator{root: root}
 	known := map[string]bool{}
 	if cfg != nil {
 		for _, s := range cfg.Services {

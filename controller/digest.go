@@ -34,7 +34,7 @@ func Digest(ir *compiler.IR) string {
 	}
 	// Read-backs need not be sorted: sort copies.
 	vips := append([]compiler.VIPRow(nil), ir.VIPs...)
-	sort.Slice(vips, func(i, j int) bool { return vipLess(vips[i].Key, vips[j].Key) })
+	sort.Slice(vips, func(i, j int) bool { return vips[i].Key.Less(vips[j].Key) })
 	svcs := make([]*compiler.ServiceRow, len(ir.Services))
 	for i := range ir.Services {
 		svcs[i] = &ir.Services[i]
@@ -90,17 +90,4 @@ func Digest(ir *compiler.IR) string {
 		bool8(b.Draining)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:12])
-}
-
-func vipLess(a, b compiler.VIPKey) bool {
-	if c := a.VIP.Compare(b.VIP); c != 0 {
-		return c < 0
-	}
-	if a.Kind != b.Kind {
-		return a.Kind < b.Kind
-	}
-	if a.Proto != b.Proto {
-		return a.Proto < b.Proto
-	}
-	return a.Port < b.Port
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
@@ -127,7 +128,7 @@ func sameInfo(a, b *compiler.IR) bool {
 	}
 	for i := range a.Services {
 		x, y := &a.Services[i], &b.Services[i]
-		if x.ID != y.ID || x.Name != y.Name || x.Decision != y.Decision || x.Rule != y.Rule || x.FailoverSide != y.FailoverSide || !equalStrings(x.Eligible, y.Eligible) {
+		if x.ID != y.ID || x.Name != y.Name || x.Decision != y.Decision || x.Rule != y.Rule || x.FailoverSide != y.FailoverSide || !slices.Equal(x.Eligible, y.Eligible) {
 			return false
 		}
 	}

@@ -7,6 +7,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/lbc-dev/lbc/compiler"
@@ -83,7 +84,7 @@ func Events(prev, next *compiler.IR) []Event {
 		add := func(kind, backend, format string, args ...any) {
 			out = append(out, Event{Kind: kind, Service: s.Name, Backend: backend, Detail: fmt.Sprintf(format, args...)})
 		}
-		if !equalStrings(o.Eligible, s.Eligible) {
+		if !slices.Equal(o.Eligible, s.Eligible) {
 			add(EventEligible, "", "%s (%s) → %s (%s)", list(o.Eligible), o.Rule, list(s.Eligible), s.Rule)
 		}
 		if s.NoBackends && !o.NoBackends {
@@ -160,18 +161,6 @@ func NextDeadline(ir *compiler.IR) (float64, bool) {
 		}
 	}
 	return t, ok
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func list(s []string) string {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"sort"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/runtime"
@@ -340,26 +339,6 @@ func (tr *Translator) IR(tabs Tables, tunnel *p4v1.TableEntry) (*compiler.IR, er
 		}
 	}
 	ir.NextServiceID, ir.NextBackendID = next[0], next[1]
-	sortIR(ir)
+	ir.Sort()
 	return ir, nil
-}
-
-// sortIR orders rows as compiler.Compile does.
-func sortIR(ir *compiler.IR) {
-	sort.Slice(ir.VIPs, func(i, j int) bool {
-		a, b := ir.VIPs[i].Key, ir.VIPs[j].Key
-		if c := a.VIP.Compare(b.VIP); c != 0 {
-			return c < 0
-		}
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		if a.Proto != b.Proto {
-			return a.Proto < b.Proto
-		}
-		return a.Port < b.Port
-	})
-	sort.Slice(ir.Services, func(i, j int) bool { return ir.Services[i].ID < ir.Services[j].ID })
-	sort.Slice(ir.Rings, func(i, j int) bool { return ir.Rings[i].ServiceID < ir.Rings[j].ServiceID })
-	sort.Slice(ir.Backends, func(i, j int) bool { return ir.Backends[i].ID < ir.Backends[j].ID })
 }
