@@ -265,7 +265,6 @@ func protoNumber(p string) uint8 {
 	return IPProtoTCP
 }
 
-
 // SynNew reports whether a TCP SYN skips conntrack (R-CT-1, R-CT-2).
 func SynNew(mode, affinity string) bool {
 	if mode != TrackPerSession {
