@@ -414,7 +414,7 @@ func bmv2Opener(ctx context.Context, parent *testing.B) func(*testing.B, int, in
 	return func(b *testing.B, _, _ int) (targets.Target, func()) {
 		b.Helper()
 		if err := bmv2live.Available(""); err != nil {
-			b.Skipf("BMv2 failover benchmark skipped: %v; the sim and XDP rows run without it", err)
+			b.Skipf("BMv2 failover benchmark skipped: %v; the sim rows run without it", err)
 		}
 		if !started {
 			started = true

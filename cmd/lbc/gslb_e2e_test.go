@@ -349,11 +349,17 @@ func TestE2E_G1_LbcRunSitesFailoverOverDNS(t *testing.T) {
 	g := startGSLB(t, seoul, virginia)
 
 	// Both sites healthy: the preferred one (G-6), every time, on both
-	// transports. The first polls may not have landed yet: wait for them.
+	// transports. Until the first polls land, both sites are unknown and
+	// least-selected alternates: wait for them.
 	deadline := time.Now().Add(e2eDeadline)
-	for g.answer(t) != seoul.vip {
+	for {
+		u, uerr := g.ask("udp")
+		tc, terr := g.ask("tcp")
+		if uerr == nil && terr == nil && u == seoul.vip && tc == seoul.vip {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("never answered the preferred site seoul (%s)\n%s", seoul.vip, g.logs.String())
+			t.Fatalf("never answered the preferred site seoul (%s): last UDP %s %v, TCP %s %v\n%s", seoul.vip, u, uerr, tc, terr, g.logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

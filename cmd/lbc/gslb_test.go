@@ -108,6 +108,7 @@ func TestGSLBServe(t *testing.T) {
 		if r, _, err = (&dns.Client{Net: "udp", Timeout: 200 * time.Millisecond}).Exchange(m, addr); err == nil {
 			break
 		}
+		time.Sleep(50 * time.Millisecond) // a refused query returns at once
 	}
 	if err != nil || len(r.Answer) != 1 || !r.Authoritative {
 		t.Fatalf("UDP: %v %v", r, err)
