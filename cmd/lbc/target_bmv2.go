@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 
@@ -45,27 +44,7 @@ var bmv2Adapter = &adapter{
 		return t, nil
 	},
 	OpenRead: func(c *cli.Context) (targets.Target, error) { return openBMv2(c, true) },
-	Counters: func(t targets.Target) (*counters, error) {
-		bt, ok := t.(*bmv2.Target)
-		if !ok {
-			return nil, nil
-		}
-		cnt, err := bt.Counters(context.Background())
-		if err != nil {
-			return nil, err
-		}
-		out := &counters{Global: map[string]uint64{"fallback": cnt.FallbackPunts}, Services: map[uint32]map[string]uint64{}, Backends: map[uint32]map[string]uint64{}}
-		for reason, n := range cnt.Drops {
-			out.Global["drop:"+reason] = n
-		}
-		for id, v := range cnt.Services {
-			out.Services[id] = map[string]uint64{"packets": v.Packets, "bytes": v.Bytes, "new": v.NewConnections}
-		}
-		for id, v := range cnt.Backends {
-			out.Backends[id] = map[string]uint64{"new": v.NewConnections}
-		}
-		return out, nil
-	},
+	Counters: func(t targets.Target) (*counters, error) { return targetCounters(t, "") },
 }
 
 func openBMv2(c *cli.Context, readOnly bool) (*bmv2.Target, error) {

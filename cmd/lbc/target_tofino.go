@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 
@@ -37,27 +36,9 @@ var tofinoAdapter = &adapter{
 		return t, nil
 	},
 	OpenRead: func(c *cli.Context) (targets.Target, error) { return openTofino(c, true) },
+	// p4test's P4Info has no TNA counters; bf-p4c's has.
 	Counters: func(t targets.Target) (*counters, error) {
-		tt, ok := t.(*tofino.Target)
-		if !ok {
-			return nil, nil
-		}
-		cnt, err := tt.Counters(context.Background())
-		if err != nil {
-			// p4test's P4Info has no TNA counters; bf-p4c's has.
-			return nil, fmt.Errorf("counters: %w (the switch's P4Info must come from bf-p4c to list the TNA Counter externs)", err)
-		}
-		out := &counters{Global: map[string]uint64{"fallback": cnt.FallbackPunts}, Services: map[uint32]map[string]uint64{}, Backends: map[uint32]map[string]uint64{}}
-		for reason, n := range cnt.Drops {
-			out.Global["drop:"+reason] = n
-		}
-		for id, v := range cnt.Services {
-			out.Services[id] = map[string]uint64{"packets": v.Packets, "bytes": v.Bytes, "new": v.NewConnections}
-		}
-		for id, v := range cnt.Backends {
-			out.Backends[id] = map[string]uint64{"new": v.NewConnections}
-		}
-		return out, nil
+		return targetCounters(t, " (the switch's P4Info must come from bf-p4c to list the TNA Counter externs)")
 	},
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -35,6 +36,30 @@ type counters struct {
 	Global   map[string]uint64            `json:"global,omitempty"`
 	Services map[uint32]map[string]uint64 `json:"services,omitempty"`
 	Backends map[uint32]map[string]uint64 `json:"backends,omitempty"`
+}
+
+// targetCounters reads a targets.CounterTarget for status; hint is added
+// to a read error.
+func targetCounters(t targets.Target, hint string) (*counters, error) {
+	ct, ok := t.(targets.CounterTarget)
+	if !ok {
+		return nil, nil
+	}
+	cnt, err := ct.Counters(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("counters: %w%s", err, hint)
+	}
+	out := &counters{Global: map[string]uint64{"fallback": cnt.FallbackPunts}, Services: map[uint32]map[string]uint64{}, Backends: map[uint32]map[string]uint64{}}
+	for reason, n := range cnt.Drops {
+		out.Global["drop:"+reason] = n
+	}
+	for id, v := range cnt.Services {
+		out.Services[id] = map[string]uint64{"packets": v.Packets, "bytes": v.Bytes, "new": v.NewConnections}
+	}
+	for id, v := range cnt.Backends {
+		out.Backends[id] = map[string]uint64{"new": v.NewConnections}
+	}
+	return out, nil
 }
 
 // committer is a target that records what a diff does not carry (names,
