@@ -77,14 +77,34 @@ func (m *meta) merge(d compiler.Diff) {
 
 // prune drops entries of rows the tables no longer hold.
 func (m *meta) prune(ir *compiler.IR) {
+	held := make(map[uint32]bool, len(ir.Services))
+	for _, s := range ir.Services {
+		held[s.ID] = true
+	}
 	for id := range m.Services {
-		if ir.Service(id) == nil {
+		if !held[id] {
 			delete(m.Services, id)
 		}
 	}
+	clear(held)
+	for _, b := range ir.Backends {
+		held[b.ID] = true
+	}
 	for id := range m.Backends {
-		if ir.Backend(id) == nil {
+		if !held[id] {
 			delete(m.Backends, id)
+		}
+	}
+}
+
+// forget drops the entries of the rows a fully applied diff deleted.
+func (m *meta) forget(d compiler.Diff) {
+	for _, c := range d.Changes {
+		switch {
+		case c.Service != nil && c.Op == compiler.Delete:
+			delete(m.Services, c.Service.ID)
+		case c.Backend != nil && c.Op == compiler.Delete:
+			delete(m.Backends, c.Backend.ID)
 		}
 	}
 }

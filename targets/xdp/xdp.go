@@ -300,13 +300,16 @@ func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
 		return nil, err
 	}
 	ir.TunnelSource4, ir.TunnelSource6 = c.TunnelSource4, c.TunnelSource6
+	// Names of rows the kernel no longer holds (a push interrupted after
+	// its deletes) are dropped here, where the tables are read anyway.
+	t.meta.prune(ir)
 	t.meta.fill(ir)
 	return ir, nil
 }
 
 // Apply implements targets.Target. Map writes follow the diff's order;
 // meta.json is written before (with the union of old and new names) and
-// after (pruned), so a crash in between never loses a name.
+// after (without the deleted rows), so a crash in between never loses a name.
 func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats, error) {
 	start := time.Now()
 	t.meta.merge(d)
@@ -318,11 +321,11 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 	if err != nil {
 		return st, fmt.Errorf("xdp: %w", err)
 	}
-	held, err := t.dp.ReadTables()
-	if err == nil {
-		t.meta.prune(held)
-		err = t.meta.save(t.metaPathOrEmpty())
-	}
+	// Every change was applied, so the deletes say exactly which names to
+	// drop; reading every table back here would make a two-write flip cost
+	// as much as the whole configuration.
+	t.meta.forget(d)
+	err = t.meta.save(t.metaPathOrEmpty())
 	st.Duration = time.Since(start)
 	return st, err
 }
