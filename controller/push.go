@@ -15,7 +15,8 @@ import (
 func (c *Controller) update(ctx context.Context, why string) error {
 	st := c.mon.State()
 	now := c.now()
-	r, err := Reconcile(c.cfg, st, c.ir, now)
+	prev := c.ir
+	r, err := Reconcile(c.cfg, st, prev, now)
 	if err != nil {
 		c.log.Error("compile failed; the datapaths keep their tables", "trigger", why, "err", err)
 		c.m.error("compile")
@@ -26,7 +27,7 @@ func (c *Controller) update(ctx context.Context, why string) error {
 	c.ir = r.IR
 	var errs []error
 	for _, ts := range c.tgts {
-		if err := c.push(ctx, ts, r.IR, why); err != nil {
+		if err := c.push(ctx, ts, prev, r, why); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -38,8 +39,10 @@ func (c *Controller) update(ctx context.Context, why string) error {
 	return nil
 }
 
-// push brings one target to ir.
-func (c *Controller) push(ctx context.Context, ts *target, ir *compiler.IR, why string) error {
+// push brings one target to r.IR. A target that holds prev (the IR r was
+// diffed against) takes r's diff; any other is diffed against what it holds.
+func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r *Reconciled, why string) error {
+	ir := r.IR
 	name := ts.t.Name()
 	if ts.arb != nil {
 		primary := ts.arb.Primary()
@@ -63,7 +66,10 @@ func (c *Controller) push(ctx context.Context, ts *target, ir *compiler.IR, why 
 		}
 		ts.held = held
 	}
-	d := compiler.DiffIR(ts.held, ir)
+	d := r.Diff
+	if ts.held != prev || prev == nil {
+		d = compiler.DiffIR(ts.held, ir)
+	}
 	if d.Empty() {
 		ts.held = ir // the same tables; ir also has the latest names
 		ts.st.LastError = ""
