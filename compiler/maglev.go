@@ -6,7 +6,7 @@ import (
 )
 
 // probeBatch bounds the probes of one scheduler turn; see BuildRing.
-const probeBatch = 16
+const probeBatch = 64
 
 // RingMember is one backend of a ring: its name seeds its permutation, its
 // weight sets its share.
