@@ -11,6 +11,6 @@ package fallback
 //           Repeat > 1 (benchmarks only).
 
 //go:generate go run ./internal/crctable bpf/crc32_table.h
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -go-package fallback -output-dir $BPF2GO_OUT lb bpf/lb.c -- -O2 -g -Wall -I/usr/include/x86_64-linux-gnu
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -go-package fallback -output-dir $BPF2GO_OUT -type verdict lbtest bpf/lb.c -- -O2 -g -Wall -DLBC_TEST -I/usr/include/x86_64-linux-gnu
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -go-package fallback -output-dir $BPF2GO_OUT lbbench bpf/lb.c -- -O2 -g -Wall -DLBC_BENCH -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -target bpfel -go-package fallback -output-dir $BPF2GO_OUT lb bpf/lb.c -- -O2 -g -Wall -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -target bpfel -go-package fallback -output-dir $BPF2GO_OUT -type verdict lbtest bpf/lb.c -- -O2 -g -Wall -DLBC_TEST -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -target bpfel -go-package fallback -output-dir $BPF2GO_OUT lbbench bpf/lb.c -- -O2 -g -Wall -DLBC_BENCH -I/usr/include/x86_64-linux-gnu
