@@ -35,7 +35,11 @@ var bmv2Adapter = &adapter{
 		if t.PipelinePushed() {
 			fmt.Fprintf(c.App.ErrWriter, "%s: pushed pipeline %s (tables start empty)\n", t.Name(), c.String(p4InfoFlag.Name))
 		}
-		if port := c.Int(p4FallbackFlag.Name); port >= 0 {
+		if port := c.Int(p4FallbackFlag.Name); port >= 0 && !t.Primary() {
+			// A backup `lbc run` may not write; the primary, started with
+			// the same flags, has set the port.
+			fmt.Fprintf(c.App.ErrWriter, "%s: backup controller: the primary sets the fallback port\n", t.Name())
+		} else if port >= 0 {
 			if _, err := t.SetFallbackPort(c.Context, uint32(port)); err != nil {
 				t.Close()
 				return nil, err

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
+	"github.com/lbc-dev/lbc/runtime"
+	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
+	"github.com/urfave/cli/v2"
 )
 
 // lbc push --target bmv2 against the in-process P4Runtime server: the first
@@ -53,5 +60,53 @@ func TestPushBMv2(t *testing.T) {
 	}
 	if _, _, err := runLBC(t, "push", "--target", "bmv2", "--addr", srv.Addr(), "--election-id", "0"); err == nil || !strings.Contains(err.Error(), "election") {
 		t.Fatalf("--election-id 0: %v", err)
+	}
+}
+
+// A backup `lbc run --target bmv2 --fallback-port N` opens without writing:
+// only the primary may, and it sets the port. (The backup used to try the
+// write whenever the switch held another port, and fail on the refusal.)
+func TestBMv2BackupLeavesFallbackPortToPrimary(t *testing.T) {
+	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	ctx := t.Context()
+	primary, err := bmv2.Open(ctx, bmv2.Options{Options: runtime.Options{Addr: srv.Addr(), DeviceID: 1, ElectionLow: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		P4InfoPath: "../../p4/build/lb.p4info.txtpb", DeviceConfigPath: "../../p4/build/lb.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer primary.Close()
+	if _, err := primary.SetFallbackPort(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	srv.ResetLog()
+	var errw bytes.Buffer
+	var opened targets.Target
+	app := &cli.App{Name: "lbc", ErrWriter: &errw, Writer: io.Discard, Commands: []*cli.Command{{
+		Name: "run", Flags: bmv2Adapter.Flags, // runShared: the command is "run"
+		Action: func(c *cli.Context) error {
+			var err error
+			opened, err = bmv2Adapter.Open(c)
+			return err
+		},
+	}}}
+	if err := app.Run([]string{"lbc", "run", "--addr", srv.Addr(), "--election-id", "1", "--fallback-port", "4"}); err != nil {
+		t.Fatalf("backup open: %v\n%s", err, errw.String())
+	}
+	defer opened.Close()
+	if opened.(*bmv2.Target).Primary() {
+		t.Fatal("the lower election ID became primary")
+	}
+	if !strings.Contains(errw.String(), "backup controller: the primary sets the fallback port") {
+		t.Fatalf("stderr: %s", errw.String())
+	}
+	if log := srv.Log(); len(log) != 0 {
+		t.Fatalf("the backup wrote %d entities", len(log))
 	}
 }
