@@ -3,9 +3,12 @@ package scenario
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/testbench/netns"
 )
@@ -68,4 +71,22 @@ func (d nsDialer) DialContext(ctx context.Context, network, address string) (net
 		return err
 	})
 	return c, err
+}
+
+// attachHelper attaches a helper XDP program (pass, decap) in native mode
+// to an interface inside a namespace.
+func attachHelper(ns, ifname string, prog *ebpf.Program) (link.Link, error) {
+	var l link.Link
+	err := netns.Do(ns, func() error {
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index, Flags: link.XDPDriverMode})
+		if err != nil {
+			return fmt.Errorf("attach XDP helper to %s in %s: %w", ifname, ns, err)
+		}
+		return nil
+	})
+	return l, err
 }

@@ -273,18 +273,11 @@ func NewMininetEnv(ctx context.Context, prefix string, n, clients int, outDir st
 		return nil, err
 	}
 	xdpOn := func(ns, ifname string, prog *ebpf.Program) error {
-		return netns.Do(ns, func() error {
-			ifc, err := net.InterfaceByName(ifname)
-			if err != nil {
-				return err
-			}
-			l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index, Flags: link.XDPDriverMode})
-			if err != nil {
-				return fmt.Errorf("attach XDP helper to %s in %s: %w", ifname, ns, err)
-			}
+		l, err := attachHelper(ns, ifname, prog)
+		if err == nil {
 			e.links = append(e.links, l)
-			return nil
-		})
+		}
+		return err
 	}
 	// The fallback host redirects into fb-eth1: its peer needs a program
 	// for native XDP on veth.

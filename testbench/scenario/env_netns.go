@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -73,18 +72,11 @@ func NewNetnsEnv(ctx context.Context, prefix string, n, clients int) (Env, error
 		return nil, err
 	}
 	attach := func(ns, ifname string, prog *ebpf.Program) error {
-		return netns.Do(ns, func() error {
-			ifc, err := net.InterfaceByName(ifname)
-			if err != nil {
-				return err
-			}
-			l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index, Flags: link.XDPDriverMode})
-			if err != nil {
-				return fmt.Errorf("attach XDP helper to %s in %s: %w", ifname, ns, err)
-			}
+		l, err := attachHelper(ns, ifname, prog)
+		if err == nil {
 			e.links = append(e.links, l)
-			return nil
-		})
+		}
+		return err
 	}
 	if err := attach(topo.SW, topo.LBPeer, e.helpers.Pass); err != nil {
 		return nil, err
