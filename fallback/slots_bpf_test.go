@@ -16,6 +16,7 @@ import (
 // the 65,536-row array), the entry must not follow the slot to the new
 // backend: the row is gone (R-DRAIN), so the packet is a miss.
 func TestRDRAIN_ReusedSlotIsNotTheOldBackend(t *testing.T) {
+	needBPF(t)
 	dp, err := fallback.Load(fallback.LoadOptions{Test: true})
 	if err != nil {
 		t.Fatalf("load (needs root): %v", err)

@@ -15,6 +15,7 @@ import (
 // and the removed one must pass as not ours afterwards, as must an
 // address that was never a VIP.
 func TestVIPFilterSharedBit(t *testing.T) {
+	needBPF(t)
 	// Find two addresses of 198.18.0.0/15 with the same bit (131,072
 	// addresses over 65,536 bits: a pair exists).
 	seen := map[uint32]netip.Addr{}

@@ -2,7 +2,6 @@ package xdp_test
 
 import (
 	"net/netip"
-	"os"
 	"testing"
 
 	"github.com/lbc-dev/lbc/compiler"
@@ -15,9 +14,7 @@ import (
 // through targets.CounterTarget: packets and bytes per service, new
 // connections per service and backend, drops by reason.
 func TestCountersForTheController(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load the XDP program (CI runs as root)")
-	}
+	needBPF(t)
 	tgt, err := xdp.NewReplay(xdp.ReplayOptions{TunnelSource4: netip.MustParseAddr("192.0.2.1")})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 // (a counted malformed drop, or not-ours when the destination is not a
 // VIP), never forward a packet it could not parse, and keep working.
 func TestMalformedFramesDropAndCount(t *testing.T) {
+	needBPF(t)
 	f := families[0]
 	cfg := diffConfig(f, compiler.AffinityClientIPProto, compiler.TrackPerSession, compiler.PersistDefault, false)
 	tgt, err := xdp.NewReplay(xdp.ReplayOptions{TunnelSource4: netip.MustParseAddr("192.0.2.1"), TunnelSource6: netip.MustParseAddr("2001:db8::1")})

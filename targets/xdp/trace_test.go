@@ -100,6 +100,7 @@ func loadCfg(t *testing.T, cfgFile, healthFile string) (*compiler.Config, compil
 // events) for every configuration of testbench/testdata through both
 // datapaths.
 func TestGeneratedTracesAgreeWithSim(t *testing.T) {
+	needBPF(t)
 	cfgs, _ := filepath.Glob("../../testbench/testdata/*.yaml")
 	total := 0
 	for i, cf := range cfgs {
@@ -131,6 +132,7 @@ func TestGeneratedTracesAgreeWithSim(t *testing.T) {
 // TestSpecTracesOnXDP runs the spec's traces (with expectations written
 // from the rules) on the XDP program.
 func TestSpecTracesOnXDP(t *testing.T) {
+	needBPF(t)
 	files, _ := filepath.Glob("../../testbench/testdata/*.jsonl")
 	if len(files) == 0 {
 		t.Fatal("no traces in testbench/testdata")
