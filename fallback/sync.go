@@ -239,9 +239,7 @@ func (dp *Datapath) ReadTables() (*compiler.IR, error) {
 		return nil, err
 	}
 	ir.Rings = rings
-	sort.Slice(ir.VIPs, func(i, j int) bool { return vipLess(ir.VIPs[i].Key, ir.VIPs[j].Key) })
-	sort.Slice(ir.Services, func(i, j int) bool { return ir.Services[i].ID < ir.Services[j].ID })
-	sort.Slice(ir.Backends, func(i, j int) bool { return ir.Backends[i].ID < ir.Backends[j].ID })
+	ir.Sort()
 	return ir, nil
 }
 
@@ -294,17 +292,4 @@ func (dp *Datapath) readRings() ([]compiler.RingRows, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ServiceID < out[j].ServiceID })
 	return out, nil
-}
-
-func vipLess(a, b compiler.VIPKey) bool {
-	if c := a.VIP.Compare(b.VIP); c != 0 {
-		return c < 0
-	}
-	if a.Kind != b.Kind {
-		return a.Kind < b.Kind
-	}
-	if a.Proto != b.Proto {
-		return a.Proto < b.Proto
-	}
-	return a.Port < b.Port
 }

@@ -52,26 +52,37 @@ var bmv2Adapter = &adapter{
 }
 
 func openBMv2(c *cli.Context, readOnly bool) (*bmv2.Target, error) {
-	opts := bmv2.Options{Options: runtime.Options{
-		Addr: c.String(p4AddrFlag.Name), DeviceID: c.Uint64(p4DeviceFlag.Name), ElectionLow: c.Uint64(p4ElectionFlag.Name),
-		Role: c.String(p4RoleFlag.Name), BatchSize: c.Int(p4BatchFlag.Name), ReadOnly: readOnly,
-		Logger: slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, P4InfoPath: c.String(p4InfoFlag.Name), DeviceConfigPath: c.String(p4DevcfgFlag.Name)}
+	ro, err := p4RuntimeOptions(c, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	opts := bmv2.Options{Options: ro, P4InfoPath: c.String(p4InfoFlag.Name), DeviceConfigPath: c.String(p4DevcfgFlag.Name)}
 	if opts.DeviceConfigPath != "" && opts.P4InfoPath == "" {
 		return nil, fmt.Errorf("--device-config needs --p4info (the pipeline is pushed as a pair)")
-	}
-	if ca, cert, key := c.String(p4CAFlag.Name), c.String(p4CertFlag.Name), c.String(p4KeyFlag.Name); ca != "" || cert != "" {
-		tc, err := runtime.TLSConfig(ca, cert, key, "")
-		if err != nil {
-			return nil, fmt.Errorf("--tls-*: %w", err)
-		}
-		opts.TLS = tc
-	}
-	if opts.ElectionLow == 0 {
-		return nil, fmt.Errorf("--election-id 0 is not a valid election ID; use 1 or more")
 	}
 	if runShared(c) {
 		return bmv2.OpenShared(c.Context, opts) // lbc run: may start as the backup
 	}
 	return bmv2.Open(c.Context, opts)
+}
+
+// p4RuntimeOptions reads the P4Runtime connection flags shared by the
+// bmv2 and tofino targets.
+func p4RuntimeOptions(c *cli.Context, readOnly bool) (runtime.Options, error) {
+	opts := runtime.Options{
+		Addr: c.String(p4AddrFlag.Name), DeviceID: c.Uint64(p4DeviceFlag.Name), ElectionLow: c.Uint64(p4ElectionFlag.Name),
+		Role: c.String(p4RoleFlag.Name), BatchSize: c.Int(p4BatchFlag.Name), ReadOnly: readOnly,
+		Logger: slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if ca, cert, key := c.String(p4CAFlag.Name), c.String(p4CertFlag.Name), c.String(p4KeyFlag.Name); ca != "" || cert != "" {
+		tc, err := runtime.TLSConfig(ca, cert, key, "")
+		if err != nil {
+			return opts, fmt.Errorf("--tls-*: %w", err)
+		}
+		opts.TLS = tc
+	}
+	if opts.ElectionLow == 0 {
+		return opts, fmt.Errorf("--election-id 0 is not a valid election ID; use 1 or more")
+	}
+	return opts, nil
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 
-	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/tofino"
 	"github.com/urfave/cli/v2"
@@ -47,21 +45,11 @@ func openTofino(c *cli.Context, readOnly bool) (*tofino.Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := tofino.Options{Options: runtime.Options{
-		Addr: c.String(p4AddrFlag.Name), DeviceID: c.Uint64(p4DeviceFlag.Name), ElectionLow: c.Uint64(p4ElectionFlag.Name),
-		Role: c.String(p4RoleFlag.Name), BatchSize: c.Int(p4BatchFlag.Name), ReadOnly: readOnly,
-		Logger: slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, P4InfoPath: c.String(p4InfoFlag.Name), DeviceConfigPath: c.String(p4DevcfgFlag.Name), DeviceConfigFormat: format,
+	ro, err := p4RuntimeOptions(c, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	opts := tofino.Options{Options: ro, P4InfoPath: c.String(p4InfoFlag.Name), DeviceConfigPath: c.String(p4DevcfgFlag.Name), DeviceConfigFormat: format,
 		ProgramName: c.String(tofinoProgramFlag.Name)}
-	if ca, cert, key := c.String(p4CAFlag.Name), c.String(p4CertFlag.Name), c.String(p4KeyFlag.Name); ca != "" || cert != "" {
-		tc, err := runtime.TLSConfig(ca, cert, key, "")
-		if err != nil {
-			return nil, fmt.Errorf("--tls-*: %w", err)
-		}
-		opts.TLS = tc
-	}
-	if opts.ElectionLow == 0 {
-		return nil, fmt.Errorf("--election-id 0 is not a valid election ID; use 1 or more")
-	}
 	return tofino.Open(c.Context, opts)
 }
