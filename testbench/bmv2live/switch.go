@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -279,24 +278,10 @@ func (s *Switch) launch(ctx context.Context, sock string) error {
 	}
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// The switch dies with this process (Pdeathsig follows the thread that
-	// forked, so the fork happens on a thread kept for the process's life).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	done := make(chan error, 1)
-	go func() {
-		goruntime.LockOSThread()
-		defer goruntime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		done <- cmd.Wait()
-		logf.Close()
-	}()
-	if err := <-started; err != nil {
-		logf.Close()
+	// The switch dies with this process.
+	done, err := netns.StartTied(cmd, syscall.SIGKILL)
+	logf.Close() // the child holds its own descriptor
+	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	s.cmd, s.done = cmd, done

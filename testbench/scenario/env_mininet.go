@@ -202,7 +202,7 @@ func NewMininetEnv(ctx context.Context, prefix string, n, clients int, outDir st
 	if e.pyIn, err = e.py.StdinPipe(); err != nil {
 		return nil, err
 	}
-	if e.pyDone, err = startDying(e.py); err != nil {
+	if e.pyDone, err = netns.StartTied(e.py, syscall.SIGTERM); err != nil {
 		return nil, fmt.Errorf("start %s %s: %w", systemPython, script, err)
 	}
 	lines := make(chan string, 1)
@@ -306,26 +306,6 @@ func NewMininetEnv(ctx context.Context, prefix string, n, clients int, outDir st
 	return e, nil
 }
 
-// startDying starts cmd from a thread kept for the process's life, so
-// that the child is killed (SIGTERM) if this process dies (Pdeathsig
-// follows the forking thread).
-func startDying(cmd *exec.Cmd) (chan error, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	started := make(chan error, 1)
-	done := make(chan error, 1)
-	go func() {
-		goruntime.LockOSThread()
-		defer goruntime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		done <- cmd.Wait()
-	}()
-	return done, <-started
-}
-
 // startSwitch launches simple_switch_grpc in the switch node, pushes the
 // pipeline and programs what the IR does not carry: the fallback port and
 // the forward table (clients on port 1, backends on port 2).
@@ -343,7 +323,7 @@ func (e *mininetEnv) startSwitch(ctx context.Context) error {
 		"--log-level", "off", "-i", "1@"+p["1"], "-i", "2@"+p["2"], "-i", "3@"+p["3"],
 		"--no-p4", "--", "--grpc-server-addr", "unix:"+e.sock)
 	e.sw.Stdout, e.sw.Stderr = logf, logf
-	if e.swDone, err = startDying(e.sw); err != nil {
+	if e.swDone, err = netns.StartTied(e.sw, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("start simple_switch_grpc: %w", err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
