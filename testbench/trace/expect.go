@@ -44,6 +44,22 @@ type Expect struct {
 var actions = []string{"forward", "drop", "not-ours", "fallback"}
 
 func (e *Expect) validate(event bool) error {
+	// A list given empty would assert nothing (or nothing that can hold),
+	// and would not survive a write and re-read: refuse it.
+	for _, l := range []struct {
+		name string
+		v    []string
+		fix  string
+	}{
+		{"in", e.In, "name at least one backend, or leave it out"},
+		{"notIn", e.NotIn, "name at least one backend, or leave it out"},
+		{"rules", e.Rules, "name at least one rule ID, or leave it out"},
+		{"eligible", e.Eligible, `to assert that no backend is eligible, expect "events": ["no-backends"]`},
+	} {
+		if l.v != nil && len(l.v) == 0 {
+			return fmt.Errorf("%s: empty list; %s", l.name, l.fix)
+		}
+	}
 	pkt := e.Action != "" || e.Backend != "" || len(e.In) > 0 || len(e.NotIn) > 0 || e.Same != "" || e.NotSame != "" || e.CT != "" || e.Drop != "" || len(e.Rules) > 0
 	ev := len(e.Eligible) > 0 || e.Events != nil || e.Epoch != nil
 	switch {

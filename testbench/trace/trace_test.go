@@ -64,6 +64,8 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 		{`not json`, "not valid JSON"},
 		{`[1,2]`, "want"},
 		{`{}`, "neither a packet"},
+		{`{"t": 1, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": "tcp", "sport": 1, "dport": 80, "expect": {"in": [], "ct": "new"}}`, "in: empty list; name at least one backend"},
+		{`{"t": 1, "event": "health", "backend": "vm-a1", "healthy": false, "expect": {"eligible": []}}`, `eligible: empty list; to assert that no backend is eligible, expect "events": ["no-backends"]`},
 		{`{"t": 2, "src": "1.2.3", "dst": "203.0.113.10", "proto": "tcp", "sport": 1, "dport": 2}`, `src "1.2.3" is not an IP address`},
 		{`{"t": 2, "src": "198.51.100.7", "dst": "2001:db8::1", "proto": "tcp", "sport": 1, "dport": 2}`, "one is IPv4"},
 		{`{"t": 2, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": "sctp"}`, `proto "sctp"`},
