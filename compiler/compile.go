@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"time"
 )
 
 // Input is everything a compile reads. Compile is a pure function of it.
@@ -17,9 +18,10 @@ type Input struct {
 	// keeps its IDs and ring halves, bumps epochs on failover and failback
 	// (R-EPOCH), and keeps removed backends draining (R-DRAIN).
 	Prev *IR
-	// Now is the caller's clock in seconds; it only dates draining
-	// deadlines, so any monotonic origin will do.
-	Now float64
+	// Now is the compile clock: it dates deadlines (BackendRow.Deadline),
+	// so any origin will do as long as the targets map the same clock
+	// (the controller uses time since the Unix epoch, replay the trace's).
+	Now time.Duration
 	// NoRingReuse rebuilds every ring even when its inputs are unchanged
 	// (tests use it to check that reuse gives the same tables).
 	NoRingReuse bool
@@ -146,9 +148,10 @@ func compileService(in Input, s *Service, id uint32, old *ServiceRow, prev, ir *
 			row := *ob
 			if !row.Draining {
 				row.Draining = true
-				row.DrainDeadline = in.Now + float64(drain)
+				row.Deadline = in.Now + time.Duration(drain)*time.Second
+				row.DeadlineRule = "R-DRAIN"
 			}
-			if in.Now < row.DrainDeadline {
+			if in.Now < row.Deadline {
 				ir.Backends = append(ir.Backends, row)
 			}
 		}

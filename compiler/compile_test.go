@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // TestRCT_SynNew: R-CT-1 (PER_CONNECTION: every SYN is new) and R-CT-2
@@ -223,15 +224,15 @@ func TestREPOCH_FailoverFlip(t *testing.T) {
 // until drainingTimeoutSec has passed, and never takes new connections.
 func TestRDRAIN_Deadline(t *testing.T) {
 	cfg := loadExample(t, "failover.yaml") // drainingTimeoutSec: 30
-	first := compileOK(t, Input{Config: cfg, Now: 100}).IR
+	first := compileOK(t, Input{Config: cfg, Now: 100 * time.Second}).IR
 	a1 := first.Backends[0]
 	if a1.Name != "vm-a1" {
 		t.Fatalf("first backend %s", a1.Name)
 	}
 	cfg.Services[0].Backends[0].Endpoints = cfg.Services[0].Backends[0].Endpoints[1:]
-	second := compileOK(t, Input{Config: cfg, Prev: first, Now: 110}).IR
+	second := compileOK(t, Input{Config: cfg, Prev: first, Now: 110 * time.Second}).IR
 	row := second.Backend(a1.ID)
-	if row == nil || !row.Draining || row.DrainDeadline != 140 {
+	if row == nil || !row.Draining || row.Deadline != 140*time.Second || row.DeadlineRule != "R-DRAIN" {
 		t.Fatalf("removed backend row %+v, want draining until 140", row)
 	}
 	for _, id := range second.ActiveRing(&second.Services[0]) {
@@ -239,11 +240,11 @@ func TestRDRAIN_Deadline(t *testing.T) {
 			t.Fatal("draining backend still in the ring")
 		}
 	}
-	third := compileOK(t, Input{Config: cfg, Prev: second, Now: 139.9}).IR
-	if third.Backend(a1.ID) == nil || third.Backend(a1.ID).DrainDeadline != 140 {
+	third := compileOK(t, Input{Config: cfg, Prev: second, Now: 139900 * time.Millisecond}).IR
+	if third.Backend(a1.ID) == nil || third.Backend(a1.ID).Deadline != 140*time.Second {
 		t.Fatal("draining row lost or deadline moved before the timeout")
 	}
-	fourth := compileOK(t, Input{Config: cfg, Prev: third, Now: 140}).IR
+	fourth := compileOK(t, Input{Config: cfg, Prev: third, Now: 140 * time.Second}).IR
 	if fourth.Backend(a1.ID) != nil {
 		t.Fatal("draining row kept past its deadline")
 	}
@@ -254,7 +255,7 @@ func TestRDRAIN_Deadline(t *testing.T) {
 	// Without draining the row goes at once; IDs are never reused.
 	cfg.Services[0].ConnectionDraining = nil
 	cfg.Services[0].Backends[0].Endpoints = append(cfg.Services[0].Backends[0].Endpoints, Endpoint{Name: "vm-a9", IP: "10.0.1.9"})
-	fifth := compileOK(t, Input{Config: cfg, Prev: fourth, Now: 200}).IR
+	fifth := compileOK(t, Input{Config: cfg, Prev: fourth, Now: 200 * time.Second}).IR
 	if b := fifth.Backends[len(fifth.Backends)-1]; b.Name != "vm-a9" || b.ID <= a1.ID || b.ID < first.NextBackendID {
 		t.Fatalf("new backend got ID %d (%s); IDs must not be reused", b.ID, b.Name)
 	}

@@ -3,6 +3,7 @@ package compiler
 import (
 	"net/netip"
 	"sort"
+	"time"
 )
 
 // IR is the compiled, target-independent form of a configuration: the
@@ -185,10 +186,18 @@ type BackendRow struct {
 	IP        netip.Addr `json:"ip"`
 	MAC       [6]byte    `json:"mac"`
 	Healthy   bool       `json:"healthy"`
-	// Draining: removed from the configuration; serves its existing
-	// entries until DrainDeadline, then the row is deleted (R-DRAIN).
-	Draining      bool    `json:"draining"`
-	DrainDeadline float64 `json:"drainDeadline,omitempty"`
+	// Draining: removed from the configuration; takes no new connections
+	// and serves its existing entries until Deadline (R-DRAIN).
+	Draining bool `json:"draining"`
+	// Deadline is when the entries recorded on this backend stop being
+	// valid, on the compile clock (Input.Now); zero means never. Datapaths
+	// keep it in their own clock, rounded up to their tick, and treat a
+	// conntrack hit at or past it as a miss (design decision 8). The
+	// controller's later removal of a draining row is housekeeping.
+	Deadline time.Duration `json:"deadline,omitempty"`
+	// DeadlineRule names the rule that set Deadline (R-DRAIN,
+	// R-PERSIST-CAP), for explain and status.
+	DeadlineRule string `json:"deadlineRule,omitempty"`
 	// Weight and Failover are informational (status, explain).
 	Weight   int  `json:"weight"`
 	Failover bool `json:"failover"`

@@ -260,7 +260,7 @@ func (c *Controller) loop(ctx context.Context) error {
 	armDrain := func() {
 		drain.stop()
 		if dl, ok := NextDeadline(c.ir); ok {
-			d := time.Duration((dl-c.now())*float64(time.Second)) + time.Millisecond
+			d := dl - c.now() + time.Millisecond
 			drain.set(c.clock, max(d, 0))
 		}
 	}
@@ -362,8 +362,8 @@ func (c *Controller) Sync(ctx context.Context) error { return c.ask(ctx, request
 // and repairs a target that drifted.
 func (c *Controller) Verify(ctx context.Context) error { return c.ask(ctx, request{kind: "verify"}) }
 
-func (c *Controller) now() float64 {
-	return float64(c.clock.Now().UnixNano()) / 1e9
+func (c *Controller) now() time.Duration {
+	return time.Duration(c.clock.Now().UnixNano())
 }
 
 func (c *Controller) load() (*compiler.Config, [32]byte, error) {

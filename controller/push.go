@@ -140,7 +140,7 @@ func sameInfo(a, b *compiler.IR) bool {
 	}
 	for i := range a.Backends {
 		x, y := &a.Backends[i], &b.Backends[i]
-		if x.ID != y.ID || x.Name != y.Name || x.Weight != y.Weight || x.Failover != y.Failover || x.DrainDeadline != y.DrainDeadline {
+		if x.ID != y.ID || x.Name != y.Name || x.Weight != y.Weight || x.Failover != y.Failover || x.Deadline != y.Deadline || x.DeadlineRule != y.DeadlineRule {
 			return false
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
 )
@@ -61,7 +62,7 @@ type Reconciled struct {
 // state to tables: the controller and replay both call it.
 //
 // cfg must have passed validation (compiler.Load or compiler.Validate).
-func Reconcile(cfg *compiler.Config, st compiler.State, prev *compiler.IR, now float64) (*Reconciled, error) {
+func Reconcile(cfg *compiler.Config, st compiler.State, prev *compiler.IR, now time.Duration) (*Reconciled, error) {
 	res, err := compiler.Compile(compiler.Input{Config: cfg, State: st, Prev: prev, Now: now})
 	if err != nil {
 		return nil, err
@@ -126,7 +127,7 @@ func Events(prev, next *compiler.IR) []Event {
 		case o == nil && prev.Service(b.ServiceID) != nil:
 			out = append(out, Event{Kind: EventBackendAdd, Service: svcName(b.ServiceID), Backend: b.Name, Detail: b.IP.String()})
 		case o != nil && b.Draining && !o.Draining:
-			out = append(out, Event{Kind: EventDrainStart, Service: svcName(b.ServiceID), Backend: b.Name, Detail: fmt.Sprintf("keeps its entries until t=%gs", b.DrainDeadline)})
+			out = append(out, Event{Kind: EventDrainStart, Service: svcName(b.ServiceID), Backend: b.Name, Detail: fmt.Sprintf("keeps its entries until t=%gs", b.Deadline.Seconds())})
 		}
 	}
 	var gone []*compiler.BackendRow
@@ -149,15 +150,15 @@ func Events(prev, next *compiler.IR) []Event {
 // NextDeadline returns the earliest draining deadline in ir (seconds, on
 // the clock Reconcile was given): at that time a Reconcile deletes the
 // backend row and with it the validity of its entries (R-DRAIN).
-func NextDeadline(ir *compiler.IR) (float64, bool) {
-	var t float64
+func NextDeadline(ir *compiler.IR) (time.Duration, bool) {
+	var t time.Duration
 	ok := false
 	if ir == nil {
 		return 0, false
 	}
 	for _, b := range ir.Backends {
-		if b.Draining && (!ok || b.DrainDeadline < t) {
-			t, ok = b.DrainDeadline, true
+		if b.Draining && (!ok || b.Deadline < t) {
+			t, ok = b.Deadline, true
 		}
 	}
 	return t, ok

@@ -3,6 +3,7 @@ package controller
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/examples"
@@ -47,7 +48,7 @@ func TestRELIG5_SeedWalkthroughEvents(t *testing.T) {
 	prev := r.IR
 	for i, s := range steps {
 		st.SetHealthy(s.name, s.healthy)
-		r, err := Reconcile(cfg, st, prev, float64(i+1))
+		r, err := Reconcile(cfg, st, prev, time.Duration(i+1)*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +81,7 @@ func TestREPOCH_EventOnFlush(t *testing.T) {
 	for _, n := range []string{"vm-a1", "vm-a2", "vm-d1"} {
 		st.SetHealthy(n, false)
 	}
-	r2, err := Reconcile(cfg, st, r.IR, 1)
+	r2, err := Reconcile(cfg, st, r.IR, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestRDRAIN_DeadlineAndEvents(t *testing.T) {
 	}
 	g := &cfg.Services[0].Backends[0]
 	g.Endpoints = g.Endpoints[1:] // remove vm-a1 at t=10; drainingTimeoutSec 30
-	r2, err := Reconcile(cfg, nil, r.IR, 10)
+	r2, err := Reconcile(cfg, nil, r.IR, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,14 +115,14 @@ func TestRDRAIN_DeadlineAndEvents(t *testing.T) {
 		t.Fatalf("events %v", got)
 	}
 	dl, ok := NextDeadline(r2.IR)
-	if !ok || dl != 40 {
+	if !ok || dl != 40*time.Second {
 		t.Fatalf("deadline %v %v, want 40", dl, ok)
 	}
-	r3, _ := Reconcile(cfg, nil, r2.IR, 39.999)
+	r3, _ := Reconcile(cfg, nil, r2.IR, 39999*time.Millisecond)
 	if len(r3.Events) != 0 || !r3.Diff.Empty() {
 		t.Fatalf("before the deadline: %v", r3.Events)
 	}
-	r4, _ := Reconcile(cfg, nil, r3.IR, 40)
+	r4, _ := Reconcile(cfg, nil, r3.IR, 40*time.Second)
 	if got := kinds(r4.Events); !reflect.DeepEqual(got, []string{EventDrainEnd}) {
 		t.Fatalf("at the deadline: %v", got)
 	}

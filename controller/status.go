@@ -244,7 +244,7 @@ func (c *Controller) Status(ctx context.Context) Status {
 			}
 			bs := BackendStatus{Name: b.Name, ID: b.ID, IP: b.IP.String(), Healthy: b.Healthy, Weight: b.Weight, Failover: b.Failover, Draining: b.Draining}
 			if b.Draining {
-				bs.DrainDeadline = time.Unix(0, int64(b.DrainDeadline*1e9)).UTC()
+				bs.DrainDeadline = time.Unix(0, int64(b.Deadline)).UTC()
 			}
 			if len(slots) > 0 && !s.NoBackends {
 				bs.RingShare = float64(share[b.ID]) / float64(len(slots))

@@ -57,7 +57,7 @@ Examples:
 		if err != nil {
 			return fmt.Errorf("%s: read: %w", tgt.Name(), err)
 		}
-		now := float64(time.Now().UnixNano()) / 1e9
+		now := time.Duration(time.Now().UnixNano())
 		rec, err := controller.Reconcile(l.Config, l.State, held, now)
 		if err != nil {
 			return err

@@ -116,7 +116,7 @@ func load(t testing.TB, yaml string) *compiler.Config {
 
 func compile(t testing.TB, cfg *compiler.Config, st compiler.State, prev *compiler.IR, now float64) *compiler.IR {
 	t.Helper()
-	res, err := compiler.Compile(compiler.Input{Config: cfg, State: st, Prev: prev, Now: now})
+	res, err := compiler.Compile(compiler.Input{Config: cfg, State: st, Prev: prev, Now: time.Duration(now * float64(time.Second))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +474,7 @@ func TestRestartedLbcWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a2 := findBackend(held, "vm-a2"); a2 == nil || !a2.Draining || a2.DrainDeadline != 32 {
+	if a2 := findBackend(held, "vm-a2"); a2 == nil || !a2.Draining || a2.Deadline != 32*time.Second {
 		t.Fatalf("draining vm-a2 read back as %+v", a2)
 	}
 	d, err := push(t, second, noA2, nil, 10)

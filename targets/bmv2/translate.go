@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/runtime"
@@ -114,12 +115,13 @@ type serviceMeta struct {
 }
 
 type backendMeta struct {
-	Name          string  `json:"name"`
-	Weight        int     `json:"weight,omitempty"`
-	Failover      bool    `json:"failover,omitempty"`
-	DrainDeadline float64 `json:"drainDeadline,omitempty"`
-	NextService   uint32  `json:"nextService,omitempty"`
-	NextBackend   uint32  `json:"nextBackend,omitempty"`
+	Name         string        `json:"name"`
+	Weight       int           `json:"weight,omitempty"`
+	Failover     bool          `json:"failover,omitempty"`
+	Deadline     time.Duration `json:"deadline,omitempty"`
+	DeadlineRule string        `json:"deadlineRule,omitempty"`
+	NextService  uint32        `json:"nextService,omitempty"`
+	NextBackend  uint32        `json:"nextBackend,omitempty"`
 }
 
 func b2u(b bool) uint64 {
@@ -185,7 +187,7 @@ func (tr *Translator) BackendEntry(b *compiler.BackendRow, next [2]uint32, withA
 	if err != nil {
 		return nil, err
 	}
-	e.Metadata, err = json.Marshal(backendMeta{Name: b.Name, Weight: b.Weight, Failover: b.Failover, DrainDeadline: b.DrainDeadline,
+	e.Metadata, err = json.Marshal(backendMeta{Name: b.Name, Weight: b.Weight, Failover: b.Failover, Deadline: b.Deadline, DeadlineRule: b.DeadlineRule,
 		NextService: next[0], NextBackend: next[1]})
 	return e, err
 }
@@ -321,7 +323,7 @@ func (tr *Translator) IR(tabs Tables, tunnel *p4v1.TableEntry) (*compiler.IR, er
 				return nil, fmt.Errorf("backend %d: metadata: %w", b.ID, err)
 			}
 		}
-		b.Name, b.Weight, b.Failover, b.DrainDeadline = m.Name, m.Weight, m.Failover, m.DrainDeadline
+		b.Name, b.Weight, b.Failover, b.Deadline, b.DeadlineRule = m.Name, m.Weight, m.Failover, m.Deadline, m.DeadlineRule
 		if b.Name == "" {
 			b.Name = fmt.Sprintf("backend-%d", b.ID)
 		}

@@ -202,7 +202,7 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 			r.v.CT = targets.CTHit
 			r.step("R-AGE", "entry hit (last seen %s ago, idle timeout %ds); refreshed", now-ec.LastSeen, svc.IdleTimeoutSec)
 			if b.Draining {
-				r.step("R-DRAIN", "backend %q is draining until %gs: keeps its entries", b.Name, b.DrainDeadline)
+				r.step("R-DRAIN", "backend %q is draining until %gs: keeps its entries", b.Name, b.Deadline.Seconds())
 			} else if !b.Healthy {
 				if pol.Persist {
 					r.step("R-PERSIST", "backend %q is unhealthy; %s entries persist", b.Name, c)

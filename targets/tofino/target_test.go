@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"net/netip"
+
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
@@ -19,7 +21,6 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"net/netip"
 )
 
 // pushTarget is what both programs' targets offer a push.
@@ -145,7 +146,7 @@ func load(t testing.TB, yaml string) *compiler.Config {
 
 func compile(t testing.TB, cfg *compiler.Config, st compiler.State, prev *compiler.IR, now float64) *compiler.IR {
 	t.Helper()
-	res, err := compiler.Compile(compiler.Input{Config: cfg, State: st, Prev: prev, Now: now})
+	res, err := compiler.Compile(compiler.Input{Config: cfg, State: st, Prev: prev, Now: time.Duration(now * float64(time.Second))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,7 @@ type pair struct {
 	ir     *compiler.IR
 	sim    *sim.Datapath
 	xdp    *xdp.Target
-	now    float64
+	now    time.Duration
 	events int
 }
 
@@ -148,11 +148,11 @@ func (p *pair) reconcile(ctx context.Context) {
 		p.t.Fatal(err)
 	}
 	if d := compiler.DiffIR(held, p.sim.IR()); !d.Empty() {
-		p.t.Fatalf("t=%g: the maps differ from the reference IR by %d writes:\n%s", p.now, len(d.Changes), d.Summary())
+		p.t.Fatalf("t=%v: the maps differ from the reference IR by %d writes:\n%s", p.now, len(d.Changes), d.Summary())
 	}
 }
 
-func (p *pair) advance(ctx context.Context, to float64) {
+func (p *pair) advance(ctx context.Context, to time.Duration) {
 	for {
 		dl, ok := controller.NextDeadline(p.ir)
 		if !ok || dl > to {
@@ -241,7 +241,7 @@ func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.
 		// The clock: half-second steps, so entries meet their 10 s idle
 		// timeout exactly now and then.
 		if rnd.IntN(8) == 0 {
-			p.advance(ctx, p.now+0.5*float64(1+rnd.IntN(6)))
+			p.advance(ctx, p.now+time.Duration(1+rnd.IntN(6))*500*time.Millisecond)
 		}
 		// Events.
 		if i > 0 && i%150 == 0 {
@@ -345,7 +345,7 @@ func (p *pair) event(ctx context.Context, rnd *rand.Rand, f family, removed *int
 
 func (p *pair) compare(t *testing.T, pkt targets.Packet, i int, byCT, byAction map[string]int) {
 	t.Helper()
-	now := time.Duration(p.now * 1e9)
+	now := p.now
 	want, err := p.sim.Process(context.Background(), pkt, now)
 	if err != nil {
 		t.Fatalf("packet %d: sim: %v", i, err)
@@ -355,7 +355,7 @@ func (p *pair) compare(t *testing.T, pkt targets.Packet, i int, byCT, byAction m
 		t.Fatalf("packet %d %+v: xdp: %v", i, pkt, err)
 	}
 	if !got.Same(want) {
-		t.Fatalf("packet %d at t=%gs: %s %v→%v proto %d ports %d→%d flags %#x frag %s icmp %d inner %v:\n  sim: %s (service %d)\n  xdp: %s (service %d)\n  sim steps: %v",
+		t.Fatalf("packet %d at t=%v: %s %v→%v proto %d ports %d→%d flags %#x frag %s icmp %d inner %v:\n  sim: %s (service %d)\n  xdp: %s (service %d)\n  sim steps: %v",
 			i, p.now, "", pkt.Src, pkt.Dst, pkt.Proto, pkt.SrcPort, pkt.DstPort, pkt.Flags, pkt.Frag, pkt.ICMPType, pkt.Inner, want, want.ServiceID, got, got.ServiceID, want.Steps)
 	}
 	byCT[got.CT]++

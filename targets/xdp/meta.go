@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
 )
@@ -29,10 +30,11 @@ type serviceMeta struct {
 }
 
 type backendMeta struct {
-	Name          string  `json:"name"`
-	DrainDeadline float64 `json:"drainDeadline,omitempty"`
-	Weight        int     `json:"weight,omitempty"`
-	Failover      bool    `json:"failover,omitempty"`
+	Name         string        `json:"name"`
+	Deadline     time.Duration `json:"deadline,omitempty"`
+	DeadlineRule string        `json:"deadlineRule,omitempty"`
+	Weight       int           `json:"weight,omitempty"`
+	Failover     bool          `json:"failover,omitempty"`
 }
 
 func newMeta() *meta {
@@ -44,7 +46,7 @@ func (m *meta) service(s *compiler.ServiceRow) {
 }
 
 func (m *meta) backend(b *compiler.BackendRow) {
-	m.Backends[b.ID] = backendMeta{Name: b.Name, DrainDeadline: b.DrainDeadline, Weight: b.Weight, Failover: b.Failover}
+	m.Backends[b.ID] = backendMeta{Name: b.Name, Deadline: b.Deadline, DeadlineRule: b.DeadlineRule, Weight: b.Weight, Failover: b.Failover}
 }
 
 // fromIR replaces m with ir's fields.
@@ -122,7 +124,7 @@ func (m *meta) fill(ir *compiler.IR) {
 	for i := range ir.Backends {
 		b := &ir.Backends[i]
 		if bm, ok := m.Backends[b.ID]; ok {
-			b.Name, b.DrainDeadline, b.Weight, b.Failover = bm.Name, bm.DrainDeadline, bm.Weight, bm.Failover
+			b.Name, b.Deadline, b.DeadlineRule, b.Weight, b.Failover = bm.Name, bm.Deadline, bm.DeadlineRule, bm.Weight, bm.Failover
 		}
 		ir.NextBackendID = max(ir.NextBackendID, b.ID+1)
 	}

@@ -206,7 +206,7 @@ func (b *bench) push(st compiler.State) {
 		if err != nil {
 			return err
 		}
-		res, err := compiler.Compile(compiler.Input{Config: b.cfg, State: st, Prev: held, Now: float64(time.Now().Unix())})
+		res, err := compiler.Compile(compiler.Input{Config: b.cfg, State: st, Prev: held, Now: time.Duration(time.Now().Unix()) * time.Second})
 		if err != nil {
 			return err
 		}

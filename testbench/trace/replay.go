@@ -138,10 +138,10 @@ func (r *Replayer) Advance(ctx context.Context, t float64) ([]Output, error) {
 	var outs []Output
 	for {
 		dl, ok := controller.NextDeadline(r.ir)
-		if !ok || dl > t {
+		if !ok || dl > Duration(t) {
 			return outs, nil
 		}
-		o, err := r.reconcile(ctx, dl)
+		o, err := r.reconcile(ctx, dl.Seconds())
 		if err != nil {
 			return nil, err
 		}
@@ -151,7 +151,7 @@ func (r *Replayer) Advance(ctx context.Context, t float64) ([]Output, error) {
 }
 
 func (r *Replayer) reconcile(ctx context.Context, t float64) (Output, error) {
-	rec, err := controller.Reconcile(r.cfg, r.st, r.ir, t)
+	rec, err := controller.Reconcile(r.cfg, r.st, r.ir, Duration(t))
 	if err != nil {
 		return Output{}, err
 	}
