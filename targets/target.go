@@ -38,3 +38,17 @@ type PacketTarget interface {
 	// Process runs pkt at virtual time now and returns what the datapath did.
 	Process(ctx context.Context, pkt Packet, now time.Duration) (Verdict, error)
 }
+
+// Clock reads the compile clock: the clock of compiler.Input.Now and of
+// every BackendRow.Deadline. A target that enforces deadlines maps one onto
+// its own clock when it writes a backend row, as
+//
+//	own deadline = own now + (Deadline − Clock()), rounded up to its tick,
+//
+// so that an expiry may come late by the tick and the write's latency,
+// never early (design decision 8), and keeps the compile-clock value where
+// Read can return it unchanged.
+type Clock func() time.Duration
+
+// WallClock is the controller's compile clock: time since the Unix epoch.
+func WallClock() time.Duration { return time.Duration(time.Now().UnixNano()) }
