@@ -26,11 +26,22 @@ type IR struct {
 	// TunnelSource4/6 are the outer sources of IP-in-IP packets.
 	TunnelSource4 netip.Addr `json:"tunnelSource4,omitzero"`
 	TunnelSource6 netip.Addr `json:"tunnelSource6,omitzero"`
+	// MTU is the egress MTU that IP-in-IP packets must fit (R-MTU): a
+	// packet that would exceed it once encapsulated (20 bytes of outer
+	// IPv4, 40 of IPv6, by the chosen backend's family) is answered with
+	// ICMP fragmentation needed / packet too big when DF is set (always for
+	// IPv6) and forwarded otherwise; a P4 switch sends it to the fallback
+	// instead. Zero means the datapath's own: the interface's MTU for XDP,
+	// DefaultMTU for the others. L2 DSR adds nothing and is not checked.
+	MTU uint16 `json:"mtu,omitempty"`
 	// NextServiceID and NextBackendID allocate IDs; IDs are never reused,
 	// so a stale conntrack entry can never point at a different backend.
 	NextServiceID uint32 `json:"nextServiceID"`
 	NextBackendID uint32 `json:"nextBackendID"`
 }
+
+// DefaultMTU is the egress MTU of a datapath that has no interface to ask.
+const DefaultMTU = 1500
 
 // MatchKind orders the VIP table's lookups.
 type MatchKind uint8

@@ -45,6 +45,13 @@ type Packet struct {
 	Frag             Frag
 	FragID           uint32 // IP identification of a fragmented datagram
 	PayloadLen       int    // bytes after the transport header; 0 means a small default
+	// VLAN is the VLAN ID (1..4094) of the packet's one 802.1Q tag, 0 when
+	// untagged. Every datapath parses it and keeps it on what it forwards,
+	// so that tagged traffic behaves exactly as untagged traffic (R-VLAN).
+	VLAN uint16
+	// DF is IPv4's don't-fragment bit. IPv6 is never fragmented on the way,
+	// so an IPv6 packet counts as DF whatever this says (R-MTU).
+	DF bool
 	// ICMPType/ICMPCode for ICMP and ICMPv6 packets.
 	ICMPType, ICMPCode uint8
 	// Inner is the packet an ICMP error quotes (destination unreachable,
@@ -83,10 +90,11 @@ const (
 	Drop                   // dropped; Verdict.DropReason says why
 	NotOurs                // no service: passed on untouched
 	Fallback               // sent out the fallback port (P4: fragments, unparsed protocols)
+	TooBig                 // answered from the VIP with ICMP fragmentation needed / packet too big (R-MTU)
 )
 
 func (a Action) String() string {
-	return [...]string{"forward", "drop", "not-ours", "fallback"}[a]
+	return [...]string{"forward", "drop", "not-ours", "fallback", "too-big"}[a]
 }
 
 // Conntrack outcomes, as replay prints them.
@@ -118,13 +126,15 @@ type Verdict struct {
 	Backend    string // name, where known
 	CT         string // CTHit, CTMiss, CTNew, CTUntracked ("" when no service)
 	DropReason string
-	Steps      []Step // the reference model fills these; other targets may not
+	// MTU is the next-hop MTU a TooBig answer announces (R-MTU).
+	MTU   uint16
+	Steps []Step // the reference model fills these; other targets may not
 }
 
 // Same reports whether two verdicts agree on everything a datapath can
 // observe (not the explanation).
 func (v Verdict) Same(o Verdict) bool {
-	return v.Action == o.Action && v.ServiceID == o.ServiceID && v.BackendID == o.BackendID && v.CT == o.CT && v.DropReason == o.DropReason
+	return v.Action == o.Action && v.ServiceID == o.ServiceID && v.BackendID == o.BackendID && v.CT == o.CT && v.DropReason == o.DropReason && v.MTU == o.MTU
 }
 
 func (v Verdict) String() string {
