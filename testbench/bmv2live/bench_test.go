@@ -13,7 +13,7 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/targets"
-	"github.com/lbc-dev/lbc/testbench/trace"
+	"github.com/lbc-dev/lbc/trace"
 )
 
 // BenchmarkLiveConntrackLoss measures the conntrack geometry's collision

@@ -17,7 +17,7 @@ import (
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/sim"
-	"github.com/lbc-dev/lbc/testbench/trace"
+	"github.com/lbc-dev/lbc/trace"
 )
 
 // One switch serves every test of the package (BMv2 starts slowly on a
