@@ -66,4 +66,4 @@ p4-tna:
 SCENARIO ?= seed001-failover
 TOPOLOGY ?= netns
 testbench:
-	$(GO) run ./cmd/lbc testbench run $(SCENARIO) --topology $(TOPOLOGY) $(if $(OUT),--out $(OUT))
+	$(GO) run ./cmd/lbc-testbench run $(SCENARIO) --topology $(TOPOLOGY) $(if $(OUT),--out $(OUT))
