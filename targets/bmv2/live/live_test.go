@@ -1,4 +1,4 @@
-package bmv2live
+package live
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared != nil {
 		if err := shared.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "bmv2live: cleanup:", err)
+			fmt.Fprintln(os.Stderr, "live: cleanup:", err)
 			if code == 0 {
 				code = 1
 			}
