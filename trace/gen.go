@@ -20,6 +20,14 @@ type GenOptions struct {
 	// Events adds health flaps, weight changes (weighted services) and
 	// removals and re-additions of endpoints.
 	Events bool
+	// LiveFlows, with Events, keeps this many flows of the service live
+	// across each health flap: packets shortly before the backend goes
+	// down, several after (a flow on the failed backend is re-selected
+	// under NEVER_PERSIST, and for UDP under DEFAULT_FOR_PROTOCOL, and
+	// must then stay on its new backend: R-PERSIST, R-CT-3) and several
+	// after it recovers. The flows are TCP or UDP as the service takes
+	// them, spread over clients so that some land on the failed backend.
+	LiveFlows int
 }
 
 // Generate returns a seeded, realistic trace for cfg: many clients; TCP
@@ -251,6 +259,7 @@ func (g *gen) events(cfg *compiler.Config) []Line {
 		case k < 6:
 			out = append(out, Line{T: t, Event: &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: false}},
 				Line{T: back, Event: &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: true}})
+			out = append(out, g.liveFlows(x.svc, t, back)...)
 		case k < 8 && x.svc.Weighted():
 			out = append(out, Line{T: t, Event: &Event{Kind: EventWeight, Backend: x.e.Name, Weight: g.r.IntN(3) * 100}},
 				Line{T: back, Event: &Event{Kind: EventWeight, Backend: x.e.Name, Weight: 100 + g.r.IntN(900)}})
@@ -261,7 +270,49 @@ func (g *gen) events(cfg *compiler.Config) []Line {
 		default:
 			out = append(out, Line{T: t, Event: &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: false}},
 				Line{T: back, Event: &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: true}})
+			out = append(out, g.liveFlows(x.svc, t, back)...)
 		}
+	}
+	return out
+}
+
+// liveFlows emits GenOptions.LiveFlows flows of s that are live across a
+// health flap (down at t, up at back): three packets before t, four after
+// it and three after back, 50–150 ms apart, so that no gap comes near an
+// idle timeout. TCP flows open with a SYN; every packet is unfragmented.
+func (g *gen) liveFlows(s *compiler.Service, t, back float64) []Line {
+	var out []Line
+	vip := s.VIPAddr()
+	for i := 0; i < g.o.LiveFlows; i++ {
+		proto := uint8(compiler.IPProtoTCP)
+		switch s.Protocol {
+		case compiler.ProtoUDP:
+			proto = compiler.IPProtoUDP
+		case compiler.ProtoL3Default:
+			if g.r.IntN(2) == 0 {
+				proto = compiler.IPProtoUDP
+			}
+		}
+		p := targets.Packet{Src: g.client(vip.Is6()), Dst: vip, Proto: proto, SrcPort: uint16(1024 + g.r.IntN(64511)), DstPort: g.port(s)}
+		step := func() float64 { return 0.05 + g.r.Float64()*0.1 }
+		emit := func(at float64, n int, first uint8) {
+			for k := 0; k < n; k++ {
+				q := p
+				if proto == compiler.IPProtoTCP {
+					q.Flags = targets.FlagACK
+					if k == 0 && first != 0 {
+						q.Flags = first
+					}
+				} else {
+					q.PayloadLen = 64 + g.r.IntN(512)
+				}
+				at += step()
+				out = append(out, Line{T: g.at(at), Packet: &q})
+			}
+		}
+		emit(max(0, t-0.5), 3, targets.FlagSYN)
+		emit(t, 4, 0)
+		emit(back, 3, 0)
 	}
 	return out
 }
