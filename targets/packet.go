@@ -68,6 +68,44 @@ type Packet struct {
 // and, on a miss, pick the backend from the ring by that flow's affinity
 // tuple. The error itself is never tracked.
 
+// DefaultPayload is the payload length of a packet whose PayloadLen is 0:
+// what a replay's frame carries after the transport header.
+const DefaultPayload = 16
+
+// IPLen is the length of the IP packet a replay builds from p (the IP
+// header, an IPv6 Fragment header, the transport header where the piece
+// carries one, the payload): what R-MTU measures against the egress MTU.
+func (p Packet) IPLen() int {
+	n := p.PayloadLen
+	if n <= 0 {
+		n = DefaultPayload
+	}
+	if p.Frag <= FragFirst {
+		switch p.Proto {
+		case compiler.IPProtoTCP:
+			n += 20
+		case compiler.IPProtoUDP:
+			n += 8
+		case compiler.IPProtoICMP, compiler.IPProtoICMPv6:
+			n += 8
+			if p.Inner != nil {
+				// The quoted IP header and 8 bytes, instead of the payload.
+				n = 8 + 8 + 20
+				if p.Inner.Src.Is6() && !p.Inner.Src.Is4In6() {
+					n = 8 + 8 + 40
+				}
+			}
+		}
+	}
+	if p.Src.Unmap().Is4() {
+		return 20 + n
+	}
+	if p.Frag != FragNone {
+		n += 8
+	}
+	return 40 + n
+}
+
 // IsSYN reports a TCP SYN with ACK clear (R-CT-1).
 func (p Packet) IsSYN() bool {
 	return p.Proto == compiler.IPProtoTCP && p.Flags&FlagSYN != 0 && p.Flags&FlagACK == 0 && p.Frag <= FragFirst

@@ -58,6 +58,7 @@ func (d *Datapath) Process(ctx context.Context, pkt targets.Packet, now time.Dur
 // run is one packet's decision under construction.
 type run struct {
 	d   *Datapath
+	pkt targets.Packet
 	v   targets.Verdict
 	det Detail
 }
@@ -70,7 +71,7 @@ func (r *run) step(rule, format string, args ...any) {
 // An error means the IR is inconsistent (a ring slot pointing nowhere),
 // never a bad packet: bad packets get a defined drop.
 func (d *Datapath) ProcessDetail(pkt targets.Packet, now time.Duration) (targets.Verdict, Detail, error) {
-	r := &run{d: d}
+	r := &run{d: d, pkt: pkt}
 	err := r.process(pkt, now)
 	return r.v, r.det, err
 }
@@ -259,6 +260,13 @@ func (r *run) valid(svc *compiler.ServiceRow, pol compiler.ClassPolicy, e Entry,
 	if b == nil || b.ServiceID != svc.ID {
 		return "R-DRAIN", fmt.Sprintf("backend %d is gone (removed, draining over)", e.BackendID)
 	}
+	if r.d.deadlinePassed(b.Deadline, now) {
+		rule := b.DeadlineRule
+		if rule == "" {
+			rule = "R-DRAIN"
+		}
+		return rule, fmt.Sprintf("backend %q: its deadline %gs has come (%s)", b.Name, b.Deadline.Seconds(), rule)
+	}
 	if !b.Healthy && !pol.Persist && !svc.AllUnhealthy {
 		return "R-PERSIST", fmt.Sprintf("backend %q is unhealthy and this protocol does not persist", b.Name)
 	}
@@ -319,6 +327,9 @@ func (r *run) selectBackend(svc *compiler.ServiceRow, pol compiler.ClassPolicy, 
 }
 
 func (r *run) forward(svc *compiler.ServiceRow, b *compiler.BackendRow) {
+	if r.punt(svc, b) {
+		return
+	}
 	r.v.Action = targets.Forward
 	r.v.BackendID = b.ID
 	r.v.Backend = b.Name
@@ -333,6 +344,35 @@ func (r *run) forward(svc *compiler.ServiceRow, b *compiler.BackendRow) {
 		r.det.Encap = fmt.Sprintf("IP-in-IP: outer %v → %v", src, b.IP)
 	}
 	r.step(StepEncap, "%s", r.det.Encap)
+}
+
+// punt applies R-MTU on a P4 switch (Options.Fallback): a packet with DF
+// set (always for IPv6) that the IP-in-IP header to b (20 bytes to an
+// IPv4 backend, 40 to IPv6) would take past the egress MTU leaves
+// unchanged through the fallback port, which answers the client with ICMP
+// (a switch cannot build it). It comes after the conntrack step, which
+// stands (a hit was refreshed, a new entry created). The switch shows no
+// backend for it, so the verdict names none; the explanation does.
+func (r *run) punt(svc *compiler.ServiceRow, b *compiler.BackendRow) bool {
+	if !r.d.fallback || svc.Encap == compiler.EncapKindL2DSR {
+		return false
+	}
+	df := r.pkt.DF || !r.pkt.Src.Unmap().Is4()
+	mtu := int(r.d.ir.MTU)
+	if mtu == 0 {
+		mtu = compiler.DefaultMTU
+	}
+	overhead := 40
+	if b.IP.Unmap().Is4() {
+		overhead = 20
+	}
+	if n := r.pkt.IPLen(); !df || n+overhead <= mtu {
+		return false
+	}
+	r.v.Action = targets.Fallback
+	r.step("R-MTU", "%d bytes + %d of IP-in-IP to backend %q exceed the egress MTU %d and DF is set: sent to the fallback port unchanged, which answers with ICMP (next-hop MTU %d)",
+		r.pkt.IPLen(), overhead, b.Name, mtu, mtu-overhead)
+	return true
 }
 
 // icmpError sends an ICMP error to the backend of the flow it quotes: the

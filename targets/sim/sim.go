@@ -67,13 +67,13 @@ func (d *Datapath) Apply(ctx context.Context, diff compiler.Diff) (targets.Apply
 }
 
 // Commit records what a diff does not carry, because no datapath holds
-// it: the tunnel sources, and the informational fields of the rows held
-// (eligible set, decision and rule, weights) that explanations quote. It
-// changes no forwarding decision. Callers that have the full IR call it
-// after Apply.
+// it as a table row: the tunnel sources and the egress MTU (R-MTU), and the
+// informational fields of the rows held (eligible set, decision and rule,
+// weights) that explanations quote; these change no forwarding decision.
+// Callers that have the full IR call it after Apply.
 func (d *Datapath) Commit(ir *compiler.IR) error {
 	out := d.ir.Clone()
-	out.TunnelSource4, out.TunnelSource6 = ir.TunnelSource4, ir.TunnelSource6
+	out.TunnelSource4, out.TunnelSource6, out.MTU = ir.TunnelSource4, ir.TunnelSource6, ir.MTU
 	out.NextServiceID, out.NextBackendID = ir.NextServiceID, ir.NextBackendID
 	for i := range out.Services {
 		if s := ir.Service(out.Services[i].ID); s != nil {

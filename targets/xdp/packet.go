@@ -17,7 +17,7 @@ var (
 )
 
 // defaultPayload is the payload length of a packet whose PayloadLen is 0.
-const defaultPayload = 16
+const defaultPayload = targets.DefaultPayload
 
 // fragment offsets (in 8-byte units) of middle and last fragments.
 const (
