@@ -47,3 +47,32 @@ func l2HeaderLen(f []byte) int {
 	}
 	return 14
 }
+
+// R-VLAN, R-MTU: a packet's VLAN becomes one 802.1Q tag in front of the
+// IP ethertype; DF sets IPv4's don't-fragment bit; neither changes the IP
+// packet.
+func TestRVLAN_BuildPacketTagAndDF(t *testing.T) {
+	p := targets.Packet{Src: netip.MustParseAddr("198.51.100.7"), Dst: netip.MustParseAddr("203.0.113.10"), Proto: compiler.IPProtoUDP, SrcPort: 1, DstPort: 53}
+	plain, err := BuildPacket(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.VLAN, p.DF = 100, true
+	tagged, err := BuildPacket(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tagged) != len(plain)+4 || tagged[12] != 0x81 || tagged[13] != 0 || tagged[14] != 0 || tagged[15] != 100 || tagged[16] != 0x08 || tagged[17] != 0 {
+		t.Fatalf("tagged frame header % x, want 81 00 00 64 08 00 after the MACs", tagged[:18])
+	}
+	if tagged[18+6]&0x40 == 0 || plain[14+6]&0x40 != 0 {
+		t.Fatalf("DF bit: tagged %#x, plain %#x; want set only with DF", tagged[18+6], plain[14+6])
+	}
+	if len(tagged)-l2HeaderLen(tagged) != p.IPLen() {
+		t.Fatalf("tagged frame carries %d bytes of IP, IPLen says %d", len(tagged)-18, p.IPLen())
+	}
+	p.VLAN = 4095
+	if _, err := BuildPacket(p); err == nil {
+		t.Fatal("VLAN 4095 accepted")
+	}
+}

@@ -51,12 +51,25 @@ func BuildPacket(p targets.Packet) ([]byte, error) {
 	} else {
 		l4 = payload
 	}
-	eth := make([]byte, 14, 14+60+len(l4))
+	if p.VLAN > 4094 {
+		return nil, fmt.Errorf("packet %v → %v: VLAN %d is not a VID (1..4094)", p.Src, p.Dst, p.VLAN)
+	}
+	eth := make([]byte, 14, 18+60+len(l4))
 	copy(eth[0:6], LBMAC[:])
 	copy(eth[6:12], RouterMAC[:])
+	if p.VLAN != 0 {
+		// One 802.1Q tag (R-VLAN): TPID, then PCP 0, DEI 0 and the VID.
+		binary.BigEndian.PutUint16(eth[12:], 0x8100)
+		eth = binary.BigEndian.AppendUint16(eth, p.VLAN)
+		eth = append(eth, 0, 0)
+	}
+	et := eth[len(eth)-2:]
 	if src.Is4() {
-		binary.BigEndian.PutUint16(eth[12:], 0x0800)
+		binary.BigEndian.PutUint16(et, 0x0800)
 		var flags uint16
+		if p.DF && p.Frag == targets.FragNone {
+			flags = 0x4000 // R-MTU: don't fragment
+		}
 		switch p.Frag {
 		case targets.FragFirst:
 			flags = 0x2000
@@ -67,7 +80,7 @@ func BuildPacket(p targets.Packet) ([]byte, error) {
 		}
 		return append(eth, ipv4(src, dst, p.Proto, uint16(p.FragID), flags, 64, l4)...), nil
 	}
-	binary.BigEndian.PutUint16(eth[12:], 0x86DD)
+	binary.BigEndian.PutUint16(et, 0x86DD)
 	if p.Frag == targets.FragNone {
 		return append(eth, ipv6(src, dst, p.Proto, 64, l4)...), nil
 	}
