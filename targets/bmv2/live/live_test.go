@@ -322,7 +322,7 @@ type hashVector struct {
 
 func loadVectors(t *testing.T) []hashVector {
 	t.Helper()
-	data, err := os.ReadFile("../../compiler/testdata/hash_vectors.json")
+	data, err := os.ReadFile("../../../compiler/testdata/hash_vectors.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -804,7 +804,7 @@ func TestSpecTracesMatchSim(t *testing.T) {
 	if err := Available(""); err != nil {
 		t.Skipf("live BMv2 test skipped: %v", err)
 	}
-	files, _ := filepath.Glob("../../testbench/testdata/*.jsonl")
+	files, _ := filepath.Glob("../../../testbench/testdata/*.jsonl")
 	if len(files) == 0 {
 		t.Fatal("no traces in testbench/testdata")
 	}
