@@ -200,7 +200,6 @@ func compileService(in Input, s *Service, id uint32, old *ServiceRow, prev, ir *
 		AllUnhealthy:   !anyHealthy,
 		Decision:       dec.Kind,
 		Rule:           dec.Rule,
-		FailoverSide:   dec.FailoverSide(members),
 		RingKey:        ringKey,
 	}
 	if s.Encap() == EncapL2DSR {
@@ -216,14 +215,21 @@ func compileService(in Input, s *Service, id uint32, old *ServiceRow, prev, ir *
 
 	rr := RingRows{ServiceID: id}
 	var oldRing *RingRows
+	side, decided := dec.Side()
+	row.FailoverSide = side
 	if old != nil {
 		oldRing = prev.Ring(old.ID)
 		row.Epoch = old.Epoch
-		if row.NoBackends {
-			// An empty set has no side; remember the last one.
+		switch {
+		case !decided:
+			// Last resort and drop are no side: keep the one the service
+			// was on (R-ELIG-5).
 			row.FailoverSide = old.FailoverSide
-		} else if old.FailoverSide != row.FailoverSide && old.Decision != "" && s.FailoverPolicy != nil && s.FailoverPolicy.DisableConnectionDrainOnFailover {
-			row.Epoch = old.Epoch + 1 // R-EPOCH: failover or failback flushes entries
+		case old.Decision == "":
+			// Read back from a target that does not keep the side: the
+			// previous side is unknown, so no change of side is claimed.
+		case old.FailoverSide != side && s.FailoverPolicy != nil && s.FailoverPolicy.DisableConnectionDrainOnFailover:
+			row.Epoch = old.Epoch + 1 // R-EPOCH: a change of side flushes entries
 		}
 	}
 	switch {

@@ -170,11 +170,14 @@ type ServiceRow struct {
 	Encap        uint8 `json:"encap"`
 
 	// Not pushed to datapaths: the decision, for explain and status, and
-	// the failover side, so that the next compile can tell a failover.
-	Decision     string   `json:"decision"`
-	Rule         string   `json:"rule"`
-	Eligible     []string `json:"eligible"`
-	FailoverSide bool     `json:"failoverSide"`
+	// the side, so that the next compile can tell a failover.
+	Decision string   `json:"decision"`
+	Rule     string   `json:"rule"`
+	Eligible []string `json:"eligible"`
+	// FailoverSide is the service's side (R-ELIG-5): set by the rules that
+	// pick healthy backends (R-ELIG-3a–e, 4a–e), kept through last resort
+	// and drop. A change of it is a failover or failback (R-EPOCH).
+	FailoverSide bool `json:"failoverSide"`
 	// RingKey identifies the ring's inputs (size, weighting, members'
 	// names, weights and IDs), so that a compile reuses an unchanged ring
 	// instead of rebuilding it. Zero means unknown (e.g. read back from a

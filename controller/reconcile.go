@@ -91,9 +91,10 @@ func Events(prev, next *compiler.IR) []Event {
 		if s.NoBackends && !o.NoBackends {
 			add(EventNoBackends, "", "%s: new connections are dropped", s.Rule)
 		}
-		// FailoverSide keeps its last value while the set is empty, so a
-		// change of side is a failover or failback (R-ELIG-5).
-		if o.Decision != "" && !s.NoBackends && o.FailoverSide != s.FailoverSide {
+		// Only R-ELIG-3a–e/4a–e set the side; last resort and drop keep
+		// it, so a change of FailoverSide is exactly a failover or
+		// failback (R-ELIG-5).
+		if o.Decision != "" && o.FailoverSide != s.FailoverSide {
 			if s.FailoverSide {
 				add(EventFailover, "", "new connections go to failover backends %s", list(s.Eligible))
 			} else {

@@ -204,10 +204,10 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 			if b.Draining {
 				r.step("R-DRAIN", "backend %q is draining until %gs: keeps its entries", b.Name, b.Deadline.Seconds())
 			} else if !b.Healthy {
-				if pol.Persist {
-					r.step("R-PERSIST", "backend %q is unhealthy; %s entries persist", b.Name, c)
+				if svc.AllUnhealthy {
+					r.step("R-PERSIST-LR", "backend %q is unhealthy but every backend is: entries stay valid whatever the persistence option", b.Name)
 				} else {
-					r.step("R-PERSIST-LR", "backend %q is unhealthy but every backend is: entries stay valid", b.Name)
+					r.step("R-PERSIST", "backend %q is unhealthy; %s entries persist", b.Name, c)
 				}
 			} else if !svc.NoBackends && !eligibleHas(svc, b.Name) {
 				// A healthy backend outside the eligible set: weight 0 under a
