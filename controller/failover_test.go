@@ -3,7 +3,9 @@ package controller_test
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/controller"
 )
 
@@ -165,4 +167,40 @@ func counter(t *testing.T, m *controller.Metrics, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestRPERSISTCAP_DeadlineFromProbeTime: under loadBalancingScheme
+// INTERNAL the controller dates a failed backend's cap from the probe that
+// found it unhealthy (health.Status.Since), not from when it pushed, and
+// keeps it across later pushes.
+func TestRPERSISTCAP_DeadlineFromProbeTime(t *testing.T) {
+	r := startRig(t, rigOptions{debounce: time.Hour, config: func(port int) string {
+		return strings.Replace(seedConfig(port, false, 0, 1, 1), "    ringSize: 1021\n", "    ringSize: 1021\n    loadBalancingScheme: INTERNAL\n", 1)
+	}})
+	sim := r.sims[0]
+	r.setHealthy("vm-a1", false)
+	probed := r.clk.Now()
+	r.c.Monitor().ProbeAll(r.ctx)
+	r.clk.Advance(7 * time.Second) // the push comes later than the probe
+	if err := r.c.Sync(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := time.Duration(probed.UnixNano()) + compiler.PersistCap
+	a1 := findBackend(sim.IR(), "vm-a1")
+	if a1 == nil || a1.Deadline != want || a1.DeadlineRule != compiler.RulePersistCap {
+		t.Fatalf("vm-a1 row %+v, want deadline %v (probe time + 300 s)", a1, want)
+	}
+	// Background probes run whenever the clock moves: vm-d1's failure is
+	// dated by whichever probe saw it first, between the failure and now.
+	failed := r.clk.Now()
+	r.setHealthy("vm-d1", false)
+	r.clk.Advance(time.Minute)
+	r.probe(1)
+	if a1 := findBackend(sim.IR(), "vm-a1"); a1.Deadline != want {
+		t.Fatalf("a later push moved vm-a1's deadline to %v, want %v", a1.Deadline, want)
+	}
+	lo, hi := time.Duration(failed.UnixNano())+compiler.PersistCap, time.Duration(r.clk.Now().UnixNano())+compiler.PersistCap
+	if d1 := findBackend(sim.IR(), "vm-d1"); d1.Deadline < lo || d1.Deadline > hi {
+		t.Fatalf("vm-d1 deadline %v, want within [%v, %v]", d1.Deadline, lo, hi)
+	}
 }
