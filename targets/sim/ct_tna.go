@@ -51,6 +51,19 @@ func (t *TNA) Timestamp(at time.Duration) uint64 {
 // Tick is the 32-bit last-seen value the switch stores for virtual time at.
 func (t *TNA) Tick(at time.Duration) uint32 { return tick.TNATick(t.Timestamp(at)) }
 
+// DeadlineExpired implements DeadlineChecker: the switch holds a backend
+// deadline as the 32-bit tick it falls in, rounded up (deadline ticks =
+// ceil((Origin + deadline) / 2^16) mod 2^32), and a packet's tick is at or
+// past it when (now − deadline) mod 2^32, read as signed, is not negative.
+// Deadlines are at most an hour or so ahead, far inside the 2^31 ticks
+// (39 h) that comparison can tell apart.
+func (t *TNA) DeadlineExpired(deadline, now time.Duration) bool {
+	const mod = 1 << TNATimestampBits
+	ns := (int64(t.Origin) + int64(deadline)%mod + mod) % mod
+	dl := uint32((uint64(ns) + uint64(TNATick) - 1) >> 16)
+	return int32(t.Tick(now)-dl) >= 0
+}
+
 // Age implements Ager: the switch's idle time of e at now, in whole ticks.
 func (t *TNA) Age(e Entry, now time.Duration) time.Duration {
 	return time.Duration(t.Tick(now)-t.Tick(e.LastSeen)) * tick.TNA
