@@ -2,148 +2,162 @@ package sim
 
 import (
 	"context"
-	"net/netip"
-	"strings"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/examples"
 	"github.com/lbc-dev/lbc/internal/tick"
 	"github.com/lbc-dev/lbc/targets"
 )
 
-const drainConfig = `tunnel: {sourceIPv4: 192.0.2.1}
-services:
-  - name: web
-    vip: 203.0.113.80
-    protocol: TCP
-    ports: [80]
-    ringSize: 64
-    connectionDraining: {drainingTimeoutSec: 30}
-    backends:
-      - name: g
-        endpoints: [{name: a, ip: 10.80.0.1}, {name: b, ip: 10.80.0.2}]
-`
-
-// drained returns a datapath on geometry g whose flows all went to one
-// backend that was then removed at 10 s (draining until 40 s), and a
-// packet of each flow.
-func drained(t *testing.T, g Conntrack) (*Datapath, []targets.Packet, string) {
+// drainingDatapath programs the failover example (drainingTimeoutSec 30)
+// onto d, then removes the backend that a flow from 198.51.100.7:4242 was
+// created on, at compile time removedAt: the flow's backend drains until
+// removedAt+30 s. No compile happens after that: only the datapath's
+// clock can end the drain (design decision 8).
+func drainingDatapath(t *testing.T, d *Datapath, removedAt time.Duration, now func() time.Duration) (backend string, deadline time.Duration) {
 	t.Helper()
-	dec, err := compiler.Load("drain.yaml", []byte(drainConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := compiler.Compile(compiler.Input{Config: dec.Config})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := New(Options{Conntrack: g, Fallback: true})
 	ctx := context.Background()
-	if _, err := d.Apply(ctx, compiler.DiffIR(nil, res.IR)); err != nil {
-		t.Fatal(err)
-	}
-	var flows []targets.Packet
-	var on string
-	for i := 0; len(flows) < 3 && i < 200; i++ {
-		p := targets.Packet{Src: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Dst: netip.MustParseAddr("203.0.113.80"), Proto: compiler.IPProtoTCP, SrcPort: 4000, DstPort: 80, Flags: targets.FlagSYN}
-		v, err := d.Process(ctx, p, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if on == "" {
-			on = v.Backend
-		}
-		if v.Backend == on {
-			p.Flags = targets.FlagACK
-			flows = append(flows, p)
-		}
-	}
-	// Remove that backend at 10 s: it drains until 40 s (R-DRAIN).
-	g0 := &dec.Config.Services[0].Backends[0]
-	for i, e := range g0.Endpoints {
-		if e.Name == on {
-			g0.Endpoints = append(g0.Endpoints[:i], g0.Endpoints[i+1:]...)
-			break
-		}
-	}
-	res2, err := compiler.Compile(compiler.Input{Config: dec.Config, Prev: res.IR, Now: 10 * time.Second})
+	dec, err := compiler.Load("failover.yaml", examples.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Apply(ctx, compiler.DiffIR(res.IR, res2.IR)); err != nil {
+	cfg := dec.Config
+	first, err := compiler.Compile(compiler.Input{Config: cfg})
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range d.IR().Backends {
-		if b.Name == on && (!b.Draining || b.Deadline != 40*time.Second) {
-			t.Fatalf("backend %q: draining %v deadline %v, want draining until 40s", on, b.Draining, b.Deadline)
+	if _, err := d.Apply(ctx, compiler.DiffIR(nil, first.IR)); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := d.Process(ctx, tcp("198.51.100.7", 4242, targets.FlagSYN), now())
+	if v.Action != targets.Forward {
+		t.Fatalf("SYN: %v", v)
+	}
+	g := &cfg.Services[0].Backends
+	for gi := range *g {
+		eps := (*g)[gi].Endpoints
+		for ei := range eps {
+			if eps[ei].Name == v.Backend {
+				(*g)[gi].Endpoints = append(eps[:ei:ei], eps[ei+1:]...)
+			}
 		}
 	}
-	return d, flows, on
+	second, err := compiler.Compile(compiler.Input{Config: cfg, Prev: first.IR, Now: removedAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Apply(ctx, compiler.DiffIR(first.IR, second.IR)); err != nil {
+		t.Fatal(err)
+	}
+	b := second.IR.Backend(v.BackendID)
+	if b == nil || !b.Draining || b.Deadline != removedAt+30*time.Second {
+		t.Fatalf("draining row %+v", b)
+	}
+	return v.Backend, b.Deadline
 }
 
-// R-DRAIN, design decision 8: the datapath enforces the deadline itself
-// (no recompile here): a hit on the draining backend before its deadline,
-// a miss from the deadline on, each geometry on its own clock: BMv2 in
-// whole µs (rounded up), Tofino in ticks of 65.536 µs (rounded up, so the
-// deadline passes up to a tick late, never early).
-func TestRDRAIN_DatapathDeadline(t *testing.T) {
-	const dl = 40 * time.Second
-	tnaTick := func(origin uint64) time.Duration {
-		// The first virtual time at which the TNA tick reaches the
-		// deadline's tick, rounded up.
-		g, _ := NewTNA(1024, origin)
-		want, _ := tick.TNADeadline(g.Timestamp(dl), 0)
-		at := dl
-		for g.Tick(at) != want {
-			at += time.Microsecond
-		}
-		for g.Tick(at-1) == want {
-			at--
-		}
-		return at
+// TestRDRAIN_DatapathEnforcesDeadline: with the compile clock and the
+// datapath's clock one (replay), the draining backend keeps its flow until
+// the deadline and loses it exactly at it, although its row is still
+// held: a hit at or past the deadline is a miss, citing R-DRAIN.
+func TestRDRAIN_DatapathEnforcesDeadline(t *testing.T) {
+	d := New(Options{})
+	b, dl := drainingDatapath(t, d, 10*time.Second, func() time.Duration { return 0 })
+	ctx := context.Background()
+	ack := tcp("198.51.100.7", 4242, targets.FlagACK)
+	v, det, _ := d.ProcessDetail(ack, dl-time.Nanosecond)
+	if v.CT != targets.CTHit || v.Backend != b || det.DeadlineRule != compiler.RuleDrain || det.Deadline != dl.Seconds() {
+		t.Fatalf("just before the deadline: %v %+v", v, det)
 	}
+	v, det, _ = d.ProcessDetail(ack, dl)
+	if v.CT != targets.CTMiss || v.Backend == b || det.Invalid != compiler.RuleDrain {
+		t.Fatalf("at the deadline: %v, invalid by %q; want a miss re-selected away from %s", v, det.Invalid, b)
+	}
+	if d.IR().Backend(v.BackendID) == nil || d.IR().Backend(d.IR().Backends[0].ID) == nil {
+		t.Fatal("rows lost")
+	}
+	// The re-selected entry is an ordinary one.
+	if v2, _ := d.Process(ctx, ack, dl+time.Second); v2.CT != targets.CTHit || v2.BackendID != v.BackendID {
+		t.Fatalf("after re-selection: %v", v2)
+	}
+}
+
+// TestRDRAIN_DeadlineClockMapping: the controller's compile clock (Unix
+// time) and the datapath's own (here: seconds since it started) differ;
+// the deadline is mapped when the row is written, as own now + (deadline −
+// compile now), and expires on the datapath's clock.
+func TestRDRAIN_DeadlineClockMapping(t *testing.T) {
+	unix := time.Duration(1_800_000_000) * time.Second // compile clock at the removal
+	var own time.Duration = 5 * time.Second            // datapath clock at the removal
+	d := New(Options{Clock: func() time.Duration { return unix }, Now: func() time.Duration { return own }})
+	b, dl := drainingDatapath(t, d, unix, func() time.Duration { return own })
+	if dl != unix+30*time.Second {
+		t.Fatalf("deadline %v", dl)
+	}
+	// Later writes (a recompile that leaves the row as it is) keep the
+	// mapping made when the deadline was written.
+	own, unix = 20*time.Second, unix+15*time.Second
+	if err := d.Commit(d.IR()); err != nil {
+		t.Fatal(err)
+	}
+	ack := tcp("198.51.100.7", 4242, targets.FlagACK)
+	if v, _ := d.Process(context.Background(), ack, 35*time.Second-time.Nanosecond); v.CT != targets.CTHit || v.Backend != b {
+		t.Fatalf("before own deadline 35 s: %v", v)
+	}
+	if v, _ := d.Process(context.Background(), ack, 35*time.Second); v.CT != targets.CTMiss {
+		t.Fatalf("at own deadline 35 s: %v", v)
+	}
+}
+
+// TestRDRAIN_DeadlineTick: a datapath that compares deadlines in ticks
+// (XDP: jiffies; TNA: 2^16 ns) expires an entry at the first whole tick at
+// or after the deadline: late by less than a tick, never early.
+func TestRDRAIN_DeadlineTick(t *testing.T) {
+	const tick = 4 * time.Millisecond // a jiffy at HZ=250
+	removed := 10*time.Second + 1500*time.Microsecond
+	b, dl := drainingDatapath(t, New(Options{DeadlineTick: tick}), removed, func() time.Duration { return 0 })
+	expiry := (dl + tick - 1) / tick * tick // 40.004 s
+	ack := tcp("198.51.100.7", 4242, targets.FlagACK)
 	for _, tc := range []struct {
-		name   string
-		geom   func() Conntrack
-		passAt time.Duration // the first virtual time the deadline has passed
-	}{
-		{"exact", func() Conntrack { return NewExact() }, dl},
-		{"v1model register", func() Conntrack { g, _ := NewRegister(1024, P4Ways); return g }, dl},
-		{"TNA, origin on a tick", func() Conntrack { g, _ := NewTNA(1024, 0); return g }, tnaTick(0)},
-		{"TNA, origin 100 ns into a tick", func() Conntrack { g, _ := NewTNA(1024, 100); return g }, tnaTick(100)},
-		{"TNA, the tick wraps 5 s before the deadline", func() Conntrack {
-			g, _ := NewTNA(1024, 1<<tick.TNATimestampBits-uint64(35*time.Second))
-			return g
-		}, tnaTick(1<<tick.TNATimestampBits - uint64(35*time.Second))},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.passAt < dl || tc.passAt > dl+tick.TNA {
-				t.Fatalf("deadline passes at %v: not within a tick after %v", tc.passAt, dl)
+		at  time.Duration
+		hit bool
+	}{{dl, true}, {expiry - time.Nanosecond, true}, {expiry, false}} {
+		// Each probe on a fresh copy: a miss re-creates the entry.
+		d2 := New(Options{DeadlineTick: tick})
+		drainingDatapath(t, d2, removed, func() time.Duration { return 0 })
+		v, _ := d2.Process(context.Background(), ack, tc.at)
+		if got := v.CT == targets.CTHit && v.Backend == b; got != tc.hit {
+			t.Errorf("at %v (deadline %v, tick %v): %v, want hit %v", tc.at, dl, tick, v, tc.hit)
+		}
+	}
+}
+
+// TestRDRAIN_TNADeadlineTicks: the TNA geometry holds a deadline as the
+// 32-bit tick it falls in, rounded up, and compares across the wrap of
+// the 48-bit timestamp.
+func TestRDRAIN_TNADeadlineTicks(t *testing.T) {
+	for _, origin := range []uint64{0, wrapNS - uint64(20*time.Second)} {
+		t.Run(fmt.Sprintf("origin=%d", origin), func(t *testing.T) {
+			g, err := NewTNA(1<<10, origin)
+			if err != nil {
+				t.Fatal(err)
 			}
-			d, flows, on := drained(t, tc.geom())
-			ctx := context.Background()
-			for i, p := range flows {
-				before, err := d.Process(ctx, p, tc.passAt-time.Nanosecond-time.Duration(i)*time.Millisecond)
-				if err != nil || before.CT != targets.CTHit || before.Backend != on {
-					t.Fatalf("flow %d just before the deadline: %v (%v), want a hit on %q (draining)", i, before, err, on)
-				}
-				after, det, err := d.ProcessDetail(p, tc.passAt+time.Duration(i)*time.Second)
-				if err != nil || after.CT != targets.CTMiss || after.Backend == on || det.Invalid != "R-DRAIN" {
-					t.Fatalf("flow %d at the deadline: %v (invalid %q, %v), want a miss away from %q by R-DRAIN", i, after, det.Invalid, err, on)
-				}
-				if !strings.Contains(stepsText(after), "deadline") {
-					t.Errorf("explanation does not mention the deadline: %s", stepsText(after))
+			dl := 30*time.Second + 123*time.Nanosecond
+			// The first tick boundary at or after the deadline, on the
+			// switch's clock.
+			abs := (origin + uint64(dl)) % wrapNS
+			first := time.Duration((abs+uint64(tick.TNA)-1)/uint64(tick.TNA)*uint64(tick.TNA)) - time.Duration(abs) + dl
+			for _, tc := range []struct {
+				now  time.Duration
+				want bool
+			}{{0, false}, {dl - time.Nanosecond, false}, {first - time.Nanosecond, false}, {first, true}, {first + time.Hour, true}} {
+				if got := g.DeadlineExpired(dl, tc.now); got != tc.want {
+					t.Errorf("deadline %v, now %v: expired %v, want %v (first tick at %v)", dl, tc.now, got, tc.want, first)
 				}
 			}
 		})
 	}
-}
-
-func stepsText(v targets.Verdict) string {
-	var b strings.Builder
-	for _, s := range v.Steps {
-		b.WriteString(s.Rule + ": " + s.Detail + "\n")
-	}
-	return b.String()
 }
