@@ -216,9 +216,13 @@ func newFleetEnv(ctx context.Context, prefix, dir, lbc string, fl *Fleet, backen
 			}
 		}
 	}
-	// The router forwards and spreads flows by their 5-tuple (L4 hash),
-	// as a data-centre router's ECMP does.
-	for k, v := range map[string]string{"net.ipv4.ip_forward": "1", "net.ipv4.fib_multipath_hash_policy": "1"} {
+	// The router forwards and spreads flows by a hash of their 5-tuple, as
+	// a data-centre router's ECMP does. Policy 3 with these fields hashes
+	// the headers only: policy 1 would reuse the hash the client's socket
+	// put on the packet, which TCP changes at every retransmission
+	// timeout (so flows would wander between nodes on their own).
+	for k, v := range map[string]string{"net.ipv4.ip_forward": "1", "net.ipv4.fib_multipath_hash_policy": "3",
+		"net.ipv4.fib_multipath_hash_fields": "0x0037"} { // src, dst, proto, sport, dport
 		if err := e.set.Sysctl(e.rt, k, v); err != nil {
 			return nil, err
 		}
@@ -298,15 +302,16 @@ func (e *fleetEnv) startBird(ctx context.Context) error {
 		out.Close()
 		return fmt.Errorf("start BIRD: %w", err)
 	}
-	e.bird, e.birdDone = cmd, done
-	go func() { <-done; out.Close() }()
+	e.bird, e.birdDone = cmd, make(chan error, 1)
+	go func() { err := <-done; out.Close(); e.birdDone <- err }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := exec.CommandContext(ctx, "birdc", "-s", e.birdSock, "show", "status").CombinedOutput(); err == nil {
 			return nil
 		}
 		select {
-		case err := <-done:
+		case err := <-e.birdDone:
+			e.birdDone <- err // for Close
 			data, _ := os.ReadFile(filepath.Join(e.dir, "bird.out"))
 			return fmt.Errorf("BIRD exited: %v: %s", err, data)
 		case <-time.After(50 * time.Millisecond):
