@@ -61,6 +61,10 @@ type FleetExpect struct {
 	// MaxBroken is how many held connections may break in the event
 	// (default 0).
 	MaxBroken int `yaml:"maxBroken"`
+	// BrokenBackends, if set, are the only backends whose connections may
+	// break (the event's documented breakage, e.g. flows that move to a
+	// node without conntrack while their backend is out of the ring).
+	BrokenBackends []string `yaml:"brokenBackends"`
 	// Moved: at least one connection changed node in the event (it
 	// proves that the event exercised a move).
 	Moved bool `yaml:"moved"`
@@ -151,6 +155,11 @@ func (f *Fleet) validate(known map[string]bool) error {
 		}
 		if e.Expect.ConvergeWithin > 0 && kind != "fail" && kind != "recover" {
 			bad("%s (%s): expect.convergeWithin needs a fail or recover", where, e.Name)
+		}
+		for _, b := range e.Expect.BrokenBackends {
+			if !known[b] {
+				bad("%s (%s): expect.brokenBackends: %q is not an endpoint of the service", where, e.Name, b)
+			}
 		}
 		if e.Expect.MaxBroken < 0 {
 			bad("%s (%s): expect.maxBroken: negative", where, e.Name)

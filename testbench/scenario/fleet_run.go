@@ -48,6 +48,8 @@ type FleetEventResult struct {
 	EffectWhat string         `json:"effectWhat,omitempty"`
 	Digest     string         `json:"digest,omitempty"`
 	Broken     int            `json:"broken"`
+	// BrokenBy counts broken connections by their backend.
+	BrokenBy map[string]int `json:"brokenBy,omitempty"`
 	Moved      int            `json:"moved"`
 	MaxStall   time.Duration  `json:"maxStall"`
 	Carriers   map[string]int `json:"carriers"` // at the end
@@ -535,6 +537,10 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 		b, at, why := c.state()
 		if b && at >= er.Start && at <= er.End {
 			er.Broken++
+			if er.BrokenBy == nil {
+				er.BrokenBy = map[string]int{}
+			}
+			er.BrokenBy[c.backend]++
 			if er.Broken == 1 {
 				er.Checks = append(er.Checks, Check{Name: "first-break", OK: true, Msg: fmt.Sprintf("connection %s → %s broke at %.2fs: %s", c.local, c.backend, at.Seconds(), why)})
 			}
@@ -625,6 +631,20 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 		fail("established", "%d of %d held connections broke, at most %d may", er.Broken, len(r.conns), ex.MaxBroken)
 	} else {
 		pass("established", "%d of %d held connections broke (≤ %d); %d moved between nodes; longest silence %d ms", er.Broken, len(r.conns), ex.MaxBroken, er.Moved, er.MaxStall.Milliseconds())
+	}
+	if len(ex.BrokenBackends) > 0 {
+		var others []string
+		for b, k := range er.BrokenBy {
+			if !slices.Contains(ex.BrokenBackends, b) {
+				others = append(others, fmt.Sprintf("%s %d", b, k))
+			}
+		}
+		sort.Strings(others)
+		if len(others) > 0 {
+			fail("broken-where", "connections to %s broke; only %s may", strings.Join(others, ", "), strings.Join(ex.BrokenBackends, ", "))
+		} else {
+			pass("broken-where", "broken connections by backend: %s (only %s may break)", carrierLine(er.BrokenBy), strings.Join(ex.BrokenBackends, ", "))
+		}
 	}
 	if ex.Moved && er.Moved == 0 {
 		fail("moved", "no connection changed node: the event did not exercise a move")
