@@ -44,19 +44,19 @@ type FleetEventResult struct {
 	// Effect is the time from the action to the router's table (kill,
 	// stop, start) or to every node's digest agreeing (fail, recover); -1:
 	// never seen.
-	Effect     time.Duration  `json:"effect"`
-	EffectWhat string         `json:"effectWhat,omitempty"`
-	Digest     string         `json:"digest,omitempty"`
-	Broken     int            `json:"broken"`
+	Effect     time.Duration `json:"effect"`
+	EffectWhat string        `json:"effectWhat,omitempty"`
+	Digest     string        `json:"digest,omitempty"`
+	Broken     int           `json:"broken"`
 	// BrokenBy counts broken connections by their backend.
-	BrokenBy map[string]int `json:"brokenBy,omitempty"`
-	Moved      int            `json:"moved"`
-	MaxStall   time.Duration  `json:"maxStall"`
-	Carriers   map[string]int `json:"carriers"` // at the end
-	NewOK      int            `json:"newOK"`
-	NewFailed  int            `json:"newFailed"`
-	Checks     []Check        `json:"checks"`
-	Plot       string         `json:"plot,omitempty"`
+	BrokenBy  map[string]int `json:"brokenBy,omitempty"`
+	Moved     int            `json:"moved"`
+	MaxStall  time.Duration  `json:"maxStall"`
+	Carriers  map[string]int `json:"carriers"` // at the end
+	NewOK     int            `json:"newOK"`
+	NewFailed int            `json:"newFailed"`
+	Checks    []Check        `json:"checks"`
+	Plot      string         `json:"plot,omitempty"`
 }
 
 // FleetSample is the state at one moment: the router's next hops and the
