@@ -91,6 +91,15 @@ func startRouter(t *testing.T, port int, asn, peerASN uint32) *router {
 	return r
 }
 
+// established reports whether the router's side of the session is up.
+func (r *router) established() bool {
+	up := false
+	_ = r.srv.ListPeer(context.Background(), &api.ListPeerRequest{Address: speakerAddr}, func(p *api.Peer) {
+		up = p.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
+	})
+	return up
+}
+
 // routes returns the prefixes the router learned, with their attributes.
 func (r *router) routes() map[string]string {
 	out := map[string]string{}
@@ -300,8 +309,10 @@ func TestPeerDownAtStart(t *testing.T) {
 	}
 	r := startRouter(t, port, 64513, 64512)
 	waitFor(t, "the VIP at the router once it is up", func() bool { return r.routes()["10.99.100.1/32"] != "" })
-	if got := s.metric(t, "lbc_bgp_session_up", "peer", routerAddr); got != 1 {
-		t.Errorf("lbc_bgp_session_up = %v once established", got)
+	// The session event reaches the speaker on its own goroutine.
+	waitFor(t, "lbc_bgp_session_up 1 once established", func() bool { return s.metric(t, "lbc_bgp_session_up", "peer", routerAddr) == 1 })
+	if st := s.AnnounceStatus(); !st.Healthy {
+		t.Errorf("status %+v: want healthy once established", st)
 	}
 }
 
@@ -351,13 +362,19 @@ func TestFlappingSession(t *testing.T) {
 	s.Announce(serve(true, "", vip4))
 	const flaps = 2 // GoBGP waits 5 s before it redials after a reset
 	for i := 1; i <= flaps; i++ {
-		waitFor(t, fmt.Sprintf("VIP at the router before reset %d", i), func() bool { return r.routes()["10.99.100.1/32"] != "" })
+		// Both sides up (the router's RIB may still hold the previous
+		// session's route for a moment), then the VIP.
+		waitFor(t, fmt.Sprintf("session up and VIP at the router before reset %d", i), func() bool {
+			return s.metric(t, "lbc_bgp_session_up", "peer", routerAddr) == 1 && r.established() && r.routes()["10.99.100.1/32"] != ""
+		})
 		if err := r.srv.ResetPeer(context.Background(), &api.ResetPeerRequest{Address: speakerAddr, Communication: "flap test"}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, fmt.Sprintf("flap %d counted", i), func() bool { return s.metric(t, "lbc_bgp_session_flaps_total", "peer", routerAddr) == float64(i) })
 	}
-	waitFor(t, "VIP at the router after the last flap", func() bool { return r.routes()["10.99.100.1/32"] != "" })
+	waitFor(t, "session up and VIP at the router after the last flap", func() bool {
+		return s.metric(t, "lbc_bgp_session_up", "peer", routerAddr) == 1 && r.established() && r.routes()["10.99.100.1/32"] != ""
+	})
 	if n := strings.Count(s.logs.String(), `msg="bgp session down; the router withdraws this node's VIPs" peer=`+routerAddr); n != flaps {
 		t.Errorf("%d session-down log lines, want %d:\n%s", n, flaps, s.logs.String())
 	}
