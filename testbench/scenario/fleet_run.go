@@ -92,18 +92,28 @@ func (r *fleetRunner) progress(format string, a ...any) {
 	}
 }
 
-// lbcBinary finds the lbc executable the nodes run.
+// lbcBinary finds the lbc executable the nodes run: Options.LBC, then
+// $LBC_BINARY, this executable when it is lbc, an lbc beside it, lbc on
+// PATH.
 func lbcBinary(opt string) (string, error) {
+	if opt == "" {
+		opt = os.Getenv("LBC_BINARY")
+	}
 	if opt != "" {
 		return opt, nil
 	}
-	if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "lbc" {
-		return exe, nil
+	if exe, err := os.Executable(); err == nil {
+		if filepath.Base(exe) == "lbc" {
+			return exe, nil
+		}
+		if st, err := os.Stat(filepath.Join(filepath.Dir(exe), "lbc")); err == nil && !st.IsDir() {
+			return filepath.Join(filepath.Dir(exe), "lbc"), nil
+		}
 	}
 	if p, err := exec.LookPath("lbc"); err == nil {
 		return p, nil
 	}
-	return "", errors.New("fleet scenario: no lbc binary to run as nodes (build it: go build ./cmd/lbc, and put it on PATH or pass Options.LBC)")
+	return "", errors.New("fleet scenario: no lbc binary to run as nodes: go build -o lbc ./cmd/lbc, then put it on PATH or set LBC_BINARY=path/to/lbc")
 }
 
 // runFleet runs a fleet scenario (Run dispatches here).
