@@ -161,18 +161,18 @@ func compileService(in Input, s *Service, id uint32, old *ServiceRow, prev, ir *
 		rm[k] = RingMember{Name: names[mi], Weight: members[mi].Weight}
 	}
 	ringWeighted := weighted && !dec.Unweighted
-	ringKey := ringInputsKey(rm, idOf, s.Ring(), ringWeighted)
+	ringKey := ringInputsKey(rm, idOf, s.Ring(), ringWeighted, s.RingFill)
 	var ring *Ring
 	var slots []uint32
 	if old != nil && old.RingKey == ringKey && !in.NoRingReuse {
 		if or := prev.Ring(old.ID); or != nil && len(or.Halves[old.ActiveHalf]) == s.Ring() {
 			slots = or.Halves[old.ActiveHalf]
-			ring = ringFromSlots(rm, slots, idOf)
+			ring = ringFromSlots(rm, slots, idOf, s.RingFill)
 		}
 	}
 	if ring == nil {
 		var err error
-		if ring, err = BuildRing(rm, s.Ring(), ringWeighted); err != nil {
+		if ring, err = BuildRing(rm, s.Ring(), ringWeighted, s.RingFill); err != nil {
 			return nil, err
 		}
 		ids := make([]uint32, len(ring.Members))
@@ -323,8 +323,9 @@ func PolicyFor(c Class, affinity, mode, persistence string) ClassPolicy {
 }
 
 // ringInputsKey hashes everything a ring depends on (FNV-1a over size,
-// weighting, and each member's name, weight and backend ID in name order).
-func ringInputsKey(rm []RingMember, idOf map[string]uint32, m int, weighted bool) uint64 {
+// weighting, fill, and each member's name, weight and backend ID in name
+// order).
+func ringInputsKey(rm []RingMember, idOf map[string]uint32, m int, weighted bool, fill RingFill) uint64 {
 	sorted := append([]RingMember(nil), rm...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	h := uint64(14695981039346656037)
@@ -341,6 +342,7 @@ func ringInputsKey(rm []RingMember, idOf map[string]uint32, m int, weighted bool
 	} else {
 		mix(0)
 	}
+	mix(fill.code())
 	for _, x := range sorted {
 		mix(nameHash(x.Name))
 		mix(uint64(x.Weight))
@@ -353,7 +355,7 @@ func ringInputsKey(rm []RingMember, idOf map[string]uint32, m int, weighted bool
 }
 
 // ringFromSlots rebuilds the Ring view (members, counts) of reused slots.
-func ringFromSlots(rm []RingMember, slots []uint32, idOf map[string]uint32) *Ring {
+func ringFromSlots(rm []RingMember, slots []uint32, idOf map[string]uint32, fill RingFill) *Ring {
 	ms := append([]RingMember(nil), rm...)
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
 	// Backend IDs of one service are few and close together: index a
@@ -369,7 +371,7 @@ func ringFromSlots(rm []RingMember, slots []uint32, idOf map[string]uint32) *Rin
 	for i, x := range ms {
 		byID[idOf[x.Name]] = int32(i)
 	}
-	r := &Ring{Slots: make([]int32, len(slots)), Members: ms, Counts: make([]int, len(ms))}
+	r := &Ring{Slots: make([]int32, len(slots)), Members: ms, Counts: make([]int, len(ms)), Fill: fill.orDefault()}
 	for i, id := range slots {
 		o := int32(-1)
 		if id <= maxID {

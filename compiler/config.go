@@ -45,6 +45,7 @@ type Service struct {
 	ConnectionDraining       *ConnectionDraining       `yaml:"connectionDraining" json:"connectionDraining,omitempty"`
 	HealthCheck              *HealthCheck              `yaml:"healthCheck" json:"healthCheck,omitempty"`
 	RingSize                 int                       `yaml:"ringSize" json:"ringSize,omitempty"`
+	RingFill                 RingFill                  `yaml:"ringFill" json:"ringFill,omitempty"`
 	Encapsulation            string                    `yaml:"encapsulation" json:"encapsulation,omitempty"`
 	Backends                 []BackendGroup            `yaml:"backends" json:"backends"`
 }

@@ -1,0 +1,303 @@
+package compiler
+
+import (
+	"fmt"
+	"sort"
+)
+
+// RingFill names the algorithm that fills a service's ring from its
+// members' Maglev permutations (R-MAGLEV). Every fill gives each member
+// its exact share (R-MAGLEV-2) and depends only on the members' names and
+// weights and on the ring size; they differ in how many slots move when the
+// eligible set changes (R-MAGLEV-3) and so in which backend a slot holds.
+type RingFill string
+
+// Ring fills; the zero value means FillEarliestRank.
+const (
+	// FillEarliestRank gives each slot to the member whose permutation
+	// reaches it earliest, scaled by weight (a rendezvous choice over the
+	// Maglev permutations), then moves the fewest slots needed to reach
+	// the exact quotas: members above quota give up the slots they reach
+	// latest, members below quota take them in the same earliest-rank
+	// order. A removed member's slots mostly go to the next member in
+	// each slot's order, so few other slots move.
+	FillEarliestRank RingFill = "EARLIEST_RANK"
+	// FillProbeStride is the fill of lbc up to 0.x: members take turns
+	// claiming their next free slot, Maglev style, in the order of a
+	// stride scheduler whose virtual time is a member's probe count over
+	// its quota. It is kept so that a fleet can stay on the rings it has.
+	FillProbeStride RingFill = "PROBE_STRIDE"
+)
+
+// RingFills lists the accepted values of ringFill, the default first.
+var RingFills = []RingFill{FillEarliestRank, FillProbeStride}
+
+func (f RingFill) orDefault() RingFill {
+	if f == "" {
+		return FillEarliestRank
+	}
+	return f
+}
+
+// code is the fill's stable number in the ring-reuse key.
+func (f RingFill) code() uint64 {
+	switch f.orDefault() {
+	case FillEarliestRank:
+		return 1
+	case FillProbeStride:
+		return 2
+	}
+	return 0
+}
+
+// checkFill reports an unknown fill.
+func checkFill(f RingFill) error {
+	if f.code() == 0 {
+		return fmt.Errorf("ring fill %q: use %s or %s", string(f), FillEarliestRank, FillProbeStride)
+	}
+	return nil
+}
+
+// perm is one member's Maglev permutation, offset + j·skip mod m.
+type perm struct{ off, skip uint32 }
+
+func (p perm) at(j uint32, m uint32) uint32 {
+	return uint32((uint64(p.off) + uint64(j)*uint64(p.skip)) % uint64(m))
+}
+
+// fillEarliestRank fills r.Slots (all -1 on entry) for members with
+// weights w (at least one positive). The member of a slot is decided by
+// the time j+1 over weight at which the member's permutation reaches the
+// slot at position j; ties go to the lower index (the members are sorted
+// by name). Arithmetic is integer only, so every machine agrees.
+func fillEarliestRank(r *Ring, w []uint64, ps []perm) {
+	m := uint32(len(r.Slots))
+	n := len(w)
+	owner := r.Slots
+	rank := make([]uint32, m)
+	var total uint64
+	for _, x := range w {
+		total += x
+	}
+
+	// 1. Earliest rank. The owner of a slot is the minimum over all
+	// members, so members may walk in any order: each walks up to a time
+	// bound, and the bound grows until every slot is reached. A probe
+	// beyond an earlier bound is later than every time recorded so far,
+	// so it can only claim a slot nobody has reached.
+	next := make([]uint32, n)
+	at := make([]uint32, n)
+	for i := range ps {
+		at[i] = ps[i].off
+	}
+	covered := uint32(0)
+	for bound := (uint64(m) + total - 1) / total; covered < m; bound += bound/2 + 1 {
+		for i := 0; i < n; i++ {
+			if w[i] == 0 {
+				continue
+			}
+			lim := min(bound*w[i], uint64(m))
+			j, s, skip, wi := next[i], at[i], ps[i].skip, w[i]
+			for ; uint64(j) < lim; j++ {
+				if o := owner[s]; o < 0 {
+					owner[s], rank[s] = int32(i), j
+					covered++
+				} else if uint64(j+1)*w[o] < uint64(rank[s]+1)*wi {
+					owner[s], rank[s] = int32(i), j
+				}
+				if s += skip; s >= m {
+					s -= m
+				}
+			}
+			next[i], at[i] = j, s
+		}
+	}
+
+	// 2. Quotas: the floor of each exact share, and one more slot for as
+	// many members as the remainder needs, chosen among those whose share
+	// is not whole by how far their earliest-rank count exceeds their
+	// share (so the fewest slots move), ties to the lower index.
+	count := r.Counts
+	for _, o := range owner {
+		count[o]++
+	}
+	quota := make([]int, n)
+	var rest []int
+	given := 0
+	for i := range w {
+		share := uint64(m) * w[i]
+		quota[i] = int(share / total)
+		given += quota[i]
+		if share%total != 0 {
+			rest = append(rest, i)
+		}
+	}
+	excess := func(i int) int64 { return int64(count[i])*int64(total) - int64(uint64(m)*w[i]) }
+	sort.SliceStable(rest, func(a, b int) bool { return excess(rest[a]) > excess(rest[b]) })
+	for _, i := range rest[:int(m)-given] {
+		quota[i]++
+	}
+
+	// 3. Members above quota give up the slots their permutation reaches
+	// latest. Slots are grouped by member with a counting sort.
+	start := make([]int, n+1)
+	for i := range count {
+		start[i+1] = start[i] + count[i]
+	}
+	bySlot := make([]uint32, m)
+	fillAt := append([]int(nil), start[:n]...)
+	for s, o := range owner {
+		bySlot[fillAt[o]] = uint32(s)
+		fillAt[o]++
+	}
+	free := 0
+	for i := 0; i < n; i++ {
+		extra := count[i] - quota[i]
+		if extra <= 0 {
+			continue
+		}
+		mine := bySlot[start[i]:start[i+1]]
+		sort.Slice(mine, func(a, b int) bool { return rank[mine[a]] > rank[mine[b]] })
+		for _, s := range mine[:extra] {
+			owner[s] = -1
+		}
+		count[i] = quota[i]
+		free += extra
+	}
+	if free == 0 {
+		return
+	}
+
+	// 4. Members below quota take the given-up slots in earliest-rank
+	// order: all of them walk their permutations again, merged by time,
+	// and each takes every free slot it reaches until it has its quota.
+	var short []int32
+	for i := 0; i < n; i++ {
+		if count[i] < quota[i] {
+			short = append(short, int32(i))
+		}
+	}
+	take := func(i int32, s uint32) {
+		owner[s] = i
+		count[i]++
+		free--
+	}
+	if equalWeights(w, short) {
+		// Equal weights: time order is rounds of j in index order.
+		for j := uint32(0); free > 0 && j < m; j++ {
+			k := 0
+			for _, i := range short {
+				if s := ps[i].at(j, m); owner[s] < 0 {
+					take(i, s)
+				}
+				if count[i] < quota[i] {
+					short[k] = i
+					k++
+				}
+			}
+			short = short[:k]
+		}
+		return
+	}
+	h := walkHeap{w: w}
+	for _, i := range short {
+		h.items = append(h.items, walker{i: i, s: ps[i].off})
+	}
+	h.init()
+	for free > 0 {
+		x := &h.items[0]
+		i := x.i
+		// Walk while this member stays first in time order.
+		for {
+			if owner[x.s] < 0 {
+				take(i, x.s)
+			}
+			x.j++
+			if x.s += ps[i].skip; x.s >= m {
+				x.s -= m
+			}
+			if count[i] == quota[i] || x.j >= m || !h.stillFirst() {
+				break
+			}
+		}
+		if count[i] == quota[i] || x.j >= m {
+			h.pop()
+		} else {
+			h.down(0)
+		}
+	}
+}
+
+func equalWeights(w []uint64, idx []int32) bool {
+	for _, i := range idx {
+		if w[i] != w[idx[0]] {
+			return false
+		}
+	}
+	return true
+}
+
+// walker is a member walking its permutation: position j, slot s.
+type walker struct {
+	i    int32
+	j, s uint32
+}
+
+// walkHeap orders walkers by the time (j+1)/w of their next probe, ties
+// to the lower member index, compared exactly by cross-multiplication.
+type walkHeap struct {
+	items []walker
+	w     []uint64
+}
+
+func (h *walkHeap) before(a, b walker) bool {
+	x, y := uint64(a.j+1)*h.w[b.i], uint64(b.j+1)*h.w[a.i]
+	return x < y || (x == y && a.i < b.i)
+}
+
+// stillFirst reports whether the top walker still comes before both children.
+func (h *walkHeap) stillFirst() bool {
+	for c := 1; c <= 2 && c < len(h.items); c++ {
+		if !h.before(h.items[0], h.items[c]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *walkHeap) init() {
+	for i := len(h.items)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *walkHeap) pop() {
+	last := len(h.items) - 1
+	h.items[0] = h.items[last]
+	h.items = h.items[:last]
+	if last > 0 {
+		h.down(0)
+	}
+}
+
+func (h *walkHeap) down(i int) {
+	it := h.items
+	n := len(it)
+	x := it[i]
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		c := l
+		if r := l + 1; r < n && h.before(it[r], it[l]) {
+			c = r
+		}
+		if !h.before(it[c], x) {
+			break
+		}
+		it[i] = it[c]
+		i = c
+	}
+	it[i] = x
+}
