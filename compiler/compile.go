@@ -167,7 +167,9 @@ func compileService(in Input, s *Service, id uint32, old *ServiceRow, prev, ir *
 	if old != nil && old.RingKey == ringKey && !in.NoRingReuse {
 		if or := prev.Ring(old.ID); or != nil && len(or.Halves[old.ActiveHalf]) == s.Ring() {
 			slots = or.Halves[old.ActiveHalf]
-			ring = ringFromSlots(rm, slots, idOf, s.RingFill)
+			if ring = or.view; ring == nil || or.viewKey != ringKey {
+				ring = ringFromSlots(rm, slots, idOf, s.RingFill)
+			}
 		}
 	}
 	if ring == nil {
@@ -211,7 +213,7 @@ func compileService(in Input, s *Service, id uint32, old *ServiceRow, prev, ir *
 	}
 	sort.Strings(row.Eligible)
 
-	rr := RingRows{ServiceID: id}
+	rr := RingRows{ServiceID: id, view: ring, viewKey: ringKey}
 	var oldRing *RingRows
 	if old != nil {
 		oldRing = prev.Ring(old.ID)

@@ -74,42 +74,68 @@ func fillEarliestRank(r *Ring, w []uint64, ps []perm) {
 	m := uint32(len(r.Slots))
 	n := len(w)
 	owner := r.Slots
-	rank := make([]uint32, m)
 	var total uint64
+	equal := true
 	for _, x := range w {
 		total += x
+		equal = equal && x == w[0]
 	}
-
-	// 1. Earliest rank. The owner of a slot is the minimum over all
-	// members, so members may walk in any order: each walks up to a time
-	// bound, and the bound grows until every slot is reached. A probe
-	// beyond an earlier bound is later than every time recorded so far,
-	// so it can only claim a slot nobody has reached.
 	next := make([]uint32, n)
 	at := make([]uint32, n)
 	for i := range ps {
 		at[i] = ps[i].off
 	}
-	covered := uint32(0)
-	for bound := (uint64(m) + total - 1) / total; covered < m; bound += bound/2 + 1 {
-		for i := 0; i < n; i++ {
-			if w[i] == 0 {
-				continue
-			}
-			lim := min(bound*w[i], uint64(m))
-			j, s, skip, wi := next[i], at[i], ps[i].skip, w[i]
-			for ; uint64(j) < lim; j++ {
-				if o := owner[s]; o < 0 {
-					owner[s], rank[s] = int32(i), j
+
+	// 1. Earliest rank.
+	if equal {
+		// Equal weights: time order is rounds of j, members in index
+		// order within a round, so the first to reach a slot owns it.
+		covered := uint32(0)
+		j := uint32(0)
+		for ; covered < m; j++ {
+			for i := range at {
+				s := at[i]
+				if owner[s] < 0 {
+					owner[s] = int32(i)
 					covered++
-				} else if uint64(j+1)*w[o] < uint64(rank[s]+1)*wi {
-					owner[s], rank[s] = int32(i), j
 				}
-				if s += skip; s >= m {
+				if s += ps[i].skip; s >= m {
 					s -= m
 				}
+				at[i] = s
 			}
-			next[i], at[i] = j, s
+		}
+		for i := range next {
+			next[i] = j
+		}
+	} else {
+		// The owner of a slot is the minimum over all members, so
+		// members may walk in any order: each walks up to a time bound,
+		// and the bound grows until every slot is reached. A probe beyond
+		// an earlier bound is later than every time recorded so far, so
+		// it can only claim a slot nobody has reached.
+		rank := make([]uint32, m)
+		covered := uint32(0)
+		for bound := (uint64(m) + total - 1) / total; covered < m; bound += bound/4 + 1 {
+			for i := 0; i < n; i++ {
+				if w[i] == 0 {
+					continue
+				}
+				lim := min(bound*w[i], uint64(m))
+				j, s, skip, wi := next[i], at[i], ps[i].skip, w[i]
+				for ; uint64(j) < lim; j++ {
+					if o := owner[s]; o < 0 {
+						owner[s], rank[s] = int32(i), j
+						covered++
+					} else if uint64(j+1)*w[o] < uint64(rank[s]+1)*wi {
+						owner[s], rank[s] = int32(i), j
+					}
+					if s += skip; s >= m {
+						s -= m
+					}
+				}
+				next[i], at[i] = j, s
+			}
 		}
 	}
 
@@ -139,30 +165,29 @@ func fillEarliestRank(r *Ring, w []uint64, ps []perm) {
 	}
 
 	// 3. Members above quota give up the slots their permutation reaches
-	// latest. Slots are grouped by member with a counting sort.
-	start := make([]int, n+1)
-	for i := range count {
-		start[i+1] = start[i] + count[i]
-	}
-	bySlot := make([]uint32, m)
-	fillAt := append([]int(nil), start[:n]...)
-	for s, o := range owner {
-		bySlot[fillAt[o]] = uint32(s)
-		fillAt[o]++
-	}
+	// latest: each walks its permutation back from where it stopped.
 	free := 0
 	for i := 0; i < n; i++ {
 		extra := count[i] - quota[i]
 		if extra <= 0 {
 			continue
 		}
-		mine := bySlot[start[i]:start[i+1]]
-		sort.Slice(mine, func(a, b int) bool { return rank[mine[a]] > rank[mine[b]] })
-		for _, s := range mine[:extra] {
-			owner[s] = -1
+		back := m - ps[i].skip // -skip mod m
+		s := at[i]
+		for j := next[i]; extra > 0; {
+			j--
+			if s += back; s >= m {
+				s -= m
+			}
+			// A member reaches a slot at one position only: an owned
+			// slot here is the one it reached at j.
+			if owner[s] == int32(i) {
+				owner[s] = -1
+				extra--
+				free++
+			}
 		}
 		count[i] = quota[i]
-		free += extra
 	}
 	if free == 0 {
 		return
@@ -171,76 +196,55 @@ func fillEarliestRank(r *Ring, w []uint64, ps []perm) {
 	// 4. Members below quota take the given-up slots in earliest-rank
 	// order: all of them walk their permutations again, merged by time,
 	// and each takes every free slot it reaches until it has its quota.
-	var short []int32
-	for i := 0; i < n; i++ {
-		if count[i] < quota[i] {
-			short = append(short, int32(i))
-		}
-	}
-	take := func(i int32, s uint32) {
-		owner[s] = i
-		count[i]++
-		free--
-	}
-	if equalWeights(w, short) {
-		// Equal weights: time order is rounds of j in index order.
-		for j := uint32(0); free > 0 && j < m; j++ {
-			k := 0
-			for _, i := range short {
-				if s := ps[i].at(j, m); owner[s] < 0 {
-					take(i, s)
-				}
-				if count[i] < quota[i] {
-					short[k] = i
-					k++
-				}
-			}
-			short = short[:k]
-		}
-		return
-	}
+	// Slots only get taken here, so a walker may skip ahead to its next
+	// free slot on its own; the heap orders these candidates, and one
+	// found taken when its turn comes is replaced by the walker's next.
 	h := walkHeap{w: w}
-	for _, i := range short {
-		h.items = append(h.items, walker{i: i, s: ps[i].off})
+	for i := int32(0); int(i) < n; i++ {
+		if count[i] < quota[i] {
+			x := walker{i: i, s: ps[i].off}
+			if owner[x.s] >= 0 {
+				x.seek(owner, ps[i].skip, m)
+			}
+			h.items = append(h.items, x)
+		}
 	}
 	h.init()
 	for free > 0 {
 		x := &h.items[0]
-		i := x.i
-		// Walk while this member stays first in time order.
-		for {
-			if owner[x.s] < 0 {
-				take(i, x.s)
-			}
-			x.j++
-			if x.s += ps[i].skip; x.s >= m {
-				x.s -= m
-			}
-			if count[i] == quota[i] || x.j >= m || !h.stillFirst() {
-				break
+		if owner[x.s] < 0 {
+			owner[x.s] = x.i
+			count[x.i]++
+			free--
+			if count[x.i] == quota[x.i] {
+				h.pop()
+				continue
 			}
 		}
-		if count[i] == quota[i] || x.j >= m {
-			h.pop()
-		} else {
-			h.down(0)
-		}
+		x.seek(owner, ps[x.i].skip, m)
+		h.down(0)
 	}
-}
-
-func equalWeights(w []uint64, idx []int32) bool {
-	for _, i := range idx {
-		if w[i] != w[idx[0]] {
-			return false
-		}
-	}
-	return true
 }
 
 // walker is a member walking its permutation: position j, slot s.
 type walker struct {
 	i    int32
 	j, s uint32
+}
+
+// seek moves the walker to the next free slot after its current one. A
+// walker with a deficit always finds one: its permutation covers every
+// slot, and free slots remain while it is short.
+func (x *walker) seek(owner []int32, skip, m uint32) {
+	for {
+		x.j++
+		if x.s += skip; x.s >= m {
+			x.s -= m
+		}
+		if owner[x.s] < 0 {
+			return
+		}
+	}
 }
 
 // walkHeap orders walkers by the time (j+1)/w of their next probe, ties
@@ -253,16 +257,6 @@ type walkHeap struct {
 func (h *walkHeap) before(a, b walker) bool {
 	x, y := uint64(a.j+1)*h.w[b.i], uint64(b.j+1)*h.w[a.i]
 	return x < y || (x == y && a.i < b.i)
-}
-
-// stillFirst reports whether the top walker still comes before both children.
-func (h *walkHeap) stillFirst() bool {
-	for c := 1; c <= 2 && c < len(h.items); c++ {
-		if !h.before(h.items[0], h.items[c]) {
-			return false
-		}
-	}
-	return true
 }
 
 func (h *walkHeap) init() {
