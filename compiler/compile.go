@@ -234,7 +234,7 @@ func compileService(in Input, s *Service, id uint32, old *ServiceRow, prev, ir *
 		row.RingSize = old.RingSize
 	case oldRing == nil:
 		rr.Halves = [2][]uint32{slots, append([]uint32(nil), slots...)}
-	case slices.Equal(oldRing.Halves[old.ActiveHalf], slots):
+	case sameSlots(oldRing.Halves[old.ActiveHalf], slots):
 		rr.Halves = oldRing.Halves
 		row.ActiveHalf = old.ActiveHalf
 	default:
@@ -354,6 +354,15 @@ func ringInputsKey(rm []RingMember, idOf map[string]uint32, m int, weighted bool
 		h = 1 // zero means unknown
 	}
 	return h
+}
+
+// sameSlots reports whether two rings hold the same slots; a reused ring is
+// the very slice, which needs no comparison of 65537 slots.
+func sameSlots(a, b []uint32) bool {
+	if len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) {
+		return true
+	}
+	return slices.Equal(a, b)
 }
 
 // ringFromSlots rebuilds the Ring view (members, counts) of reused slots.
