@@ -3,6 +3,7 @@ package compiler
 import (
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/big"
 	"math/rand"
 	"sort"
@@ -535,6 +536,54 @@ func BenchmarkDisruption(b *testing.B) {
 				b.ReportMetric(ps, "stride-moved/min")
 				b.ReportMetric(tb, "textbook-moved/min")
 			})
+		}
+	}
+}
+
+// rendezvousRing is EARLIEST_RANK's first step alone: every slot to the
+// member whose permutation reaches it first, with no rebalancing.
+func rendezvousRing(ms []RingMember, m int) *Ring {
+	ms = append([]RingMember(nil), ms...)
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	r := &Ring{Slots: make([]int32, m), Members: ms, Counts: make([]int, len(ms))}
+	w := make([]uint64, len(ms))
+	ps := make([]perm, len(ms))
+	for i, x := range ms {
+		w[i] = 1
+		ps[i] = permOf(x.Name, m)
+	}
+	for s := range r.Slots {
+		r.Slots[s] = -1
+	}
+	earliestRank(r.Slots, w, ps)
+	for _, o := range r.Slots {
+		r.Counts[o]++
+	}
+	return r
+}
+
+// TestRMAGLEV3_RendezvousAlone shows the trade-off README → Performance
+// states: without the rebalancing, removing or adding a backend moves
+// exactly the minimum, but the shares are off by several percent
+// (R-MAGLEV-2 rules that out).
+func TestRMAGLEV3_RendezvousAlone(t *testing.T) {
+	wantSD := map[int]string{100: "2.9", 1000: "8.6"}
+	for _, n := range []int{10, 100, 250, 1000} {
+		build := func(ms []RingMember, _ bool) *Ring { return rendezvousRing(ms, 65537) }
+		for _, c := range changes[:2] {
+			if got := disruptionRatio(n, c, build); got != 1 {
+				t.Errorf("%s N=%d: the rendezvous step alone moves %.3f× the minimum, want exactly 1", c.name, n, got)
+			}
+		}
+		r := rendezvousRing(backends(n), 65537)
+		mean, ss := 65537/float64(n), 0.0
+		for _, c := range r.Counts {
+			ss += (float64(c) - mean) * (float64(c) - mean)
+		}
+		sd := fmt.Sprintf("%.1f", 100*math.Sqrt(ss/float64(n))/mean)
+		t.Logf("N=%d: shares off by %s %% (one standard deviation)", n, sd)
+		if w, ok := wantSD[n]; ok && sd != w {
+			t.Errorf("N=%d: shares off by %s %% (one standard deviation), README states %s %%", n, sd, w)
 		}
 	}
 }

@@ -75,69 +75,11 @@ func fillEarliestRank(r *Ring, w []uint64, ps []perm) {
 	n := len(w)
 	owner := r.Slots
 	var total uint64
-	equal := true
 	for _, x := range w {
 		total += x
-		equal = equal && x == w[0]
 	}
-	next := make([]uint32, n)
-	at := make([]uint32, n)
-	for i := range ps {
-		at[i] = ps[i].off
-	}
-
-	// 1. Earliest rank.
-	if equal {
-		// Equal weights: time order is rounds of j, members in index
-		// order within a round, so the first to reach a slot owns it.
-		covered := uint32(0)
-		j := uint32(0)
-		for ; covered < m; j++ {
-			for i := range at {
-				s := at[i]
-				if owner[s] < 0 {
-					owner[s] = int32(i)
-					covered++
-				}
-				if s += ps[i].skip; s >= m {
-					s -= m
-				}
-				at[i] = s
-			}
-		}
-		for i := range next {
-			next[i] = j
-		}
-	} else {
-		// The owner of a slot is the minimum over all members, so
-		// members may walk in any order: each walks up to a time bound,
-		// and the bound grows until every slot is reached. A probe beyond
-		// an earlier bound is later than every time recorded so far, so
-		// it can only claim a slot nobody has reached.
-		rank := make([]uint32, m)
-		covered := uint32(0)
-		for bound := (uint64(m) + total - 1) / total; covered < m; bound += bound/4 + 1 {
-			for i := 0; i < n; i++ {
-				if w[i] == 0 {
-					continue
-				}
-				lim := min(bound*w[i], uint64(m))
-				j, s, skip, wi := next[i], at[i], ps[i].skip, w[i]
-				for ; uint64(j) < lim; j++ {
-					if o := owner[s]; o < 0 {
-						owner[s], rank[s] = int32(i), j
-						covered++
-					} else if uint64(j+1)*w[o] < uint64(rank[s]+1)*wi {
-						owner[s], rank[s] = int32(i), j
-					}
-					if s += skip; s >= m {
-						s -= m
-					}
-				}
-				next[i], at[i] = j, s
-			}
-		}
-	}
+	// 1. Earliest rank: every slot to the member that reaches it first.
+	next, at := earliestRank(owner, w, ps)
 
 	// 2. Quotas: the floor of each exact share, and one more slot for as
 	// many members as the remainder needs, chosen among those whose share
@@ -224,6 +166,80 @@ func fillEarliestRank(r *Ring, w []uint64, ps []perm) {
 		x.seek(owner, ps[x.i].skip, m)
 		h.down(0)
 	}
+}
+
+// earliestRank is the first step of FillEarliestRank, a rendezvous choice
+// over the permutations: it gives every slot of owner (all -1 on entry) to
+// the member that reaches it first. It returns, per member, how far it
+// walked (next) and the slot at that position (at); every slot a member
+// owns lies before next.
+func earliestRank(owner []int32, w []uint64, ps []perm) (next, at []uint32) {
+	m := uint32(len(owner))
+	n := len(w)
+	var total uint64
+	equal := true
+	for _, x := range w {
+		total += x
+		equal = equal && x == w[0]
+	}
+	next = make([]uint32, n)
+	at = make([]uint32, n)
+	for i := range ps {
+		at[i] = ps[i].off
+	}
+
+	if equal {
+		// Equal weights: time order is rounds of j, members in index
+		// order within a round, so the first to reach a slot owns it.
+		covered := uint32(0)
+		j := uint32(0)
+		for ; covered < m; j++ {
+			for i := range at {
+				s := at[i]
+				if owner[s] < 0 {
+					owner[s] = int32(i)
+					covered++
+				}
+				if s += ps[i].skip; s >= m {
+					s -= m
+				}
+				at[i] = s
+			}
+		}
+		for i := range next {
+			next[i] = j
+		}
+	} else {
+		// The owner of a slot is the minimum over all members, so
+		// members may walk in any order: each walks up to a time bound,
+		// and the bound grows until every slot is reached. A probe beyond
+		// an earlier bound is later than every time recorded so far, so
+		// it can only claim a slot nobody has reached.
+		rank := make([]uint32, m)
+		covered := uint32(0)
+		for bound := (uint64(m) + total - 1) / total; covered < m; bound += bound/4 + 1 {
+			for i := 0; i < n; i++ {
+				if w[i] == 0 {
+					continue
+				}
+				lim := min(bound*w[i], uint64(m))
+				j, s, skip, wi := next[i], at[i], ps[i].skip, w[i]
+				for ; uint64(j) < lim; j++ {
+					if o := owner[s]; o < 0 {
+						owner[s], rank[s] = int32(i), j
+						covered++
+					} else if uint64(j+1)*w[o] < uint64(rank[s]+1)*wi {
+						owner[s], rank[s] = int32(i), j
+					}
+					if s += skip; s >= m {
+						s -= m
+					}
+				}
+				next[i], at[i] = j, s
+			}
+		}
+	}
+	return next, at
 }
 
 // walker is a member walking its permutation: position j, slot s.
