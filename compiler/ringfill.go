@@ -22,8 +22,8 @@ const (
 	// order. A removed member's slots mostly go to the next member in
 	// each slot's order, so few other slots move.
 	FillEarliestRank RingFill = "EARLIEST_RANK"
-	// FillProbeStride is the fill of lbc up to 0.x: members take turns
-	// claiming their next free slot, Maglev style, in the order of a
+	// FillProbeStride is lbc's fill before FillEarliestRank: members take
+	// turns claiming their next free slot, Maglev style, in the order of a
 	// stride scheduler whose virtual time is a member's probe count over
 	// its quota. It is kept so that a fleet can stay on the rings it has.
 	FillProbeStride RingFill = "PROBE_STRIDE"
@@ -58,12 +58,9 @@ func checkFill(f RingFill) error {
 	return nil
 }
 
-// perm is one member's Maglev permutation, offset + j·skip mod m.
+// perm is one member's Maglev permutation: position j holds slot
+// off + j·skip mod m.
 type perm struct{ off, skip uint32 }
-
-func (p perm) at(j uint32, m uint32) uint32 {
-	return uint32((uint64(p.off) + uint64(j)*uint64(p.skip)) % uint64(m))
-}
 
 // fillEarliestRank fills r.Slots (all -1 on entry) for members with
 // weights w (at least one positive). The member of a slot is decided by
