@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lbc-dev/lbc/fallback"
-	"github.com/lbc-dev/lbc/targets/xdp"
 	"github.com/lbc-dev/lbc/internal/netns"
+	"github.com/lbc-dev/lbc/targets/xdp"
 )
 
 // Addresses of the fleet topology (all inside its namespaces).
