@@ -177,14 +177,24 @@ func (g *gen) flow() {
 	}
 }
 
-// fragments emits a datagram in 2..4 pieces, sometimes out of order.
+// fragments emits a datagram in 2..4 pieces, sometimes out of order, cut
+// as a host on a 1500-byte link cuts them: every piece but the last is a
+// 1500-byte IP packet (the first carries the UDP header; IPv6 pieces the
+// Fragment header, in multiples of 8 bytes).
 func (g *gen) fragments(t float64, p targets.Packet) {
 	id := g.r.Uint32() & 0xffff
 	n := 2 + g.r.IntN(3)
+	first, middle := 1500-20-8, 1500-20
+	if p.Dst.Is6() {
+		first, middle = 1448-8, 1448
+	}
 	var ps []targets.Packet
 	for i := 0; i < n; i++ {
 		q := p
-		q.FragID, q.PayloadLen = id, 1480
+		q.FragID, q.PayloadLen = id, middle
+		if i == 0 {
+			q.PayloadLen = first
+		}
 		switch {
 		case i == 0:
 			q.Frag = targets.FragFirst

@@ -22,6 +22,7 @@ type Output struct {
 	Service string   `json:"service,omitempty"`
 	Backend string   `json:"backend,omitempty"`
 	Drop    string   `json:"drop,omitempty"`
+	MTU     uint16   `json:"mtu,omitempty"` // too-big: the next-hop MTU announced (R-MTU)
 	CT      string   `json:"ct,omitempty"`
 	Rule    []string `json:"rule,omitempty"`
 
@@ -49,6 +50,7 @@ type Summary struct {
 	Drops      map[string]int `json:"drops"`
 	NotOurs    int            `json:"notOurs"`
 	Fallback   int            `json:"fallback"`
+	TooBig     int            `json:"tooBig"` // answered with ICMP too big (R-MTU)
 	Events     int            `json:"events"`
 	Expected   int            `json:"expected"`   // lines with an expectation
 	Mismatches int            `json:"mismatches"` // of which failed
@@ -215,6 +217,9 @@ func (r *Replayer) packet(ctx context.Context, l Line) (Output, error) {
 		r.sum.NotOurs++
 	case targets.Fallback:
 		r.sum.Fallback++
+	case targets.TooBig:
+		o.MTU = v.MTU
+		r.sum.TooBig++
 	}
 	if l.Expect != nil {
 		r.sum.Expected++
