@@ -9,6 +9,7 @@ import (
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/examples"
 	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/trace"
 )
 
 // drainingDatapath programs the failover example (drainingTimeoutSec 30)
@@ -189,5 +190,60 @@ func TestRAGE_Tick(t *testing.T) {
 		if got := v.CT == targets.CTHit; got != tc.hit {
 			t.Errorf("last seen 1 ms, now %v: %v, want hit %v", tc.at, v, tc.hit)
 		}
+	}
+}
+
+// TestRAGE_TickPerDatapath runs the spec trace r-age-tick.jsonl, whose
+// expectations hold on every datapath, with the model's geometry and tick
+// of each: exact (sim, XDP's test build, BMv2 at µs), XDP's jiffies at
+// HZ=250 and HZ=100, and TNA's 2^16 ns ticks.
+func TestRAGE_TickPerDatapath(t *testing.T) {
+	tna := func() Options {
+		g, err := NewTNA(1<<12, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Options{Conntrack: g}
+	}
+	for name, opts := range map[string]func() Options{
+		"exact":        func() Options { return Options{} },
+		"bmv2-µs":      func() Options { return Options{Tick: time.Microsecond} },
+		"xdp-HZ250":    func() Options { return Options{Tick: 4 * time.Millisecond} },
+		"xdp-HZ100":    func() Options { return Options{Tick: 10 * time.Millisecond} },
+		"tna-65.536µs": tna,
+	} {
+		t.Run(name, func(t *testing.T) {
+			runSpecTrace(t, "../../testbench/testdata/r-age-tick.jsonl", New(opts()))
+		})
+	}
+}
+
+// runSpecTrace replays a spec trace on d and fails on every unmet
+// expectation.
+func runSpecTrace(t *testing.T, file string, d *Datapath) {
+	t.Helper()
+	sp, err := trace.LoadSpec(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rp, err := trace.NewReplayer(ctx, sp.Config, sp.State, d, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp.PushOnly = sp.PushOnly
+	for _, l := range sp.Lines {
+		outs, err := rp.Step(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range outs {
+			if o.Mismatch != "" {
+				t.Errorf("%s:%d: %s", file, o.Line, o.Mismatch)
+			}
+		}
+	}
+	if s := rp.Summary(); s.Expected == 0 {
+		t.Fatalf("%s: no expectation checked", file)
 	}
 }
