@@ -36,6 +36,10 @@ const (
 
 // Limits bounds the size of one service (R-LIMIT). Zero means the default.
 type Limits struct {
+	// MaxConnections is how many connections (conntrack entries) the
+	// deployment expects at once; `lbc validate --target` checks it
+	// against the datapath's conntrack. Zero: not checked.
+	MaxConnections    int `yaml:"maxConnections" json:"maxConnections,omitempty"`
 	MaxEndpoints      int `yaml:"maxEndpoints" json:"maxEndpoints,omitempty"`
 	MaxPrimaryGroups  int `yaml:"maxPrimaryGroups" json:"maxPrimaryGroups,omitempty"`
 	MaxFailoverGroups int `yaml:"maxFailoverGroups" json:"maxFailoverGroups,omitempty"`

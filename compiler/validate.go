@@ -94,6 +94,9 @@ func validate(cfg *Config) *validator {
 			v.errf(top.field("limits").field(f.name), "%d out of range 0..100000 (0 means the default)", f.val)
 		}
 	}
+	if lim.MaxConnections < 0 || lim.MaxConnections > 1_000_000_000 {
+		v.errf(top.field("limits").field("maxConnections"), "%d out of range 0..1000000000 (0: not checked)", lim.MaxConnections)
+	}
 	if len(cfg.Services) == 0 {
 		v.errf(top.field("services"), "no services; add at least one (see examples/)")
 	}
