@@ -1,4 +1,4 @@
-package bmv2live
+package live
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared != nil {
 		if err := shared.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "bmv2live: cleanup:", err)
+			fmt.Fprintln(os.Stderr, "live: cleanup:", err)
 			if code == 0 {
 				code = 1
 			}
@@ -329,7 +329,7 @@ type hashVector struct {
 
 func loadVectors(t *testing.T) []hashVector {
 	t.Helper()
-	data, err := os.ReadFile("../../compiler/testdata/hash_vectors.json")
+	data, err := os.ReadFile("../../../compiler/testdata/hash_vectors.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -775,7 +775,7 @@ func TestSpecTracesMatchSim(t *testing.T) {
 	if err := Available(""); err != nil {
 		t.Skipf("live BMv2 test skipped: %v", err)
 	}
-	files, _ := filepath.Glob("../../testbench/testdata/*.jsonl")
+	files, _ := filepath.Glob("../../../testbench/testdata/*.jsonl")
 	if len(files) == 0 {
 		t.Fatal("no traces in testbench/testdata")
 	}
