@@ -11,6 +11,8 @@ import (
 
 // Options select the behaviour of a Datapath.
 type Options struct {
+	// Name is the datapath's name in output; default "sim".
+	Name string
 	// Conntrack is the table geometry; nil is an exact, unbounded table
 	// keyed by the tracking tuple (NewExact).
 	Conntrack Conntrack
@@ -76,7 +78,12 @@ func New(opts Options) *Datapath {
 }
 
 // Name implements targets.Target.
-func (d *Datapath) Name() string { return "sim" }
+func (d *Datapath) Name() string {
+	if d.opts.Name != "" {
+		return d.opts.Name
+	}
+	return "sim"
+}
 
 // Read implements targets.Target: a copy of the tables held.
 func (d *Datapath) Read(ctx context.Context) (*compiler.IR, error) {
@@ -231,4 +238,41 @@ func (d *Datapath) lookup(dst netip.Addr, proto uint8, port uint16) (*compiler.S
 		}
 	}
 	return nil, 0, false
+}
+
+// EntryOf returns the conntrack key this datapath would look up for pkt
+// and what its table stores under it, without changing anything and
+// without the validity rules. tracks is false when this datapath keeps no
+// entry for the packet: no service, an untracked class (R-CT-3), an ICMP
+// error (it never creates one), or, with Fallback, a packet the switch
+// sends to the fallback port. Differential tests use it to compare the
+// conntrack state of datapaths key by key.
+func (d *Datapath) EntryOf(pkt targets.Packet) (k Key, e Entry, found, tracks bool) {
+	src, dst := pkt.Src.Unmap(), pkt.Dst.Unmap()
+	if !src.IsValid() || !dst.IsValid() || src.Is4() != dst.Is4() || isICMPError(pkt) {
+		return Key{}, Entry{}, false, false
+	}
+	frag := pkt.Fragmented()
+	if d.fallback && (frag || (pkt.Proto != compiler.IPProtoTCP && pkt.Proto != compiler.IPProtoUDP)) {
+		return Key{}, Entry{}, false, false
+	}
+	port := pkt.DstPort
+	if pkt.Frag == targets.FragMiddle || pkt.Frag == targets.FragLast {
+		port = 0
+	}
+	svc, _, ok := d.lookup(dst, pkt.Proto, port)
+	if !ok {
+		return Key{}, Entry{}, false, false
+	}
+	pol := svc.Classes[compiler.ClassOf(pkt.Proto)]
+	if pol.Track == compiler.TupleNone || (d.fallback && (pol.Track == compiler.Tuple2 || pol.Track == compiler.Tuple3)) {
+		return Key{}, Entry{}, false, false
+	}
+	t := compiler.Tuple{Src: src, Dst: dst, Proto: pkt.Proto, SrcPort: pkt.SrcPort, DstPort: pkt.DstPort}
+	if pkt.Frag == targets.FragMiddle || pkt.Frag == targets.FragLast {
+		t.SrcPort, t.DstPort = 0, 0
+	}
+	k = MakeKey(svc.ID, compiler.Effective(pol.Track, frag), t)
+	e, found = d.ct.Lookup(k)
+	return k, e, found, true
 }
