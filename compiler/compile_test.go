@@ -577,3 +577,35 @@ services:
 		}
 	}
 }
+
+// TestRPERSISTCAP_LastResort: when nothing is healthy, the primaries of
+// the last-resort set take new connections and carry no cap; the failover
+// backends the service was on keep their entries (R-PERSIST-LR) for at
+// most 300 s from the moment they left the set.
+func TestRPERSISTCAP_LastResort(t *testing.T) {
+	cfg := loadExample(t, "failover.yaml")
+	cfg.Services[0].LoadBalancingScheme = SchemeInternal
+	st := State{}
+	for _, n := range []string{"vm-a1", "vm-a2", "vm-d1", "vm-d2"} {
+		st.SetHealthy(n, false)
+		st.SetSince(n, 10*time.Second)
+	}
+	failover := compileOK(t, Input{Config: cfg, State: st, Now: 10 * time.Second}).IR
+	for _, n := range []string{"vm-b1", "vm-b2", "vm-c1", "vm-c2"} {
+		st.SetHealthy(n, false)
+		st.SetSince(n, 50*time.Second)
+	}
+	lr := compileOK(t, Input{Config: cfg, State: st, Prev: failover, Now: 50 * time.Second}).IR
+	if s := lr.Services[0]; s.Decision != DecisionLastResort || !s.FailoverSide {
+		t.Fatalf("decision %s side failover %v, want last resort on the failover side", s.Decision, s.FailoverSide)
+	}
+	for _, b := range lr.Backends {
+		want := time.Duration(0)
+		if b.Failover {
+			want = 50*time.Second + PersistCap
+		}
+		if b.Deadline != want {
+			t.Errorf("%s: deadline %v, want %v", b.Name, b.Deadline, want)
+		}
+	}
+}
