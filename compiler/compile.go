@@ -56,6 +56,7 @@ func Compile(in Input) (*Result, error) {
 	ir := &IR{NextServiceID: max(prev.NextServiceID, 1), NextBackendID: max(prev.NextBackendID, 1)}
 	ir.TunnelSource4, _ = netip.ParseAddr(cfg.Tunnel.SourceIPv4)
 	ir.TunnelSource6, _ = netip.ParseAddr(cfg.Tunnel.SourceIPv6)
+	ir.MTU = uint16(cfg.Tunnel.MTU)
 	res := &Result{IR: ir, Services: make([]ServiceResult, 0, len(cfg.Services))}
 
 	for si := range cfg.Services {

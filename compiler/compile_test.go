@@ -562,3 +562,67 @@ services:
 		t.Errorf("lower case: %v", err)
 	}
 }
+
+// TestRMTU_TunnelMTU: tunnel.mtu becomes IR.MTU; it must lie in
+// 1280..9216, and leave an IPv6 backend room for IPv6's minimum MTU.
+func TestRMTU_TunnelMTU(t *testing.T) {
+	const cfg = `tunnel: {sourceIPv4: 192.0.2.1, sourceIPv6: "2001:db8::1", mtu: %d}
+services:
+  - name: web
+    vip: 203.0.113.10
+    protocol: TCP
+    ports: [80]
+    backends:
+      - name: ig-a
+        endpoints: [{name: vm-a1, ip: 10.0.1.1}, {name: vm-a6, ip: "2001:db8:1::1"}]
+`
+	d, err := Load("lb.yaml", []byte(fmt.Sprintf(cfg, 9000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ir := compileOK(t, Input{Config: d.Config}).IR; ir.MTU != 9000 {
+		t.Fatalf("IR.MTU %d, want 9000", ir.MTU)
+	}
+	for mtu, want := range map[int]string{
+		1279:  "lb.yaml:1: tunnel: mtu: 1279 out of range 1280..9216",
+		9217:  "lb.yaml:1: tunnel: mtu: 9217 out of range 1280..9216",
+		1300:  "tunnel: mtu: 1300 leaves an IPv6 packet encapsulated to an IPv6 backend less than IPv6's minimum MTU of 1280",
+		-1500: "out of range",
+	} {
+		if _, err := Load("lb.yaml", []byte(fmt.Sprintf(cfg, mtu))); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("mtu %d: %v, want %q", mtu, err, want)
+		}
+	}
+}
+
+// TestRPERSISTCAP_LastResort: when nothing is healthy, the primaries of
+// the last-resort set take new connections and carry no cap; the failover
+// backends the service was on keep their entries (R-PERSIST-LR) for at
+// most 300 s from the moment they left the set.
+func TestRPERSISTCAP_LastResort(t *testing.T) {
+	cfg := loadExample(t, "failover.yaml")
+	cfg.Services[0].LoadBalancingScheme = SchemeInternal
+	st := State{}
+	for _, n := range []string{"vm-a1", "vm-a2", "vm-d1", "vm-d2"} {
+		st.SetHealthy(n, false)
+		st.SetSince(n, 10*time.Second)
+	}
+	failover := compileOK(t, Input{Config: cfg, State: st, Now: 10 * time.Second}).IR
+	for _, n := range []string{"vm-b1", "vm-b2", "vm-c1", "vm-c2"} {
+		st.SetHealthy(n, false)
+		st.SetSince(n, 50*time.Second)
+	}
+	lr := compileOK(t, Input{Config: cfg, State: st, Prev: failover, Now: 50 * time.Second}).IR
+	if s := lr.Services[0]; s.Decision != DecisionLastResort || !s.FailoverSide {
+		t.Fatalf("decision %s side failover %v, want last resort on the failover side", s.Decision, s.FailoverSide)
+	}
+	for _, b := range lr.Backends {
+		want := time.Duration(0)
+		if b.Failover {
+			want = 50*time.Second + PersistCap
+		}
+		if b.Deadline != want {
+			t.Errorf("%s: deadline %v, want %v", b.Name, b.Deadline, want)
+		}
+	}
+}

@@ -20,14 +20,26 @@ type Config struct {
 	Services []Service `yaml:"services" json:"services"`
 }
 
-// Tunnel is the outer source of IP-in-IP packets sent to backends.
+// Tunnel is the outer source of IP-in-IP packets sent to backends, and the
+// egress MTU they must fit (R-MTU; 0: the datapath's own).
 type Tunnel struct {
 	SourceIPv4 string `yaml:"sourceIPv4" json:"sourceIPv4,omitempty"`
 	SourceIPv6 string `yaml:"sourceIPv6" json:"sourceIPv6,omitempty"`
+	MTU        int    `yaml:"mtu" json:"mtu,omitempty"`
 }
+
+// Bounds of tunnel.mtu: IPv6's minimum link MTU, and jumbo frames.
+const (
+	MinMTU = 1280
+	MaxMTU = 9216
+)
 
 // Limits bounds the size of one service (R-LIMIT). Zero means the default.
 type Limits struct {
+	// MaxConnections is how many connections (conntrack entries) the
+	// deployment expects at once; `lbc validate --target` checks it
+	// against the datapath's conntrack. Zero: not checked.
+	MaxConnections    int `yaml:"maxConnections" json:"maxConnections,omitempty"`
 	MaxEndpoints      int `yaml:"maxEndpoints" json:"maxEndpoints,omitempty"`
 	MaxPrimaryGroups  int `yaml:"maxPrimaryGroups" json:"maxPrimaryGroups,omitempty"`
 	MaxFailoverGroups int `yaml:"maxFailoverGroups" json:"maxFailoverGroups,omitempty"`

@@ -84,7 +84,7 @@ var nameRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$
 func validate(cfg *Config) *validator {
 	v := &validator{}
 	top := at{}
-	v.tunnel(top.field("tunnel"), cfg.Tunnel)
+	v.tunnel(top.field("tunnel"), cfg.Tunnel, cfg)
 	lim := cfg.Limits
 	for _, f := range []struct {
 		name string
@@ -93,6 +93,9 @@ func validate(cfg *Config) *validator {
 		if f.val < 0 || f.val > 100000 {
 			v.errf(top.field("limits").field(f.name), "%d out of range 0..100000 (0 means the default)", f.val)
 		}
+	}
+	if lim.MaxConnections < 0 || lim.MaxConnections > 1_000_000_000 {
+		v.errf(top.field("limits").field("maxConnections"), "%d out of range 0..1000000000 (0: not checked)", lim.MaxConnections)
 	}
 	if len(cfg.Services) == 0 {
 		v.errf(top.field("services"), "no services; add at least one (see examples/)")
@@ -111,7 +114,12 @@ func validate(cfg *Config) *validator {
 	return v
 }
 
-func (v *validator) tunnel(a at, t Tunnel) {
+func (v *validator) tunnel(a at, t Tunnel, cfg *Config) {
+	if t.MTU != 0 && (t.MTU < MinMTU || t.MTU > MaxMTU) {
+		v.errf(a.field("mtu"), "%d out of range %d..%d bytes (leave it out for the interface's MTU)", t.MTU, MinMTU, MaxMTU)
+	} else if t.MTU != 0 && t.MTU < MinMTU+40 && hasIPIPv6Backend(cfg) {
+		v.errf(a.field("mtu"), "%d leaves an IPv6 packet encapsulated to an IPv6 backend less than IPv6's minimum MTU of %d (40 bytes of outer header, R-MTU); use at least %d", t.MTU, MinMTU, MinMTU+40)
+	}
 	if t.SourceIPv4 != "" {
 		if ip, err := netip.ParseAddr(t.SourceIPv4); err != nil || !ip.Unmap().Is4() {
 			v.errf(a.field("sourceIPv4"), "%q is not an IPv4 address", t.SourceIPv4)
@@ -122,6 +130,24 @@ func (v *validator) tunnel(a at, t Tunnel) {
 			v.errf(a.field("sourceIPv6"), "%q is not an IPv6 address", t.SourceIPv6)
 		}
 	}
+}
+
+// hasIPIPv6Backend reports an IPv6 backend that IP-in-IP reaches.
+func hasIPIPv6Backend(cfg *Config) bool {
+	for i := range cfg.Services {
+		s := &cfg.Services[i]
+		if s.Encap() != EncapIPIP {
+			continue
+		}
+		for _, g := range s.Backends {
+			for _, e := range g.Endpoints {
+				if ip, err := netip.ParseAddr(e.IP); err == nil && ip.Unmap().Is6() {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func oneOf(val string, allowed ...string) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/lbc-dev/lbc/targets"
@@ -72,4 +73,52 @@ func TestGenerate(t *testing.T) {
 		t.Errorf("summary %+v", s)
 	}
 	t.Logf("%s; %+v", Describe(lines), s)
+}
+
+// TestGenerateLiveAcrossEvents: the generator puts flows across its
+// events, so that on services whose entries stop persisting (NEVER_PERSIST,
+// UDP) an entry is re-selected after a health event (a miss citing
+// R-PERSIST) and then used again by the same flow (a hit): the sequence
+// the BMv2 comparison must see (issue 13 §6). Some packets are tagged
+// (R-VLAN) and, with Oversize, some are full-size with DF.
+func TestGenerateLiveAcrossEvents(t *testing.T) {
+	cfg, _ := loadConfig(t, "persist.yaml", "")
+	lines := Generate(cfg, GenOptions{Seed: 3, Packets: 4000, Clients: 40, Duration: 120, Events: true, Oversize: true})
+	ctx := context.Background()
+	dp := sim.New(sim.Options{})
+	rp, err := NewReplayer(ctx, cfg, nil, dp, dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reselected := map[[2]string]bool{} // flow → re-selected after an event
+	var again, tagged, big int
+	for _, l := range lines {
+		outs, err := rp.Step(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Packet == nil {
+			continue
+		}
+		p := l.Packet
+		if p.VLAN != 0 {
+			tagged++
+		}
+		if p.PayloadLen >= 1400 && (p.DF || p.Src.Is6()) {
+			big++
+		}
+		o := outs[len(outs)-1]
+		flow := [2]string{FormatPacket(targets.Packet{Src: p.Src, Dst: p.Dst, Proto: p.Proto, SrcPort: p.SrcPort, DstPort: p.DstPort}), o.Service}
+		switch {
+		case o.CT == targets.CTMiss && slices.Contains(o.Rule, "R-PERSIST"):
+			reselected[flow] = true
+		case o.CT == targets.CTHit && reselected[flow]:
+			again++
+			delete(reselected, flow)
+		}
+	}
+	if again < 5 || tagged == 0 || big == 0 {
+		t.Fatalf("%d re-selected entries used again (want ≥ 5), %d tagged packets, %d full-size DF packets", again, tagged, big)
+	}
+	t.Logf("%s; %d re-selected entries used again, %d tagged, %d full-size", Describe(lines), again, tagged, big)
 }

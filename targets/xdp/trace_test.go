@@ -3,6 +3,7 @@ package xdp_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,11 @@ import (
 	"github.com/lbc-dev/lbc/targets/xdp"
 	"github.com/lbc-dev/lbc/trace"
 )
+
+// replayMTU is the egress MTU of the XDP test build, which runs on no
+// interface: without tunnel.mtu (compiler.IR.MTU) it checks none (R-MTU),
+// so the reference is given the largest.
+const replayMTU = math.MaxUint16
 
 // replayBoth runs lines through the reference and the XDP program in
 // lockstep (each programmed by its own Replayer, through Reconcile and
@@ -33,7 +39,7 @@ func replayBothOpts(t *testing.T, cfg *compiler.Config, st compiler.State, lines
 		t.Fatalf("load the XDP test build: %v", err)
 	}
 	defer tgt.Close()
-	s := sim.New(sim.Options{})
+	s := sim.New(sim.Options{MTU: replayMTU})
 	rs, err := trace.NewReplayer(ctx, cfg, st, s, s)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +142,15 @@ func TestGeneratedTracesAgreeWithSim(t *testing.T) {
 				}
 			}
 			cfg, st := loadCfg(t, cf, health)
-			lines := trace.Generate(cfg, trace.GenOptions{Seed: uint64(i + 1), Packets: 3000, Clients: 40, Duration: 300, Events: true})
+			lines := trace.Generate(cfg, trace.GenOptions{Seed: uint64(i + 1), Packets: 3000, Clients: 40, Duration: 300, Events: true, Oversize: true})
+			if why, ok := pendingOnXDP[filepath.Base(cf)]; ok {
+				var diffs []string
+				replayBothOpts(t, cfg, st, lines, false, &diffs)
+				if len(diffs) == 0 {
+					t.Fatalf("passes now: remove it from pendingOnXDP (%s)", why)
+				}
+				t.Skipf("pending: %s; first difference: %s", why, diffs[0])
+			}
 			n, _ := replayBoth(t, cfg, st, lines)
 			total += n
 		})
@@ -154,6 +168,10 @@ func TestGeneratedTracesAgreeWithSim(t *testing.T) {
 var pendingOnXDP = map[string]string{
 	"r-drain-datapath.jsonl": "R-DRAIN enforced by the datapath: the XDP program does not read BackendRow.Deadline yet (issue 13 §2, XDP part)",
 	"r-persist-cap.jsonl":    "R-PERSIST-CAP: the XDP program does not read BackendRow.Deadline yet (issue 13 §2, XDP part)",
+	"r-mtu.jsonl":            "R-MTU: the XDP program does not check the egress MTU nor answer with ICMP yet (issue 13 §4, XDP part)",
+	// Generated traces of a configuration (tunnel.mtu 1500: IPv6 fragments
+	// of 1496 bytes do not fit with 40 bytes of outer header).
+	"mtu.yaml": "R-MTU: the XDP program does not check the egress MTU nor answer with ICMP yet (issue 13 §4, XDP part)",
 }
 
 // TestSpecTracesOnXDP runs the spec's traces (with expectations written
