@@ -6,7 +6,7 @@ import (
 
 // StatNames are the global counters of the `stats` map, in index order.
 var StatNames = []string{"packets", "not-ours", "forward", "drop-no-backends", "drop-malformed", "drop-no-tunnel-source",
-	"ct-hit", "ct-miss", "ct-new", "ct-untracked", "fragments", "icmp-errors"}
+	"ct-hit", "ct-miss", "ct-new", "ct-untracked", "fragments", "icmp-errors", "too-big", "vlan"}
 
 // ServiceCounters and BackendCounters are summed over CPUs.
 type ServiceCounters struct{ Packets, Bytes, NewConns, Drops uint64 }
@@ -24,17 +24,17 @@ type Stats struct {
 // ReadStats sums the per-CPU counters.
 func (dp *Datapath) ReadStats() (Stats, error) {
 	s := Stats{Global: map[string]uint64{}, Services: map[uint32]ServiceCounters{}, Backends: map[uint32]BackendCounters{}}
-	for i, name := range StatNames {
-		var per []uint64
-		if err := dp.Stats.Lookup(uint32(i), &per); err != nil {
-			return s, fmt.Errorf("read counter %s: %w", name, err)
-		}
-		for _, v := range per {
-			s.Global[name] += v
+	var per []lbCounters
+	if err := dp.Stats.Lookup(uint32(0), &per); err != nil {
+		return s, fmt.Errorf("read counters: %w", err)
+	}
+	for _, c := range per {
+		for i, name := range StatNames {
+			s.Global[name] += c.N[i]
 		}
 	}
 	// Per-service and per-backend counters sit at their row's slot.
-	if err := dp.loadIndex(); err != nil {
+	if err := dp.loadIndex(nil, nil); err != nil {
 		return s, err
 	}
 	var sv []svcStats

@@ -62,7 +62,7 @@ func (t *Target) ProcessFrame(pkt targets.Packet, now time.Duration) (targets.Ve
 
 // RunFrame runs one Ethernet frame at virtual time now.
 func (t *Target) RunFrame(frame []byte, now time.Duration) (targets.Verdict, []byte, error) {
-	r, err := t.dp.Run(frame, uint64(now))
+	r, err := t.dp.Run(frame, now)
 	if err != nil {
 		return targets.Verdict{}, nil, fmt.Errorf("%s: %w", t.Name(), err)
 	}

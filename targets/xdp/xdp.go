@@ -48,7 +48,10 @@ type Options struct {
 	GatewayMAC net.HardwareAddr
 	// ConntrackEntries and RingEntries size the maps when they are created.
 	ConntrackEntries, RingEntries uint32
-	Logger                        *slog.Logger
+	// Clock reads the compile clock, from which backend deadlines are
+	// mapped onto the program's (default targets.WallClock).
+	Clock  targets.Clock
+	Logger *slog.Logger
 }
 
 func (o *Options) defaults() error {
@@ -71,6 +74,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = targets.WallClock
 	}
 	return nil
 }
@@ -316,7 +322,7 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 	if err := t.meta.save(t.metaPathOrEmpty()); err != nil {
 		return targets.ApplyStats{}, fmt.Errorf("xdp: save %s: %w", t.metaPathOrEmpty(), err)
 	}
-	res, err := t.dp.Apply(d.Changes)
+	res, err := t.dp.Apply(d.Changes, t.opts.Clock)
 	st := targets.ApplyStats{Counts: d.Counts(), Writes: res.Writes, Batches: res.Batches, Duration: time.Since(start)}
 	if err != nil {
 		return st, fmt.Errorf("xdp: %w", err)
