@@ -58,9 +58,9 @@ func (t *TNA) Tick(at time.Duration) uint32 { return tick.TNATick(t.Timestamp(at
 // Deadlines are at most an hour or so ahead, far inside the 2^31 ticks
 // (39 h) that comparison can tell apart.
 func (t *TNA) DeadlineExpired(deadline, now time.Duration) bool {
-	const mod = 1 << TNATimestampBits
+	const mod = 1 << tick.TNATimestampBits
 	ns := (int64(t.Origin) + int64(deadline)%mod + mod) % mod
-	dl := uint32((uint64(ns) + uint64(TNATick) - 1) >> 16)
+	dl := uint32((uint64(ns) + uint64(tick.TNA) - 1) >> 16)
 	return int32(t.Tick(now)-dl) >= 0
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/tick"
 	"github.com/lbc-dev/lbc/examples"
 	"github.com/lbc-dev/lbc/targets"
 )
@@ -148,7 +149,7 @@ func TestRDRAIN_TNADeadlineTicks(t *testing.T) {
 			// The first tick boundary at or after the deadline, on the
 			// switch's clock.
 			abs := (origin + uint64(dl)) % wrapNS
-			first := time.Duration((abs+uint64(TNATick)-1)/uint64(TNATick)*uint64(TNATick)) - time.Duration(abs) + dl
+			first := time.Duration((abs+uint64(tick.TNA)-1)/uint64(tick.TNA)*uint64(tick.TNA)) - time.Duration(abs) + dl
 			for _, tc := range []struct {
 				now  time.Duration
 				want bool
