@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
-	"github.com/lbc-dev/lbc/internal/tick"
 	"github.com/lbc-dev/lbc/examples"
+	"github.com/lbc-dev/lbc/internal/tick"
 	"github.com/lbc-dev/lbc/targets"
 )
 

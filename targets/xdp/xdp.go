@@ -90,6 +90,9 @@ type Target struct {
 	dp   *fallback.Datapath
 	meta *meta
 	mode string // the attach mode in effect, when this process attached
+	// ownMTU is the egress MTU when the IR gives none: the interface's,
+	// or the replay's (R-MTU).
+	ownMTU uint16
 }
 
 var _ targets.Target = (*Target)(nil)
@@ -280,6 +283,15 @@ func (t *Target) setConfig() error {
 	if err != nil {
 		return err
 	}
+	ifc, err := net.InterfaceByName(t.opts.Iface)
+	if err != nil {
+		return fmt.Errorf("xdp: interface %q: %w", t.opts.Iface, err)
+	}
+	if ifc.MTU > 0xffff {
+		return fmt.Errorf("xdp: interface %s: MTU %d out of range", t.opts.Iface, ifc.MTU)
+	}
+	t.ownMTU = uint16(ifc.MTU)
+	c.MTU = t.egressMTU(t.meta.MTU)
 	if len(t.opts.GatewayMAC) != 0 {
 		c.GatewayMAC = t.opts.GatewayMAC
 	}
@@ -306,6 +318,7 @@ func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
 		return nil, err
 	}
 	ir.TunnelSource4, ir.TunnelSource6 = c.TunnelSource4, c.TunnelSource6
+	ir.MTU = t.meta.MTU // the configuration's; the program holds the one in effect
 	// Names of rows the kernel no longer holds (a push interrupted after
 	// its deletes) are dropped here, where the tables are read anyway.
 	t.meta.prune(ir)
@@ -345,11 +358,24 @@ func (t *Target) Commit(ir *compiler.IR) error {
 		return err
 	}
 	c.TunnelSource4, c.TunnelSource6 = ir.TunnelSource4, ir.TunnelSource6
+	c.MTU = t.egressMTU(ir.MTU)
 	if err := t.dp.SetConfig(c); err != nil {
-		return err
+		return fmt.Errorf("xdp: %w", err)
 	}
 	t.meta = metaFromIR(ir)
 	return t.meta.save(t.metaPathOrEmpty())
+}
+
+// egressMTU is the MTU the program checks (R-MTU): the configuration's,
+// else the interface's (replay: compiler.DefaultMTU).
+func (t *Target) egressMTU(configured uint16) uint16 {
+	if configured != 0 {
+		return configured
+	}
+	if t.ownMTU != 0 {
+		return t.ownMTU
+	}
+	return compiler.DefaultMTU
 }
 
 func (t *Target) metaPathOrEmpty() string {
