@@ -23,7 +23,7 @@ import (
 const (
 	ModeNative  = "native"  // in the driver (XDP_FLAGS_DRV_MODE)
 	ModeGeneric = "generic" // in the stack after the skb is built (XDP_FLAGS_SKB_MODE)
-	ModeAuto    = "auto"    // native, else generic with the reason logged
+	ModeAuto    = "auto"    // native, else generic with the reason logged; generic on a veth whose peer has no native XDP program
 )
 
 // BPFFS is where bpffs is mounted (and mounted if missing).
@@ -153,14 +153,34 @@ func attach(dp *fallback.Datapath, ifindex int, opts Options) (link.Link, string
 	try := func(flags link.XDPAttachFlags) (link.Link, error) {
 		return link.AttachXDP(link.XDPOptions{Program: dp.Prog, Interface: ifindex, Flags: flags})
 	}
+	// A veth drops native XDP_TX frames unless its peer runs a native XDP
+	// program (veth.go): auto picks generic mode there, native warns.
+	veth, verr := vethInfo(opts.Iface, ifindex)
+	if verr != nil {
+		opts.Logger.Warn("cannot tell whether the interface is a veth", "iface", opts.Iface, "err", verr)
+	}
+	txDropped := veth.veth && (!veth.peerKnown || !veth.peerNative) && opts.Egress == ""
 	switch opts.Mode {
 	case ModeNative:
 		l, err := try(link.XDPDriverMode)
 		if err != nil {
 			return nil, "", fmt.Errorf("xdp: attach to %s in native mode: %w (the driver may not support XDP; try --mode generic)", opts.Iface, err)
 		}
+		if txDropped {
+			opts.Logger.Warn("native mode on a veth: forwarded packets (XDP_TX) are dropped unless the peer runs an XDP program in native mode; attach one there (any program, even XDP_PASS) or use --mode generic",
+				"iface", opts.Iface, "why", veth.describe(opts.Iface))
+		}
 		return l, ModeNative, nil
 	case ModeGeneric:
+		l, err := try(link.XDPGenericMode)
+		if err != nil {
+			return nil, "", fmt.Errorf("xdp: attach to %s in generic mode: %w", opts.Iface, err)
+		}
+		return l, ModeGeneric, nil
+	}
+	if txDropped {
+		opts.Logger.Warn("auto mode picks generic: native XDP_TX on this veth would drop every forwarded packet; for native mode, attach an XDP program to the peer in native mode (any program, even XDP_PASS) and push with --mode native",
+			"iface", opts.Iface, "why", veth.describe(opts.Iface))
 		l, err := try(link.XDPGenericMode)
 		if err != nil {
 			return nil, "", fmt.Errorf("xdp: attach to %s in generic mode: %w", opts.Iface, err)
@@ -179,13 +199,21 @@ func attach(dp *fallback.Datapath, ifindex int, opts Options) (link.Link, string
 	return l, ModeGeneric, nil
 }
 
+// ErrNotAttached says that no datapath is pinned for the interface: no
+// push has attached one yet (or it was detached).
+var ErrNotAttached = errors.New("nothing attached")
+
 // Open opens the pinned maps of an attached datapath, for status and for
-// writes, without loading or attaching anything.
+// writes, without loading or attaching anything; ErrNotAttached (wrapped)
+// when there is none.
 func Open(opts Options) (*Target, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(opts.PinDir, "services")); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = ErrNotAttached
+		}
 		return nil, fmt.Errorf("xdp: no datapath pinned for %s in %s (push one with `lbc push --target xdp --iface %s`): %w", opts.Iface, opts.PinDir, opts.Iface, err)
 	}
 	dp, err := fallback.OpenPinned(opts.PinDir)
