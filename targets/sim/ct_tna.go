@@ -52,16 +52,16 @@ func (t *TNA) Timestamp(at time.Duration) uint64 {
 func (t *TNA) Tick(at time.Duration) uint32 { return tick.TNATick(t.Timestamp(at)) }
 
 // DeadlineExpired implements DeadlineChecker: the switch holds a backend
-// deadline as the 32-bit tick it falls in, rounded up (deadline ticks =
-// ceil((Origin + deadline) / 2^16) mod 2^32), and a packet's tick is at or
-// past it when (now − deadline) mod 2^32, read as signed, is not negative.
-// Deadlines are at most an hour or so ahead, far inside the 2^31 ticks
-// (39 h) that comparison can tell apart.
+// deadline as the 32-bit tick it falls in, rounded up (tick.TNADeadline),
+// and a packet's tick is at or past it as tick.TNAPassed decides, modulo
+// 2^32. A deadline beyond the program's window cannot be written to the
+// switch; the model then compares plain virtual times.
 func (t *TNA) DeadlineExpired(deadline, now time.Duration) bool {
-	const mod = 1 << tick.TNATimestampBits
-	ns := (int64(t.Origin) + int64(deadline)%mod + mod) % mod
-	dl := uint32((uint64(ns) + uint64(tick.TNA) - 1) >> 16)
-	return int32(t.Tick(now)-dl) >= 0
+	dl, err := tick.TNADeadline(t.Origin, deadline)
+	if err != nil {
+		return now >= deadline
+	}
+	return tick.TNAPassed(t.Tick(now), dl)
 }
 
 // Age implements Ager: the switch's idle time of e at now, in whole ticks.
