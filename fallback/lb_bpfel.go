@@ -32,7 +32,7 @@ type lbBeStats struct {
 
 type lbCounters struct {
 	_ structs.HostLayout
-	N [14]uint64
+	N [15]uint64
 }
 
 type lbCtKey struct {

@@ -32,7 +32,7 @@ type lbbenchBeStats struct {
 
 type lbbenchCounters struct {
 	_ structs.HostLayout
-	N [14]uint64
+	N [15]uint64
 }
 
 type lbbenchCtKey struct {

@@ -32,7 +32,7 @@ type lbtestBeStats struct {
 
 type lbtestCounters struct {
 	_ structs.HostLayout
-	N [14]uint64
+	N [15]uint64
 }
 
 type lbtestCtKey struct {

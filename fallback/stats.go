@@ -10,7 +10,7 @@ import (
 
 // StatNames are the global counters of the `stats` map, in index order.
 var StatNames = []string{"packets", "not-ours", "forward", "drop-no-backends", "drop-malformed", "drop-no-tunnel-source",
-	"ct-hit", "ct-miss", "ct-new", "ct-untracked", "fragments", "icmp-errors", "too-big", "vlan"}
+	"ct-hit", "ct-miss", "ct-new", "ct-untracked", "fragments", "icmp-errors", "too-big", "vlan", "forward-oversize"}
 
 // ServiceCounters and BackendCounters are summed over CPUs.
 type ServiceCounters struct{ Packets, Bytes, NewConns, Drops uint64 }

@@ -161,6 +161,7 @@ enum stat {
 	ST_ICMP_ERRORS,
 	ST_TOO_BIG,
 	ST_VLAN,
+	ST_OVERSIZE, // forwarded over the egress MTU: DF clear (R-MTU); the underlay must carry it
 	ST_MAX,
 };
 
@@ -1116,14 +1117,20 @@ static __always_inline int lb_process(struct xdp_md *ctx)
 	// answered with one (RFC 1122 3.2.2, RFC 4443 2.4).
 	if (svc->encap == ENCAP_IPIP && cfg->mtu && !icmp_error) {
 		__u32 over = be->family == 4 ? sizeof(struct ip4hdr) : sizeof(struct ip6hdr);
-		if ((__u32)f.ip_len + over > cfg->mtu && (f.df || f.family == 6)) {
-			__u16 mtu = cfg->mtu - over;
-			int act = too_big(ctx, &f, mtu);
-			if (act < 0)
-				return drop(st, ST_DROP_MALFORMED, sid, ss, ct, DR_MALFORMED);
-			count(st, ST_TOO_BIG);
-			record(ACT_TOO_BIG, sid, be_id, ct, DR_NONE, mtu);
-			return act;
+		if ((__u32)f.ip_len + over > cfg->mtu) {
+			if (!f.df && f.family == 4) {
+				// Forwarded as R-MTU says; XDP cannot fragment the
+				// outer packet, so a link narrower than it drops it.
+				count(st, ST_OVERSIZE);
+			} else {
+				__u16 mtu = cfg->mtu - over;
+				int act = too_big(ctx, &f, mtu);
+				if (act < 0)
+					return drop(st, ST_DROP_MALFORMED, sid, ss, ct, DR_MALFORMED);
+				count(st, ST_TOO_BIG);
+				record(ACT_TOO_BIG, sid, be_id, ct, DR_NONE, mtu);
+				return act;
+			}
 		}
 	}
 

@@ -135,6 +135,14 @@ func TestRMTU_TooBigAnswer(t *testing.T) {
 			if c.TooBig != uint64(answered) {
 				t.Fatalf("too-big counter %d, want %d", c.TooBig, answered)
 			}
+			// The one DF-clear IPv4 packet over the MTU was forwarded, and counted.
+			st, err := tgt.Datapath().ReadStats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]uint64{true: 1, false: 0}[tc.client.Is4()]; st.Global["forward-oversize"] != want {
+				t.Fatalf("forward-oversize %d, want %d", st.Global["forward-oversize"], want)
+			}
 		})
 	}
 }
