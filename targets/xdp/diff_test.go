@@ -273,6 +273,9 @@ func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.
 		case compiler.IPProtoICMPv6:
 			pkt.ICMPType = 128
 		}
+		if rnd.IntN(8) == 0 {
+			pkt.VLAN = []uint16{10, 100, 4094}[rnd.IntN(3)] // R-VLAN: changes no decision
+		}
 		switch r := rnd.IntN(20); {
 		case r == 0 && fl.proto != compiler.IPProtoICMP && fl.proto != compiler.IPProtoICMPv6:
 			pkt.Frag = targets.Frag(1 + rnd.IntN(3))
@@ -283,7 +286,7 @@ func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.
 			}
 		case r == 1 && (fl.proto == compiler.IPProtoTCP || fl.proto == compiler.IPProtoUDP):
 			// An ICMP error about the reply this flow's backend sent.
-			pkt = icmpError(f, rnd, fl.vip, fl.client, fl.proto, fl.dport, fl.sport)
+			pkt = icmpError(f, rnd, fl.vip, fl.client, fl.proto, fl.dport, fl.sport, pkt.VLAN)
 		case r == 2:
 			pkt.Dst = f.other // not ours
 		}
@@ -295,8 +298,8 @@ func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.
 	return packetsPerConfig
 }
 
-func icmpError(f family, rnd *rand.Rand, vip, client netip.Addr, proto uint8, vport, cport uint16) targets.Packet {
-	pkt := targets.Packet{Src: f.router, Dst: vip, Inner: &compiler.Tuple{Src: vip, Dst: client, Proto: proto, SrcPort: vport, DstPort: cport}}
+func icmpError(f family, rnd *rand.Rand, vip, client netip.Addr, proto uint8, vport, cport, vlan uint16) targets.Packet {
+	pkt := targets.Packet{Src: f.router, Dst: vip, VLAN: vlan, Inner: &compiler.Tuple{Src: vip, Dst: client, Proto: proto, SrcPort: vport, DstPort: cport}}
 	if vip.Is4() {
 		pkt.Proto = compiler.IPProtoICMP
 		pkt.ICMPType, pkt.ICMPCode = []uint8{3, 11, 12}[rnd.IntN(3)], 4
@@ -362,7 +365,7 @@ func (p *pair) compare(t *testing.T, pkt targets.Packet, i int, byCT, byAction m
 	byAction[got.Action.String()]++
 	if got.Action == targets.Forward {
 		in, _ := xdp.BuildPacket(pkt)
-		if err := checkFrame(p.ir, got.BackendID, in, frame); err != nil {
+		if err := checkFrame(p.ir, got.BackendID, in, frame, pkt.VLAN); err != nil {
 			t.Fatalf("packet %d: output frame: %v", i, err)
 		}
 	}
@@ -373,7 +376,7 @@ func (p *pair) compare(t *testing.T, pkt targets.Packet, i int, byCT, byAction m
 // source, the backend's address, TTL 64 and a valid header checksum,
 // carrying the original packet unchanged; or, for L2 DSR, the original
 // packet with the backend's MAC.
-func checkFrame(ir *compiler.IR, backendID uint32, in, out []byte) error {
+func checkFrame(ir *compiler.IR, backendID uint32, in, out []byte, vlan uint16) error {
 	b := ir.Backend(backendID)
 	svc := ir.Service(b.ServiceID)
 	pk := gopacket.NewPacket(out, layers.LayerTypeEthernet, gopacket.Default)
@@ -391,6 +394,18 @@ func checkFrame(ir *compiler.IR, backendID uint32, in, out []byte) error {
 	if !bytes.Equal(eth.DstMAC, wantDst) || !bytes.Equal(eth.SrcMAC, xdp.LBMAC[:]) {
 		return fmt.Errorf("MACs %s → %s, want %x → %x", eth.SrcMAC, eth.DstMAC, xdp.LBMAC, wantDst)
 	}
+	// R-VLAN: the tag stays in front of what is sent.
+	l2 := 14
+	etype := eth.EthernetType
+	d, _ := pk.Layer(layers.LayerTypeDot1Q).(*layers.Dot1Q)
+	switch {
+	case vlan == 0 && d != nil:
+		return fmt.Errorf("a VLAN tag (%d) on an untagged packet's output", d.VLANIdentifier)
+	case vlan != 0 && (d == nil || d.VLANIdentifier != vlan):
+		return fmt.Errorf("VLAN tag %v on the output, want %d kept", d, vlan)
+	case vlan != 0:
+		l2, etype = 18, d.Type
+	}
 	if svc.Encap == compiler.EncapKindL2DSR {
 		if !bytes.Equal(out[12:], in[12:]) {
 			return fmt.Errorf("L2 DSR changed the packet beyond the MACs")
@@ -398,7 +413,7 @@ func checkFrame(ir *compiler.IR, backendID uint32, in, out []byte) error {
 		return nil
 	}
 	var inner []byte
-	switch eth.EthernetType {
+	switch etype {
 	case layers.EthernetTypeIPv4:
 		ip, _ := pk.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 		if ip == nil {
@@ -407,18 +422,18 @@ func checkFrame(ir *compiler.IR, backendID uint32, in, out []byte) error {
 		if ip.TTL != 64 || ip.SrcIP.String() != ir.TunnelSource4.String() || ip.DstIP.String() != b.IP.String() {
 			return fmt.Errorf("outer IPv4 %s → %s ttl %d, want %s → %s ttl 64", ip.SrcIP, ip.DstIP, ip.TTL, ir.TunnelSource4, b.IP)
 		}
-		hdr := out[14:34]
+		hdr := out[l2 : l2+20]
 		if sum := onesSum(hdr); sum != 0xffff {
 			return fmt.Errorf("outer IPv4 header checksum %#04x is wrong", ip.Checksum)
 		}
 		want := layers.IPProtocolIPv4
-		if in[12] == 0x86 {
+		if in[l2-2] == 0x86 {
 			want = layers.IPProtocolIPv6
 		}
-		if ip.Protocol != want || int(ip.Length) != len(out)-14 {
-			return fmt.Errorf("outer IPv4 protocol %d length %d, want %d, %d", ip.Protocol, ip.Length, want, len(out)-14)
+		if ip.Protocol != want || int(ip.Length) != len(out)-l2 {
+			return fmt.Errorf("outer IPv4 protocol %d length %d, want %d, %d", ip.Protocol, ip.Length, want, len(out)-l2)
 		}
-		inner = out[34:]
+		inner = out[l2+20:]
 	case layers.EthernetTypeIPv6:
 		ip, _ := pk.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
 		if ip == nil {
@@ -428,17 +443,17 @@ func checkFrame(ir *compiler.IR, backendID uint32, in, out []byte) error {
 			return fmt.Errorf("outer IPv6 %s → %s hop limit %d, want %s → %s 64", ip.SrcIP, ip.DstIP, ip.HopLimit, ir.TunnelSource6, b.IP)
 		}
 		want := layers.IPProtocolIPv4
-		if in[12] == 0x86 {
+		if in[l2-2] == 0x86 {
 			want = layers.IPProtocolIPv6
 		}
-		if ip.NextHeader != want || int(ip.Length) != len(out)-54 {
-			return fmt.Errorf("outer IPv6 next header %d payload %d, want %d, %d", ip.NextHeader, ip.Length, want, len(out)-54)
+		if ip.NextHeader != want || int(ip.Length) != len(out)-l2-40 {
+			return fmt.Errorf("outer IPv6 next header %d payload %d, want %d, %d", ip.NextHeader, ip.Length, want, len(out)-l2-40)
 		}
-		inner = out[54:]
+		inner = out[l2+40:]
 	default:
-		return fmt.Errorf("ethertype %s, want IPv4 or IPv6", eth.EthernetType)
+		return fmt.Errorf("ethertype %s, want IPv4 or IPv6", etype)
 	}
-	if !bytes.Equal(inner, in[14:]) {
+	if !bytes.Equal(inner, in[l2:]) {
 		return fmt.Errorf("the encapsulated packet differs from the one received")
 	}
 	return nil
