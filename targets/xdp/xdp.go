@@ -315,10 +315,8 @@ func (t *Target) setConfig() error {
 	if err != nil {
 		return fmt.Errorf("xdp: interface %q: %w", t.opts.Iface, err)
 	}
-	if ifc.MTU > 0xffff {
-		return fmt.Errorf("xdp: interface %s: MTU %d out of range", t.opts.Iface, ifc.MTU)
-	}
-	t.ownMTU = uint16(ifc.MTU)
+	// An MTU beyond an IP packet's largest (lo's is 65536) limits nothing.
+	t.ownMTU = uint16(min(ifc.MTU, 0xffff))
 	c.MTU = t.egressMTU(t.meta.MTU)
 	if len(t.opts.GatewayMAC) != 0 {
 		c.GatewayMAC = t.opts.GatewayMAC
