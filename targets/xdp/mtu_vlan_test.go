@@ -58,92 +58,131 @@ func TestRMTU_TooBigAnswer(t *testing.T) {
 		{"ipv6 over ipv6", netip.MustParseAddr("2001:db8:c::7"), netip.MustParseAddr("2001:db8:100::10"), netip.MustParseAddr("2001:db8:b::1")},
 		{"ipv6 over ipv4", netip.MustParseAddr("2001:db8:c::7"), netip.MustParseAddr("2001:db8:100::10"), netip.MustParseAddr("10.0.0.1")},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tgt, err := xdp.NewReplay(xdp.ReplayOptions{TunnelSource4: netip.MustParseAddr("192.0.2.1"), TunnelSource6: netip.MustParseAddr("2001:db8::1")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tgt.Close()
-			ir := mtuIR(tc.vip, tc.b)
-			if _, err := tgt.Apply(ctx, compiler.DiffIR(nil, ir)); err != nil {
-				t.Fatal(err)
-			}
-			over := 20
-			if tc.b.Is6() {
-				over = 40
-			}
-			base := targets.Packet{Src: tc.client, Dst: tc.vip, Proto: compiler.IPProtoTCP, SrcPort: 40000, DstPort: 80, Flags: targets.FlagACK, DF: true}
-			// Payload sized so that the IP datagram is n bytes.
-			sized := func(p targets.Packet, n int) targets.Packet {
-				p.PayloadLen = 1
-				f, err := xdp.BuildPacket(p)
+		for _, from := range []string{"replay option", "configuration (IR.MTU)"} {
+			t.Run(tc.name+", MTU from the "+from, func(t *testing.T) {
+				ro := xdp.ReplayOptions{TunnelSource4: netip.MustParseAddr("192.0.2.1"), TunnelSource6: netip.MustParseAddr("2001:db8::1")}
+				ir := mtuIR(tc.vip, tc.b)
+				if from == "replay option" {
+					ro.MTU = 1500
+				} else {
+					ir.MTU = 1500
+				}
+				tgt, err := xdp.NewReplay(ro)
 				if err != nil {
 					t.Fatal(err)
 				}
-				l2 := 14
-				if p.VLAN != 0 {
-					l2 = 18
+				defer tgt.Close()
+				if _, err := tgt.Apply(ctx, compiler.DiffIR(nil, ir)); err != nil {
+					t.Fatal(err)
 				}
-				p.PayloadLen = n - (len(f) - l2 - 1)
-				return p
-			}
-			answered := 0
-			for _, c := range []struct {
-				name string
-				pkt  targets.Packet
-				want targets.Action
-			}{
-				{"fits exactly", sized(base, 1500-over), targets.Forward},
-				{"one byte over, DF", sized(base, 1500-over+1), targets.TooBig},
-				{"one byte over, DF, VLAN 42", func() targets.Packet { p := sized(base, 1500-over+1); p.VLAN = 42; return p }(), targets.TooBig},
-				{"one byte over, no DF", func() targets.Packet { p := sized(base, 1500-over+1); p.DF = false; return p }(), map[bool]targets.Action{true: targets.Forward, false: targets.TooBig}[tc.client.Is4()]},
-				{"SYN of a new flow, over", func() targets.Packet { p := sized(base, 1500); p.SrcPort, p.Flags = 40001, targets.FlagSYN; return p }(), targets.TooBig},
-				{"L2 DSR, over", func() targets.Packet { p := sized(base, 1500); p.DstPort = 8080; return p }(), targets.Forward},
-			} {
-				v, out, err := tgt.ProcessFrame(c.pkt, 0)
+				if err := tgt.Commit(ir); err != nil {
+					t.Fatal(err)
+				}
+				over := 20
+				if tc.b.Is6() {
+					over = 40
+				}
+				base := targets.Packet{Src: tc.client, Dst: tc.vip, Proto: compiler.IPProtoTCP, SrcPort: 40000, DstPort: 80, Flags: targets.FlagACK, DF: true}
+				// Payload sized so that the IP datagram is n bytes.
+				sized := func(p targets.Packet, n int) targets.Packet {
+					p.PayloadLen = 1
+					f, err := xdp.BuildPacket(p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					l2 := 14
+					if p.VLAN != 0 {
+						l2 = 18
+					}
+					p.PayloadLen = n - (len(f) - l2 - 1)
+					return p
+				}
+				answered := 0
+				for _, c := range []struct {
+					name string
+					pkt  targets.Packet
+					want targets.Action
+				}{
+					{"fits exactly", sized(base, 1500-over), targets.Forward},
+					{"one byte over, DF", sized(base, 1500-over+1), targets.TooBig},
+					{"one byte over, DF, VLAN 42", func() targets.Packet { p := sized(base, 1500-over+1); p.VLAN = 42; return p }(), targets.TooBig},
+					{"one byte over, no DF", func() targets.Packet { p := sized(base, 1500-over+1); p.DF = false; return p }(), map[bool]targets.Action{true: targets.Forward, false: targets.TooBig}[tc.client.Is4()]},
+					{"SYN of a new flow, over", func() targets.Packet { p := sized(base, 1500); p.SrcPort, p.Flags = 40001, targets.FlagSYN; return p }(), targets.TooBig},
+					{"L2 DSR, over", func() targets.Packet { p := sized(base, 1500); p.DstPort = 8080; return p }(), targets.Forward},
+				} {
+					v, out, err := tgt.ProcessFrame(c.pkt, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if v.Action != c.want {
+						t.Fatalf("%s: %s, want %s", c.name, v, c.want)
+					}
+					if v.Action != targets.TooBig {
+						continue
+					}
+					answered++
+					if want := uint16(1500 - over); v.MTU != want {
+						t.Fatalf("%s: announced MTU %d, want %d", c.name, v.MTU, want)
+					}
+					if v.BackendID == 0 || v.CT == "" {
+						t.Fatalf("%s: %+v: the conntrack step did not happen", c.name, v)
+					}
+					in, _ := xdp.BuildPacket(c.pkt)
+					if err := checkTooBig(in, out, c.pkt, v.MTU); err != nil {
+						t.Fatalf("%s: %v", c.name, err)
+					}
+				}
+				// The SYN's entry was created: its next packet is a hit.
+				next := sized(base, 100)
+				next.SrcPort = 40001
+				if v, err := tgt.Process(ctx, next, 0); err != nil || v.CT != targets.CTHit {
+					t.Fatalf("after an answered SYN: %s %v, want a conntrack hit", v, err)
+				}
+				c, err := tgt.Counters(ctx)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if v.Action != c.want {
-					t.Fatalf("%s: %s, want %s", c.name, v, c.want)
+				if c.TooBig != uint64(answered) {
+					t.Fatalf("too-big counter %d, want %d", c.TooBig, answered)
 				}
-				if v.Action != targets.TooBig {
-					continue
+				// The one DF-clear IPv4 packet over the MTU was forwarded, and counted.
+				st, err := tgt.Datapath().ReadStats()
+				if err != nil {
+					t.Fatal(err)
 				}
-				answered++
-				if want := uint16(1500 - over); v.MTU != want {
-					t.Fatalf("%s: announced MTU %d, want %d", c.name, v.MTU, want)
+				if want := map[bool]uint64{true: 1, false: 0}[tc.client.Is4()]; st.Global["forward-oversize"] != want {
+					t.Fatalf("forward-oversize %d, want %d", st.Global["forward-oversize"], want)
 				}
-				if v.BackendID == 0 || v.CT == "" {
-					t.Fatalf("%s: %+v: the conntrack step did not happen", c.name, v)
+				// Read returns the configuration's MTU, not the one in effect.
+				back, err := tgt.Read(ctx)
+				if err != nil {
+					t.Fatal(err)
 				}
-				in, _ := xdp.BuildPacket(c.pkt)
-				if err := checkTooBig(in, out, c.pkt, v.MTU); err != nil {
-					t.Fatalf("%s: %v", c.name, err)
+				if back.MTU != ir.MTU {
+					t.Fatalf("Read says MTU %d, the configuration %d", back.MTU, ir.MTU)
 				}
-			}
-			// The SYN's entry was created: its next packet is a hit.
-			next := sized(base, 100)
-			next.SrcPort = 40001
-			if v, err := tgt.Process(ctx, next, 0); err != nil || v.CT != targets.CTHit {
-				t.Fatalf("after an answered SYN: %s %v, want a conntrack hit", v, err)
-			}
-			c, err := tgt.Counters(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.TooBig != uint64(answered) {
-				t.Fatalf("too-big counter %d, want %d", c.TooBig, answered)
-			}
-			// The one DF-clear IPv4 packet over the MTU was forwarded, and counted.
-			st, err := tgt.Datapath().ReadStats()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := map[bool]uint64{true: 1, false: 0}[tc.client.Is4()]; st.Global["forward-oversize"] != want {
-				t.Fatalf("forward-oversize %d, want %d", st.Global["forward-oversize"], want)
-			}
-		})
+			})
+		}
+	}
+}
+
+// TestRMTU_ReplayWithoutMTUChecksNone: a replay runs on no interface, so
+// without an MTU in the configuration or the options it answers nothing.
+func TestRMTU_ReplayWithoutMTUChecksNone(t *testing.T) {
+	needBPF(t)
+	tgt, err := xdp.NewReplay(xdp.ReplayOptions{TunnelSource4: netip.MustParseAddr("192.0.2.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	vip := netip.MustParseAddr("203.0.113.10")
+	ir := mtuIR(vip, netip.MustParseAddr("10.0.0.1"))
+	if _, err := tgt.Apply(t.Context(), compiler.DiffIR(nil, ir)); err != nil {
+		t.Fatal(err)
+	}
+	p := targets.Packet{Src: netip.MustParseAddr("198.51.100.7"), Dst: vip, Proto: compiler.IPProtoTCP, SrcPort: 1, DstPort: 80, Flags: targets.FlagSYN, DF: true, PayloadLen: 9000}
+	if v, err := tgt.Process(t.Context(), p, 0); err != nil || v.Action != targets.Forward {
+		t.Fatalf("a 9 kB DF packet with no MTU configured: %s %v, want forward", v, err)
 	}
 }
 

@@ -393,15 +393,13 @@ func (t *Target) Commit(ir *compiler.IR) error {
 }
 
 // egressMTU is the MTU the program checks (R-MTU): the configuration's,
-// else the interface's (replay: compiler.DefaultMTU).
+// else the interface's; a replay, on no interface, checks only the
+// configuration's (ReplayOptions.MTU aside). 0 checks nothing.
 func (t *Target) egressMTU(configured uint16) uint16 {
 	if configured != 0 {
 		return configured
 	}
-	if t.ownMTU != 0 {
-		return t.ownMTU
-	}
-	return compiler.DefaultMTU
+	return t.ownMTU
 }
 
 func (t *Target) metaPathOrEmpty() string {
