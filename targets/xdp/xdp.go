@@ -166,9 +166,13 @@ func attach(dp *fallback.Datapath, ifindex int, opts Options) (link.Link, string
 		if err != nil {
 			return nil, "", fmt.Errorf("xdp: attach to %s in native mode: %w (the driver may not support XDP; try --mode generic)", opts.Iface, err)
 		}
-		if txDropped {
+		switch {
+		case txDropped && veth.peerKnown:
 			opts.Logger.Warn("native mode on a veth: forwarded packets (XDP_TX) are dropped unless the peer runs an XDP program in native mode; attach one there (any program, even XDP_PASS) or use --mode generic",
 				"iface", opts.Iface, "why", veth.describe(opts.Iface))
+		case txDropped:
+			opts.Logger.Info("native mode on a veth whose peer is in another network namespace: forwarded packets (XDP_TX) are dropped unless the peer runs an XDP program in native mode (any program, even XDP_PASS)",
+				"iface", opts.Iface)
 		}
 		return l, ModeNative, nil
 	case ModeGeneric:
