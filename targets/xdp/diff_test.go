@@ -182,7 +182,7 @@ func TestDifferentialAgainstSim(t *testing.T) {
 				combo++
 				name := fmt.Sprintf("%s/%s/%s/%s", f.name, aff, mode, persist)
 				t.Run(name, func(t *testing.T) {
-					n := runDifferential(ctx, t, f, diffConfig(f, aff, mode, persist, dsr), seed, byCT, byAction)
+					n := runDifferential(ctx, t, f, diffConfig(f, aff, mode, persist, dsr), seed, 0, byCT, byAction)
 					total += n
 				})
 			}
@@ -194,9 +194,52 @@ func TestDifferentialAgainstSim(t *testing.T) {
 	}
 }
 
-func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.Config, seed uint64, byCT, byAction map[string]int) int {
+// TestRAGE_DifferentialAtProductionTick runs four of the combinations on a
+// test clock with production's tick (4 ms, HZ=250): the program then keeps
+// an entry one tick past its idle timeout, and the reference, given the
+// same tick geometry, must predict every packet.
+func TestRAGE_DifferentialAtProductionTick(t *testing.T) {
+	needBPF(t)
+	ctx := context.Background()
+	byCT, byAction := map[string]int{}, map[string]int{}
+	total := 0
+	for i, f := range families {
+		for j, aff := range []string{compiler.AffinityNone, compiler.AffinityClientIP} {
+			mode := modes[j]
+			t.Run(fmt.Sprintf("%s/%s/%s", f.name, aff, mode), func(t *testing.T) {
+				total += runDifferential(ctx, t, f, diffConfig(f, aff, mode, compiler.PersistDefault, false), uint64(100+2*i+j), 4*time.Millisecond, byCT, byAction)
+			})
+		}
+	}
+	t.Logf("%d packets agreed at a 4 ms tick; ct %v", total, byCT)
+}
+
+// tickedConntrack is the XDP program's clock as the reference sees it:
+// entries age in whole ticks (ticks of now − ticks of last seen), and a
+// difference of n ticks is at least (n − 1) ticks and 1 ns of real time,
+// which is how the program's limit ⌈(idle − 1 ns)/tick⌉ + 1 reads it
+// (fallback.IdleTicks).
+type tickedConntrack struct {
+	*sim.Exact
+	tick time.Duration
+}
+
+func (c *tickedConntrack) Age(e sim.Entry, now time.Duration) time.Duration {
+	n := now/c.tick - e.LastSeen/c.tick
+	if n <= 0 {
+		return 0
+	}
+	return (n-1)*c.tick + 1
+}
+
+// runDifferential drives one configuration. tick is the XDP test
+// clock's tick (0: 1 ns, exact); with a coarser one the reference is given
+// the program's tick geometry (tickedConntrack) and the clock also moves
+// by single ticks, so entries are looked up at their idle timeout and one
+// tick after it.
+func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.Config, seed uint64, tick time.Duration, byCT, byAction map[string]int) int {
 	rnd := rand.New(rand.NewPCG(seed, 0x1bc))
-	tgt, err := xdp.NewReplay(xdp.ReplayOptions{TunnelSource4: netip.MustParseAddr(cfg.Tunnel.SourceIPv4), TunnelSource6: netip.MustParseAddr(cfg.Tunnel.SourceIPv6)})
+	tgt, err := xdp.NewReplay(xdp.ReplayOptions{TunnelSource4: netip.MustParseAddr(cfg.Tunnel.SourceIPv4), TunnelSource6: netip.MustParseAddr(cfg.Tunnel.SourceIPv6), Tick: tick})
 	if err != nil {
 		t.Fatalf("load the XDP test build: %v", err)
 	}
@@ -205,7 +248,11 @@ func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.
 	for _, e := range cfg.Services[1].Backends[0].Endpoints {
 		st.SetWeight(e.Name, 1+rnd.IntN(5))
 	}
-	p := &pair{t: t, cfg: cfg, st: st, sim: sim.New(sim.Options{}), xdp: tgt}
+	so := sim.Options{}
+	if tick > 0 {
+		so.Conntrack = &tickedConntrack{Exact: sim.NewExact(), tick: tick}
+	}
+	p := &pair{t: t, cfg: cfg, st: st, sim: sim.New(so), xdp: tgt}
 	p.reconcile(ctx)
 
 	type flow struct {
@@ -242,6 +289,8 @@ func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.
 		// timeout exactly now and then.
 		if rnd.IntN(8) == 0 {
 			p.advance(ctx, p.now+time.Duration(1+rnd.IntN(6))*500*time.Millisecond)
+		} else if tick > 0 && rnd.IntN(8) == 0 {
+			p.advance(ctx, p.now+tick)
 		}
 		// Events.
 		if i > 0 && i%150 == 0 {
