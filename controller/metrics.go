@@ -250,11 +250,12 @@ var (
 	dpPackets   = prometheus.NewDesc("lbc_datapath_packets_total", "Packets the datapath matched to the service.", []string{"target", "service"}, nil)
 	dpBytes     = prometheus.NewDesc("lbc_datapath_bytes_total", "Bytes the datapath matched to the service.", []string{"target", "service"}, nil)
 	dpNewConns  = prometheus.NewDesc("lbc_datapath_new_connections_total", "New connections (selections from the ring) per service.", []string{"target", "service"}, nil)
-	dpSessions  = prometheus.NewDesc("lbc_datapath_sessions", "Live conntrack entries per service, where the datapath counts them.", []string{"target", "service"}, nil)
+	dpSessions  = prometheus.NewDesc("lbc_datapath_sessions", "Live conntrack entries per service, where the datapath counts them (XDP: a walk of its conntrack at each scrape; absent where the datapath cannot count them).", []string{"target", "service"}, nil)
 	dpBePkts    = prometheus.NewDesc("lbc_datapath_backend_packets_total", "Packets sent to the backend.", []string{"target", "service", "backend"}, nil)
 	dpBeConns   = prometheus.NewDesc("lbc_datapath_backend_new_connections_total", "New connections sent to the backend.", []string{"target", "service", "backend"}, nil)
 	dpDrops     = prometheus.NewDesc("lbc_datapath_drops_total", "Packets dropped, by reason.", []string{"target", "reason"}, nil)
 	dpPunts     = prometheus.NewDesc("lbc_datapath_fallback_punts_total", "Packets sent out the fallback port (fragments, unparsed protocols).", []string{"target"}, nil)
+	dpTooBig    = prometheus.NewDesc("lbc_datapath_too_big_total", "Packets answered with ICMP fragmentation needed / packet too big instead of forwarded (R-MTU).", []string{"target"}, nil)
 	tgtDiverged = prometheus.NewDesc("lbc_target_diverged", "1 if the target's tables differ from the other targets' or from what was last read back.", []string{"target"}, nil)
 	tgtDigest   = prometheus.NewDesc("lbc_target_digest_info", "The digest of the tables the target holds, as a label (equal digests: same backend for every new flow).", []string{"target", "digest"}, nil)
 	dpErrors    = prometheus.NewDesc("lbc_datapath_counter_read_errors", "1 if reading the target's counters failed at this scrape.", []string{"target"}, nil)
@@ -308,7 +309,9 @@ func (d datapathCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(dpPackets, prometheus.CounterValue, float64(s.Packets), name, n)
 			ch <- prometheus.MustNewConstMetric(dpBytes, prometheus.CounterValue, float64(s.Bytes), name, n)
 			ch <- prometheus.MustNewConstMetric(dpNewConns, prometheus.CounterValue, float64(s.NewConnections), name, n)
-			ch <- prometheus.MustNewConstMetric(dpSessions, prometheus.GaugeValue, float64(s.Sessions), name, n)
+			if s.HasSessions { // a datapath that cannot count them exports none, not a false 0
+				ch <- prometheus.MustNewConstMetric(dpSessions, prometheus.GaugeValue, float64(s.Sessions), name, n)
+			}
 		}
 		for id, b := range c.Backends {
 			n, ok := beName[id]
@@ -322,5 +325,6 @@ func (d datapathCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(dpDrops, prometheus.CounterValue, float64(v), name, reason)
 		}
 		ch <- prometheus.MustNewConstMetric(dpPunts, prometheus.CounterValue, float64(c.FallbackPunts), name)
+		ch <- prometheus.MustNewConstMetric(dpTooBig, prometheus.CounterValue, float64(c.TooBig), name)
 	}
 }

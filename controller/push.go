@@ -130,7 +130,7 @@ func sameInfo(a, b *compiler.IR) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	if a.NextServiceID != b.NextServiceID || a.NextBackendID != b.NextBackendID || len(a.Services) != len(b.Services) || len(a.Backends) != len(b.Backends) || a.TunnelSource4 != b.TunnelSource4 || a.TunnelSource6 != b.TunnelSource6 {
+	if a.NextServiceID != b.NextServiceID || a.NextBackendID != b.NextBackendID || len(a.Services) != len(b.Services) || len(a.Backends) != len(b.Backends) || a.TunnelSource4 != b.TunnelSource4 || a.TunnelSource6 != b.TunnelSource6 || a.MTU != b.MTU {
 		return false
 	}
 	for i := range a.Services {

@@ -102,7 +102,11 @@ func writeControllerStatus(w io.Writer, st controller.Status) {
 			fmt.Fprintln(w, "  NO BACKENDS: new connections are dropped")
 		}
 		if s.Counters != nil {
-			fmt.Fprintf(w, "  packets %d, bytes %d, new connections %d, sessions %d\n", s.Counters.Packets, s.Counters.Bytes, s.Counters.NewConnections, s.Counters.Sessions)
+			sessions := "not counted by this datapath"
+			if s.Counters.HasSessions {
+				sessions = fmt.Sprint(s.Counters.Sessions)
+			}
+			fmt.Fprintf(w, "  packets %d, bytes %d, new connections %d, sessions %s\n", s.Counters.Packets, s.Counters.Bytes, s.Counters.NewConnections, sessions)
 		}
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  BACKEND\tIP\tHEALTH\tWEIGHT\tRING\tNEW CONNS\tLAST PROBE")

@@ -20,10 +20,7 @@ import (
 
 // pendingOnChain lists what the switch model with the XDP program behind
 // its fallback port cannot agree on yet, and why (issue 13).
-var pendingOnChain = map[string]string{
-	"mtu.yaml":    "R-MTU: the XDP program does not answer oversize packets with ICMP yet (issue 13 §4, XDP part)",
-	"r-mtu.jsonl": "R-MTU: the XDP program does not answer oversize packets with ICMP yet (issue 13 §4, XDP part)",
-}
+var pendingOnChain = map[string]string{}
 
 // chainAgree replays lines on sim-p4 (lb.p4's model) chained to the XDP
 // program, and on the plain reference with the switch's geometry, and
