@@ -19,7 +19,7 @@ import (
 // of a datapath.
 var controllerStatusFlag = &cli.StringFlag{
 	Name:  "controller",
-	Usage: "read the live view of a running `lbc run --metrics ADDR` at `ADDR` (decision, eligible backends with health, weight and ring share, last push and digest per target)",
+	Usage: "read the live view of a running lbc run at `ADDR`, the address of its --metrics (decision, eligible backends with health, weight and ring share, last push and digest per target)",
 }
 
 // controllerStatus prints the status a running controller serves.
