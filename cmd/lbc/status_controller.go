@@ -132,7 +132,11 @@ func writeControllerStatus(w io.Writer, st controller.Status) {
 			if b.Note != "" {
 				probe += " [" + b.Note + "]"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\n", b.Name, b.IP, h, b.Weight, b.RingShare*100, conns, probe)
+			weight := "-" // unweighted service
+			if b.Weight != nil {
+				weight = fmt.Sprint(*b.Weight)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\n", b.Name, b.IP, h, weight, b.RingShare*100, conns, probe)
 		}
 		tw.Flush()
 	}
