@@ -4,7 +4,7 @@
 
 GO ?= go
 
-.PHONY: all bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna
+.PHONY: all bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake
 
 all: bpf
 
@@ -67,3 +67,15 @@ SCENARIO ?= seed001-failover
 TOPOLOGY ?= netns
 testbench:
 	$(GO) run ./cmd/lbc-testbench run $(SCENARIO) --topology $(TOPOLOGY) $(if $(OUT),--out $(OUT))
+	
+# Flaky-test hunt: the packages whose tests run goroutines, servers and
+# clocks (P4Runtime client and test server, controller, the P4 targets,
+# the GSLB's DNS and metrics pollers), many times over and then under the
+# race detector. A single failure is a defect to fix, not to retry.
+#   make flake [FLAKE_COUNT=200] [FLAKE_RACE_COUNT=50] [FLAKE_PKGS=...]
+FLAKE_PKGS ?= ./runtime ./testbench/p4rt ./controller/... ./targets/bmv2 ./targets/tofino ./gslb/metrics ./gslb/proximity ./gslb/dnsserver
+FLAKE_COUNT ?= 200
+FLAKE_RACE_COUNT ?= 50
+flake:
+	$(GO) test -count=$(FLAKE_COUNT) $(FLAKE_PKGS)
+	$(GO) test -race -count=$(FLAKE_RACE_COUNT) $(FLAKE_PKGS)

@@ -28,6 +28,14 @@ const (
 	DefaultBatchSize   = 1000
 	DefaultMaxMsgSize  = 256 << 20
 	DefaultMaxMetadata = 64 << 20
+
+	// DefaultElectionIDInUseWait: a server sees a dead client's stream end
+	// within milliseconds of the process exiting (the kernel closes its
+	// sockets); a few seconds covers a loaded machine.
+	DefaultElectionIDInUseWait = 5 * time.Second
+	// closeWait bounds how long Close waits for the server to end the
+	// stream after this client has closed its side.
+	closeWait = 2 * time.Second
 )
 
 // Options configures a Client.
@@ -50,7 +58,13 @@ type Options struct {
 	ReadOnly bool
 	// Backoff bounds the reconnect delay (100 ms .. 5 s when zero).
 	MinBackoff, MaxBackoff time.Duration
-	Logger                 *slog.Logger
+	// ElectionIDInUseWait bounds how long WaitPrimary waits out a server
+	// that refuses our election ID as held by another live controller
+	// (DefaultElectionIDInUseWait when 0; negative: do not wait). The
+	// holder is usually our own previous session: a process that restarts
+	// at once arbitrates before the server has seen the old stream end.
+	ElectionIDInUseWait time.Duration
+	Logger              *slog.Logger
 }
 
 // TLSConfig builds a TLS configuration from PEM files; certFile and
@@ -82,6 +96,13 @@ func TLSConfig(caFile, certFile, keyFile, serverName string) (*tls.Config, error
 // controller (never was, or lost mastership).
 var ErrNotPrimary = errors.New("not the primary controller")
 
+// ErrElectionIDInUse is the server's refusal of an election ID that
+// another live controller of the same device and role holds (P4Runtime
+// §"Client Arbitration": the server ends the new stream with
+// INVALID_ARGUMENT). The client keeps re-arbitrating; WaitPrimary reports
+// it once Options.ElectionIDInUseWait has passed.
+var ErrElectionIDInUse = errors.New("election ID in use by another live controller")
+
 // Client is a P4Runtime connection to one device.
 type Client struct {
 	opts   Options
@@ -97,6 +118,10 @@ type Client struct {
 	reason   error         // why not primary, when known
 	changed  chan struct{} // closed and replaced on every arbitration change
 	sessions int
+	inUse    time.Time                          // first ErrElectionIDInUse of the current streak
+	stream   p4v1.P4Runtime_StreamChannelClient // the open session, once arbitration is sent
+	closing  bool
+	quit     chan struct{} // closed by Close
 }
 
 // Dial connects and starts arbitration in the background; use WaitPrimary
@@ -113,6 +138,9 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 5 * time.Second
+	}
+	if opts.ElectionIDInUseWait == 0 {
+		opts.ElectionIDInUseWait = DefaultElectionIDInUseWait
 	}
 	if opts.ElectionHigh == 0 && opts.ElectionLow == 0 {
 		opts.ElectionLow = 1 // 0 is not a valid election ID
@@ -134,7 +162,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	c := &Client{opts: opts, conn: conn, rt: p4v1.NewP4RuntimeClient(conn), log: log.With("p4rt", opts.Addr),
-		cancel: cancel, done: make(chan struct{}), changed: make(chan struct{})}
+		cancel: cancel, done: make(chan struct{}), changed: make(chan struct{}), quit: make(chan struct{})}
 	if opts.ReadOnly {
 		c.reason = errors.New("read-only connection")
 		go func() { <-sctx.Done(); close(c.done) }()
@@ -144,11 +172,41 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Close ends the session; the device keeps its state.
+// Close ends the session; the device keeps its state. It closes its side
+// of the stream and waits (at most a few seconds) for the server to end
+// it, which the server does once it has dropped this controller from the
+// election: a client that dials next with the same election ID is then
+// not refused as a duplicate of this one.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		<-c.done
+		return nil
+	}
+	c.closing = true
+	close(c.quit)
+	s := c.stream
+	c.mu.Unlock()
+	if s != nil {
+		_ = s.CloseSend() // the session goroutine no longer sends: safe
+	}
+	if !c.opts.ReadOnly {
+		select {
+		case <-c.done:
+		case <-time.After(closeWait):
+			c.log.Warn("the server did not end the stream after CloseSend; cancelling it", "wait", closeWait)
+		}
+	}
 	c.cancel()
 	<-c.done
 	return c.conn.Close()
+}
+
+func (c *Client) isClosing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
 }
 
 // Options returns the client's options with defaults filled in.
@@ -204,7 +262,18 @@ func (c *Client) WaitPrimary(ctx context.Context) error {
 		if primary {
 			return nil
 		}
-		if reason != nil && !isTransport(reason) {
+		var wait <-chan time.Time // until a refusal of our election ID is final
+		if errors.Is(reason, ErrElectionIDInUse) {
+			c.mu.Lock()
+			left := c.opts.ElectionIDInUseWait - time.Since(c.inUse)
+			c.mu.Unlock()
+			if left <= 0 {
+				return fmt.Errorf("%w: %w (for %s; is another controller running with this election ID?)", ErrNotPrimary, reason, c.opts.ElectionIDInUseWait)
+			}
+			t := time.NewTimer(left)
+			defer t.Stop()
+			wait = t.C
+		} else if reason != nil && !isTransport(reason) {
 			return fmt.Errorf("%w: %w", ErrNotPrimary, reason)
 		}
 		select {
@@ -214,6 +283,7 @@ func (c *Client) WaitPrimary(ctx context.Context) error {
 			}
 			return fmt.Errorf("p4runtime %s: no arbitration answer: %w", c.opts.Addr, ctx.Err())
 		case <-ch:
+		case <-wait:
 		}
 	}
 }
@@ -232,6 +302,12 @@ func (c *Client) setState(primary bool, reason error) {
 	if primary && !c.primary {
 		c.log.Info("primary", "election_id", c.opts.ElectionLow)
 	}
+	switch {
+	case !errors.Is(reason, ErrElectionIDInUse):
+		c.inUse = time.Time{}
+	case c.inUse.IsZero():
+		c.inUse = time.Now()
+	}
 	c.primary, c.reason = primary, reason
 	c.wasEver = c.wasEver || primary
 	close(c.changed)
@@ -242,9 +318,9 @@ func (c *Client) setState(primary bool, reason error) {
 func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
 	backoff := c.opts.MinBackoff
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && !c.isClosing() {
 		reached, err := c.session(ctx)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || c.isClosing() {
 			break
 		}
 		c.setState(false, err)
@@ -254,6 +330,7 @@ func (c *Client) run(ctx context.Context) {
 		c.log.Debug("stream channel ended; reconnecting", "err", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
+		case <-c.quit:
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, c.opts.MaxBackoff)
@@ -273,9 +350,31 @@ func (c *Client) session(ctx context.Context) (reachedPrimary bool, err error) {
 	if err := stream.Send(arb); err != nil {
 		return false, err
 	}
+	// From here on only Close sends (CloseSend), so that the server ends
+	// the stream and drops us from the election before Close returns.
+	c.mu.Lock()
+	closing := c.closing
+	if !closing {
+		c.stream = stream
+	}
+	c.mu.Unlock()
+	if closing {
+		_ = stream.CloseSend()
+	}
+	defer func() {
+		c.mu.Lock()
+		c.stream = nil
+		c.mu.Unlock()
+	}()
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
+			if status.Code(err) == codes.InvalidArgument && !reachedPrimary {
+				// The only INVALID_ARGUMENT a server ends a stream with for
+				// our first arbitration (non-zero election ID, no role
+				// config) is a duplicate election ID.
+				err = fmt.Errorf("device %d role %q: election ID %d:%d: %w: %w", c.opts.DeviceID, c.opts.Role, c.opts.ElectionHigh, c.opts.ElectionLow, ErrElectionIDInUse, err)
+			}
 			return reachedPrimary, err
 		}
 		if a := msg.GetArbitration(); a != nil {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/lbc-dev/lbc/testbench/netns"
+	"github.com/lbc-dev/lbc/internal/netns"
 	"github.com/lbc-dev/lbc/testbench/scenario"
 	"github.com/lbc-dev/lbc/testbench/scenarios"
 	"github.com/urfave/cli/v2"

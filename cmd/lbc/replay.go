@@ -12,7 +12,7 @@ import (
 
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/sim"
-	"github.com/lbc-dev/lbc/testbench/trace"
+	"github.com/lbc-dev/lbc/trace"
 	"github.com/urfave/cli/v2"
 )
 

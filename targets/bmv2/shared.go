@@ -23,13 +23,13 @@ func OpenShared(ctx context.Context, opts Options) (*Target, error) {
 		return nil, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = waitPrimary(wctx, c) // waits out our own previous session (restart)
+	err = c.WaitPrimary(wctx) // waits out our own previous session (restart)
 	timedOut := wctx.Err() != nil
 	cancel()
 	o := opts
 	switch {
 	case err == nil:
-	case errors.Is(err, runtime.ErrNotPrimary) && !timedOut:
+	case errors.Is(err, runtime.ErrNotPrimary) && !timedOut && !errors.Is(err, runtime.ErrElectionIDInUse):
 		o.ReadOnly = true // backup: skip the wait and the pipeline push
 	default:
 		c.Close()

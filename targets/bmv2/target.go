@@ -73,7 +73,7 @@ func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error)
 	if !opts.ReadOnly {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if err := waitPrimary(wctx, c); err != nil {
+		if err := c.WaitPrimary(wctx); err != nil {
 			return nil, err
 		}
 	}
@@ -124,29 +124,6 @@ func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error)
 	}
 	t.tr = tr
 	return t, nil
-}
-
-// waitPrimary is Client.WaitPrimary that waits out, for a few seconds, a
-// switch that still holds this controller's election ID: a controller
-// restarted at once (or a test that reopens) arbitrates before BMv2 has
-// noticed that the previous session is gone, and BMv2 answers "Election
-// id already exists" until it has. The client re-arbitrates with backoff.
-func waitPrimary(ctx context.Context, c *runtime.Client) error {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		changed := c.Changed()
-		err := c.WaitPrimary(ctx)
-		if err == nil || !strings.Contains(err.Error(), "Election id already exists") || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Until(deadline)):
-			return err
-		}
-	}
 }
 
 // Name identifies the target in output.

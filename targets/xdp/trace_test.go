@@ -10,7 +10,7 @@ import (
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/lbc-dev/lbc/targets/xdp"
-	"github.com/lbc-dev/lbc/testbench/trace"
+	"github.com/lbc-dev/lbc/trace"
 )
 
 // replayBoth runs lines through the reference and the XDP program in

@@ -2,6 +2,7 @@ package p4rt
 
 import (
 	"fmt"
+	"sort"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/genproto/googleapis/rpc/status"
@@ -71,6 +72,23 @@ func (s *Server) arbitrate(c *controller, id *p4v1.Uint128) error {
 	e.ctrls[c] = true
 	s.elect(e, c)
 	return nil
+}
+
+// Controllers returns the election IDs of the live controllers of a role
+// (StreamChannel sessions the server has not yet seen end), highest first.
+func (s *Server) Controllers(role string) []*p4v1.Uint128 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.roles[role]
+	if e == nil {
+		return nil
+	}
+	var ids []*p4v1.Uint128
+	for c := range e.ctrls {
+		ids = append(ids, c.id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return less(ids[j], ids[i]) })
+	return ids
 }
 
 func (s *Server) leave(c *controller) {
@@ -161,9 +179,9 @@ func (s *Server) StreamChannel(stream p4v1.P4Runtime_StreamChannelServer) error 
 				var err error
 				switch {
 				case a.DeviceId != s.opts.DeviceID:
-					err = grpcstatus.Errorf(codes.InvalidArgument, "device ID changed to %d on an open stream", a.DeviceId)
+					err = grpcstatus.Errorf(codes.FailedPrecondition, "device ID changed to %d on an open stream", a.DeviceId)
 				case roleName(a.Role) != c.role:
-					err = grpcstatus.Errorf(codes.InvalidArgument, "role changed from %q to %q on an open stream", c.role, roleName(a.Role))
+					err = grpcstatus.Errorf(codes.FailedPrecondition, "role changed from %q to %q on an open stream; open a new stream for another role", c.role, roleName(a.Role))
 				default:
 					err = s.arbitrate(c, a.ElectionId)
 				}
@@ -181,7 +199,7 @@ func (s *Server) StreamChannel(stream p4v1.P4Runtime_StreamChannelServer) error 
 	case err := <-sendErr:
 		return fmt.Errorf("stream send: %w", err)
 	case err := <-recvErr:
-		if grpcstatus.Code(err) == codes.InvalidArgument {
+		if code := grpcstatus.Code(err); code == codes.InvalidArgument || code == codes.FailedPrecondition {
 			return err
 		}
 		return nil

@@ -208,9 +208,9 @@ func TestArbitration(t *testing.T) {
 	a := dial(t, srv, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	dup, _ := runtime.Dial(ctx, runtime.Options{Addr: srv.Addr(), DeviceID: 1, ElectionLow: 5})
+	dup, _ := runtime.Dial(ctx, runtime.Options{Addr: srv.Addr(), DeviceID: 1, ElectionLow: 5, ElectionIDInUseWait: 50 * time.Millisecond})
 	defer dup.Close()
-	if err := dup.WaitPrimary(ctx); err == nil || !strings.Contains(err.Error(), "already used") {
+	if err := dup.WaitPrimary(ctx); !errors.Is(err, runtime.ErrElectionIDInUse) || !strings.Contains(err.Error(), "already used") {
 		t.Fatalf("duplicate election ID: %v", err)
 	}
 	low, _ := runtime.Dial(ctx, runtime.Options{Addr: srv.Addr(), DeviceID: 1, ElectionLow: 3})

@@ -62,7 +62,7 @@ func readHeader(t *testing.T, file string) header {
 	return h
 }
 
-const testdata = "../testdata"
+const testdata = "../testbench/testdata"
 
 // loadConfig reads a testdata configuration and health state.
 func loadConfig(t testing.TB, cfgFile, healthFile string) (*compiler.Config, compiler.State) {

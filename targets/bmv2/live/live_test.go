@@ -1,4 +1,4 @@
-package bmv2live
+package live
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/sim"
-	"github.com/lbc-dev/lbc/testbench/trace"
+	"github.com/lbc-dev/lbc/trace"
 )
 
 // One switch serves every test of the package (BMv2 starts slowly on a
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared != nil {
 		if err := shared.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "bmv2live: cleanup:", err)
+			fmt.Fprintln(os.Stderr, "live: cleanup:", err)
 			if code == 0 {
 				code = 1
 			}
@@ -322,7 +322,7 @@ type hashVector struct {
 
 func loadVectors(t *testing.T) []hashVector {
 	t.Helper()
-	data, err := os.ReadFile("../../compiler/testdata/hash_vectors.json")
+	data, err := os.ReadFile("../../../compiler/testdata/hash_vectors.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -804,7 +804,7 @@ func TestSpecTracesMatchSim(t *testing.T) {
 	if err := Available(""); err != nil {
 		t.Skipf("live BMv2 test skipped: %v", err)
 	}
-	files, _ := filepath.Glob("../../testbench/testdata/*.jsonl")
+	files, _ := filepath.Glob("../../../testbench/testdata/*.jsonl")
 	if len(files) == 0 {
 		t.Fatal("no traces in testbench/testdata")
 	}
