@@ -215,7 +215,7 @@ func ringSharesPlot(sc *Scenario, res *Result) (*plot.Plot, plot.Legend, vg.Leng
 	p.Y.Label.Text = "share of ring slots (%)"
 	grid := plotter.NewGrid()
 	grid.Vertical.Color = nil // nominal x: no vertical grid
-	p.Add(grid) // first: behind the bars
+	p.Add(grid)               // first: behind the bars
 	leg := plot.NewLegend()
 	width := vg.Points(math.Max(12, math.Min(40, 500/float64(len(states)))))
 	var prev *plotter.BarChart
