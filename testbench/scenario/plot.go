@@ -213,9 +213,10 @@ func ringSharesPlot(sc *Scenario, res *Result) (*plot.Plot, plot.Legend, vg.Leng
 	p.Title.Text = fmt.Sprintf("%s: ring shares before and after each change", sc.Name)
 	p.X.Label.Text = "ring in force from (time since start, step)"
 	p.Y.Label.Text = "share of ring slots (%)"
+	// The grid first, behind the bars; no vertical lines on a nominal x.
 	grid := plotter.NewGrid()
-	grid.Vertical.Color = nil // nominal x: no vertical grid
-	p.Add(grid)               // first: behind the bars
+	grid.Vertical.Color = nil
+	p.Add(grid)
 	leg := plot.NewLegend()
 	width := vg.Points(math.Max(12, math.Min(40, 500/float64(len(states)))))
 	var prev *plotter.BarChart
