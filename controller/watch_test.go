@@ -23,13 +23,17 @@ func TestWatchUnreadableFile(t *testing.T) {
 	if err := os.Remove(r.cfg); err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
+	// The loop arms its watch timer after Ready: advance until a tick
+	// finds the file gone (as TestReloadOnFileChange does).
+	waitFor(t, func() bool {
 		r.clk.Advance(time.Second)
-		waitFor(t, func() bool { return strings.Contains(r.c.Status(r.ctx).ReloadError, "watch: open ") })
-	}
-	// Sync runs on the loop after the watch ticks: they are done.
-	if err := r.c.Sync(r.ctx); err != nil {
-		t.Fatal(err)
+		return strings.Contains(r.c.Status(r.ctx).ReloadError, "watch: open ")
+	})
+	for range 5 { // more ticks on the missing file
+		r.clk.Advance(time.Second)
+		if err := r.c.Sync(r.ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n := strings.Count(r.logs.String(), "cannot read the configuration file"); n != 1 {
 		t.Errorf("logged %d times, want once:\n%s", n, r.logs)
@@ -43,8 +47,10 @@ func TestWatchUnreadableFile(t *testing.T) {
 	if err := os.WriteFile(r.cfg, good, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r.clk.Advance(time.Second)
-	waitFor(t, func() bool { return r.c.Status(r.ctx).ReloadError == "" })
+	waitFor(t, func() bool {
+		r.clk.Advance(time.Second)
+		return r.c.Status(r.ctx).ReloadError == ""
+	})
 	if !strings.Contains(r.logs.String(), "configuration file readable again") {
 		t.Errorf("no log of the recovery:\n%s", r.logs)
 	}
