@@ -52,15 +52,20 @@ type BackendStatus struct {
 	Healthy bool   `json:"healthy"`
 	// Weight is the backend's weight in a WEIGHTED_MAGLEV service; nil
 	// (absent in JSON) in an unweighted one.
-	Weight        *int                     `json:"weight,omitempty"`
-	Failover      bool                     `json:"failover"`
-	Draining      bool                     `json:"draining"`
-	DrainDeadline time.Time                `json:"drainDeadline,omitzero"`
-	RingShare     float64                  `json:"ringShare"`
-	LastProbe     time.Time                `json:"lastProbe,omitzero"`
-	LastError     string                   `json:"lastError,omitempty"`
-	Note          string                   `json:"note,omitempty"`
-	Counters      *targets.BackendCounters `json:"counters,omitempty"`
+	Weight        *int      `json:"weight,omitempty"`
+	Failover      bool      `json:"failover"`
+	Draining      bool      `json:"draining"`
+	DrainDeadline time.Time `json:"drainDeadline,omitzero"`
+	// Deadline is when the entries on the backend stop being valid
+	// (DeadlineRule: R-DRAIN, or R-PERSIST-CAP outside the eligible set
+	// under loadBalancingScheme INTERNAL); the datapath enforces it.
+	Deadline     time.Time                `json:"deadline,omitzero"`
+	DeadlineRule string                   `json:"deadlineRule,omitempty"`
+	RingShare    float64                  `json:"ringShare"`
+	LastProbe    time.Time                `json:"lastProbe,omitzero"`
+	LastError    string                   `json:"lastError,omitempty"`
+	Note         string                   `json:"note,omitempty"`
+	Counters     *targets.BackendCounters `json:"counters,omitempty"`
 }
 
 // TargetStatus is one datapath as the controller sees it.
@@ -280,6 +285,9 @@ func (c *Controller) Status(ctx context.Context) Status {
 			}
 			if b.Draining {
 				bs.DrainDeadline = wallTime(b.Deadline)
+			}
+			if b.Deadline != 0 {
+				bs.Deadline, bs.DeadlineRule = wallTime(b.Deadline), b.DeadlineRule
 			}
 			if len(slots) > 0 && !s.NoBackends {
 				bs.RingShare = float64(share[b.ID]) / float64(len(slots))

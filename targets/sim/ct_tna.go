@@ -51,6 +51,19 @@ func (t *TNA) Timestamp(at time.Duration) uint64 {
 // Tick is the 32-bit last-seen value the switch stores for virtual time at.
 func (t *TNA) Tick(at time.Duration) uint32 { return tick.TNATick(t.Timestamp(at)) }
 
+// DeadlineExpired implements DeadlineChecker: the switch holds a backend
+// deadline as the 32-bit tick it falls in, rounded up (tick.TNADeadline),
+// and a packet's tick is at or past it as tick.TNAPassed decides, modulo
+// 2^32. A deadline beyond the program's window cannot be written to the
+// switch; the model then compares plain virtual times.
+func (t *TNA) DeadlineExpired(deadline, now time.Duration) bool {
+	dl, err := tick.TNADeadline(t.Origin, deadline)
+	if err != nil {
+		return now >= deadline
+	}
+	return tick.TNAPassed(t.Tick(now), dl)
+}
+
 // Age implements Ager: the switch's idle time of e at now, in whole ticks.
 func (t *TNA) Age(e Entry, now time.Duration) time.Duration {
 	return time.Duration(t.Tick(now)-t.Tick(e.LastSeen)) * tick.TNA
