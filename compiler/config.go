@@ -46,6 +46,7 @@ type Service struct {
 	ConnectionDraining       *ConnectionDraining       `yaml:"connectionDraining" json:"connectionDraining,omitempty"`
 	HealthCheck              *HealthCheck              `yaml:"healthCheck" json:"healthCheck,omitempty"`
 	RingSize                 int                       `yaml:"ringSize" json:"ringSize,omitempty"`
+	RingFill                 RingFill                  `yaml:"ringFill" json:"ringFill,omitempty"`
 	Encapsulation            string                    `yaml:"encapsulation" json:"encapsulation,omitempty"`
 	// LoadBalancingScheme is EXTERNAL (the default) or INTERNAL; INTERNAL
 	// caps persistence outside the eligible set at PersistCap (R-PERSIST-CAP).

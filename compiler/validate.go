@@ -203,6 +203,7 @@ func (v *validator) service(a at, s *Service, cfg *Config) {
 	v.enum(a.field("loadBalancingScheme"), s.LoadBalancingScheme, SchemeExternal, SchemeInternal)
 	v.backends(a, s, cfg)
 	v.ring(a.field("ringSize"), s)
+	v.enum(a.field("ringFill"), string(s.RingFill), string(FillEarliestRank), string(FillProbeStride))
 	if s.Protocol == ProtoUDP || s.Protocol == ProtoL3Default {
 		aff := s.Affinity()
 		if !s.Ports.All && s.Protocol == ProtoUDP || !(aff == AffinityClientIP || aff == AffinityClientIPProto) || s.TrackingMode() != TrackPerSession {

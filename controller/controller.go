@@ -46,6 +46,9 @@ type Options struct {
 	VerifyInterval time.Duration
 	// Metrics receives the controller's metrics; nil: none.
 	Metrics *Metrics
+	// Announcer, if set, is told after every update which VIPs this node
+	// can serve (BGP: announce or withdraw them).
+	Announcer Announcer
 }
 
 // Controller keeps datapaths programmed as health, weights and the

@@ -33,6 +33,7 @@ func (c *Controller) update(ctx context.Context, why string) error {
 	}
 	c.commit(ctx, r)
 	c.publish(r.Events, nil)
+	c.announce()
 	if len(errs) > 0 {
 		return fmt.Errorf("push: %v", errs)
 	}
@@ -160,6 +161,11 @@ func (c *Controller) verify(ctx context.Context) bool {
 		if err != nil {
 			c.m.error("read")
 			c.log.Error("verify: cannot read target back", "target", ts.t.Name(), "err", err)
+			// A datapath that cannot be read back may be gone: it is
+			// failing (healthz, withdrawal) until a read or push works.
+			ts.st.LastError = fmt.Sprintf("read back: %v", err)
+			drifted = true
+			ts.held = nil
 			continue
 		}
 		want, have := c.digest(ts.held), Digest(got)
@@ -173,6 +179,7 @@ func (c *Controller) verify(ctx context.Context) bool {
 		}
 	}
 	c.publish(nil, nil)
+	c.announce()
 	return drifted
 }
 

@@ -28,6 +28,8 @@ type Status struct {
 	// ECMP needs it); a target that differs is marked Diverged.
 	DigestsAgree bool         `json:"digestsAgree"`
 	Events       []TimedEvent `json:"events"`
+	// Announce is the routing announcer's view (lbc run --bgp).
+	Announce *AnnounceStatus `json:"announce,omitempty"`
 }
 
 // ServiceStatus is one service's decision and backends.
@@ -244,6 +246,10 @@ func (c *Controller) Status(ctx context.Context) Status {
 	if out.Events == nil {
 		out.Events = []TimedEvent{}
 	}
+	if a := c.opts.Announcer; a != nil {
+		as := a.AnnounceStatus()
+		out.Announce = &as
+	}
 	var ctrs *targets.Counters
 	for _, ts := range c.tgts {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -326,7 +332,10 @@ func (c *Controller) StatusHandler() http.Handler {
 }
 
 // HealthzHandler answers 200 once the first push is done, the last compile
-// worked and no target's last push failed, else 503 with the reason.
+// worked and no target's last push failed, else 503 with the reason. With
+// an announcer, it also needs one established routing session (a node
+// without one attracts no traffic), and the body lists the sessions and
+// announced VIPs.
 func (c *Controller) HealthzHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
@@ -338,6 +347,11 @@ func (c *Controller) HealthzHandler() http.Handler {
 			}
 		}
 		c.mu.Unlock()
+		var as *AnnounceStatus
+		if a := c.opts.Announcer; a != nil {
+			x := a.AnnounceStatus()
+			as = &x
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		switch {
 		case !ready:
@@ -352,8 +366,14 @@ func (c *Controller) HealthzHandler() http.Handler {
 			for _, f := range failing {
 				w.Write([]byte("push failing: " + f + "\n"))
 			}
+		case as != nil && !as.Healthy:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(as.Protocol + ": " + as.Problem + "\n"))
 		default:
 			w.Write([]byte("ok\n"))
+		}
+		if as != nil {
+			writeAnnounce(w, as)
 		}
 	})
 }

@@ -38,6 +38,9 @@ type Options struct {
 	Prefix string
 	// Seed makes the traffic's choices repeatable (default 1).
 	Seed uint64
+	// LBC is the lbc binary fleet scenarios run as nodes (default: this
+	// executable when it is lbc, else lbc on PATH).
+	LBC string
 }
 
 // AssertionError is returned when assertions fail; the run itself worked.
@@ -196,6 +199,9 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Result, error) {
 	}
 	if opts.Seed == 0 {
 		opts.Seed = 1
+	}
+	if sc.Fleet != nil {
+		return runFleet(ctx, sc, opts)
 	}
 	r := &runner{sc: sc, opts: opts, backends: map[string]*backend{}, removed: map[string]bool{}, notes: map[int][]string{}}
 	if opts.OutDir == "" {
