@@ -67,6 +67,8 @@ type Controller struct {
 	// Owned by the Run goroutine.
 	cfg       *compiler.Config
 	cfgSum    [32]byte // of the last file tried, good or bad
+	watchErr  string   // why the file could not be read at the last watch tick
+	rejected  error    // why the last file tried was rejected; nil: it runs
 	ir        *compiler.IR
 	tgts      []*target
 	committed *compiler.IR
@@ -163,6 +165,7 @@ func New(opts Options) (*Controller, error) {
 			ts.st.Primary = a.Primary()
 		}
 		c.tgts = append(c.tgts, ts)
+		c.m.addTarget(ts.st.Name, ts.st.Primary)
 	}
 	c.m.watch(func() []TargetStatus { ts, _ := c.targetStatuses(); return ts }, c.counters)
 	return c, nil
@@ -273,8 +276,11 @@ func (c *Controller) loop(ctx context.Context) error {
 			retry.set(c.clock, c.opts.RetryInterval)
 		}
 	}
-	after := func(err error) {
-		_ = err // logged where it happened
+	// after re-arms the timers once an update or reload ran. Its error
+	// was logged and counted where it happened (update: compile, push and
+	// read-back; reload: a rejected file), and shows in Status and
+	// /healthz; a failed push is retried by armRetry.
+	after := func(error) {
 		armDrain()
 		armRetry()
 	}
@@ -310,7 +316,7 @@ func (c *Controller) loop(ctx context.Context) error {
 			after(c.update(ctx, "mastership"))
 		case <-watch.c():
 			watch.set(c.clock, c.opts.WatchInterval)
-			if changed, _ := c.fileChanged(); changed {
+			if c.fileChanged() {
 				after(c.reload(ctx, false))
 			}
 		case <-verify.c():
@@ -389,12 +395,31 @@ func (c *Controller) load() (*compiler.Config, [32]byte, error) {
 	return dec.Config, sum, nil
 }
 
-func (c *Controller) fileChanged() (bool, error) {
+// fileChanged reports whether the configuration file differs from the
+// last one tried. A file that cannot be read (deleted, moved, no
+// permission) is not a change: the running configuration stays, and the
+// error is logged and counted once, shown in Status until the file can be
+// read again.
+func (c *Controller) fileChanged() bool {
 	data, err := os.ReadFile(c.opts.ConfigPath)
 	if err != nil {
-		return false, err
+		if msg := err.Error(); msg != c.watchErr {
+			c.watchErr = msg
+			c.log.Error("cannot read the configuration file; the running configuration stays", "file", c.opts.ConfigPath, "err", msg)
+			c.m.error("config-read")
+			c.setReloadError(fmt.Errorf("watch: %w", err))
+		}
+		return false
 	}
-	return sha256.Sum256(data) != c.cfgSum, nil
+	changed := sha256.Sum256(data) != c.cfgSum
+	if c.watchErr != "" {
+		c.watchErr = ""
+		c.log.Info("configuration file readable again", "file", c.opts.ConfigPath, "changed", changed)
+		if !changed {
+			c.setReloadError(c.rejected) // back to what the file's own reload said
+		}
+	}
+	return changed
 }
 
 func (c *Controller) reload(ctx context.Context, force bool) error {
@@ -405,6 +430,7 @@ func (c *Controller) reload(ctx context.Context, force bool) error {
 		}
 		c.log.Error("configuration rejected; the running configuration stays", "file", c.opts.ConfigPath, "err", err.Error())
 		c.m.reload("rejected")
+		c.rejected = err
 		c.setReloadError(err)
 		return err
 	}
@@ -414,6 +440,7 @@ func (c *Controller) reload(ctx context.Context, force bool) error {
 	c.cfg, c.cfgSum = cfg, sum
 	c.log.Info("configuration loaded", "file", c.opts.ConfigPath, "services", len(cfg.Services))
 	c.m.reload("applied")
+	c.rejected = nil
 	c.setReloadError(nil)
 	c.m.setConfig(cfg)
 	c.mon.SetTargets(ctx, health.TargetsOf(cfg))

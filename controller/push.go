@@ -192,6 +192,9 @@ func (c *Controller) logEvents(evs []Event) {
 			attrs = append(attrs, "backend", e.Backend)
 		}
 		attrs = append(attrs, "detail", e.Detail)
+		if e.Deadline != 0 {
+			attrs = append(attrs, "until", wallTime(e.Deadline).Format(time.RFC3339Nano))
+		}
 		switch e.Kind {
 		case EventFailover, EventFailback, EventEpoch, EventNoBackends:
 			c.log.Warn(e.Kind, attrs...) // R-ELIG-5, R-EPOCH

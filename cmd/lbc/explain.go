@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -43,7 +45,7 @@ runs at --at seconds (default: the trace's last time).`,
 	Flags: []cli.Flag{configFlag, healthFlag,
 		&cli.StringFlag{Name: "packet", Aliases: []string{"p"}, Required: true, Usage: "the `PACKET`, e.g. \"tcp 198.51.100.7:4242 > 203.0.113.10:80 S\""},
 		&cli.StringFlag{Name: "trace", Usage: "replay trace `FILE` first, to build conntrack and state"},
-		&cli.Float64Flag{Name: "at", Value: -1, Usage: "virtual time in `SECONDS` of the packet (default 0, or the trace's last time)"},
+		&cli.StringFlag{Name: "at", Usage: "virtual time in `SECONDS` of the packet, 0..1e9 like a trace's t (default: the trace's last time, or 0)"},
 		fallbackFlag, pushOnlyFlag,
 		&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
 	},
@@ -72,9 +74,11 @@ runs at --at seconds (default: the trace's last time).`,
 				return err
 			}
 		}
-		at := c.Float64("at")
-		if at < 0 {
-			at = last
+		at := last
+		if c.IsSet("at") {
+			if at, err = parseAt(c.String("at")); err != nil {
+				return err
+			}
 		}
 		if at < last {
 			return fmt.Errorf("--at %g is before the trace's last time %g", at, last)
@@ -93,6 +97,22 @@ runs at --at seconds (default: the trace's last time).`,
 		writeExplainText(c.App.Writer, pkt, at, v, det)
 		return nil
 	},
+}
+
+// maxAt is the latest time explain runs a packet at: a trace's times go
+// up to 1e9 s (about 31 years), well inside the datapaths' clocks.
+const maxAt = 1e9
+
+// parseAt reads --at: seconds, finite, in 0..maxAt.
+func parseAt(s string) (float64, error) {
+	at, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("--at %q: want seconds, e.g. --at 12.5", s)
+	case math.IsNaN(at) || math.IsInf(at, 0) || at < 0 || at > maxAt:
+		return 0, fmt.Errorf("--at %s: want seconds in 0..1e9 (the range of a trace's t)", s)
+	}
+	return at, nil
 }
 
 func replayQuietly(ctx context.Context, rp *trace.Replayer, name string) (float64, error) {

@@ -131,9 +131,10 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 		if err != nil {
 			return err
 		}
+		var srv *http.Server
+		var ln net.Listener
 		if addr := c.String(runMetricsFlag.Name); addr != "" {
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
+			if ln, err = net.Listen("tcp", addr); err != nil {
 				return fmt.Errorf("--metrics %s: %w", addr, err)
 			}
 			mux := http.NewServeMux()
@@ -141,9 +142,7 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 			mux.Handle("/healthz", ctl.HealthzHandler())
 			mux.Handle(controller.StatusPath, ctl.StatusHandler())
 			mux.Handle(metrics.Path, metrics.Handler((&controller.SiteReporter{C: ctl, Site: c.String(runSiteFlag.Name)}).Report))
-			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-			go srv.Serve(ln)
-			defer srv.Close()
+			srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 			log.Info("serving metrics and status", "addr", ln.Addr().String())
 		}
 		hup := make(chan os.Signal, 1)
@@ -160,8 +159,37 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 				}
 			}
 		}()
-		return ctl.Run(ctx)
+		if srv == nil {
+			return ctl.Run(ctx)
+		}
+		return runServing(ctx, ctl.Run, srv, ln)
 	},
+}
+
+// runServing runs the controller and the metrics server together. A
+// server that stops on its own (its listener failed) stops the controller,
+// and lbc run exits with the reason: the GSLB and Prometheus can no longer
+// see this site. The datapaths stay programmed, and a restarted lbc run
+// writes nothing when nothing changed.
+func runServing(ctx context.Context, run func(context.Context) error, srv *http.Server, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	ran := make(chan error, 1)
+	go func() { ran <- run(ctx) }()
+	select {
+	case err := <-ran:
+		srv.Close()
+		<-served // http.ErrServerClosed
+		return err
+	case err := <-served:
+		cancel()
+		if rerr := <-ran; rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return fmt.Errorf("--metrics %s: the metrics server stopped, so lbc run stops (the datapaths stay programmed): %w", ln.Addr(), err)
+	}
 }
 
 // orNever maps a flag's 0 ("never") to the controller's negative.

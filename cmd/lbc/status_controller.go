@@ -19,7 +19,7 @@ import (
 // of a datapath.
 var controllerStatusFlag = &cli.StringFlag{
 	Name:  "controller",
-	Usage: "read the live view of a running `lbc run --metrics ADDR` at `ADDR` (decision, eligible backends with health, weight and ring share, last push and digest per target)",
+	Usage: "read the live view of a running lbc run at `ADDR`, the address of its --metrics (decision, eligible backends with health, weight and ring share, last push and digest per target)",
 }
 
 // controllerStatus prints the status a running controller serves.
@@ -139,7 +139,11 @@ func writeControllerStatus(w io.Writer, st controller.Status) {
 			if b.Note != "" {
 				probe += " [" + b.Note + "]"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\n", b.Name, b.IP, h, b.Weight, b.RingShare*100, conns, probe)
+			weight := "-" // unweighted service
+			if b.Weight != nil {
+				weight = fmt.Sprint(*b.Weight)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\n", b.Name, b.IP, h, weight, b.RingShare*100, conns, probe)
 		}
 		tw.Flush()
 	}
