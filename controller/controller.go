@@ -380,8 +380,8 @@ func (c *Controller) load() (*compiler.Config, [32]byte, error) {
 		}
 		return nil, sum, err
 	}
-	for _, w := range dec.Warnings {
-		c.log.Warn("configuration warning", "problem", w.String())
+	for _, w := range dec.Warnings.Summary(20) {
+		c.log.Warn("configuration warning", "problem", w)
 	}
 	return dec.Config, sum, nil
 }
