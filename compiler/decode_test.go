@@ -201,19 +201,76 @@ services:
 	}
 }
 
-// TestRLIMIT: more than 250 endpoints is refused unless the limit is raised.
+// TestRLIMIT: each R-LIMIT bound (250 endpoints, 50 primary and 50
+// failover groups per service; 4096 services per file) holds at its
+// default, refuses one more with the error naming the limit, and moves with
+// limits:.
 func TestRLIMIT(t *testing.T) {
-	var b strings.Builder
-	b.WriteString("tunnel: {sourceIPv4: 192.0.2.1}\nservices:\n  - name: big\n    vip: 203.0.113.1\n    protocol: TCP\n    ports: [80]\n    backends:\n      - name: g\n        endpoints:\n")
-	for i := 0; i < 251; i++ {
-		b.WriteString("          - {name: b" + itoa(i) + ", ip: 10.0." + itoa(i/200) + "." + itoa(i%200+1) + "}\n")
+	// service writes one service with the given groups of one endpoint
+	// each (endpoints: one group of that many).
+	service := func(b *strings.Builder, name string, vip, endpoints, primary, failover int) {
+		fmt.Fprintf(b, "  - name: %s\n    vip: 203.0.%d.%d\n    protocol: TCP\n    ports: [80]\n", name, vip>>8, vip&255)
+		if failover > 0 {
+			b.WriteString("    failoverPolicy: {failoverRatio: 0.5}\n")
+		}
+		b.WriteString("    backends:\n")
+		ip := 0
+		endpoint := func() string {
+			ip++
+			return fmt.Sprintf("{name: e%d, ip: 10.%d.%d.%d}", ip, vip>>8, ip>>8, ip&255)
+		}
+		if endpoints > 0 {
+			b.WriteString("      - name: g\n        endpoints:\n")
+			for i := 0; i < endpoints; i++ {
+				fmt.Fprintf(b, "          - %s\n", endpoint())
+			}
+		}
+		for i := 0; i < primary; i++ {
+			fmt.Fprintf(b, "      - {name: p%d, endpoints: [%s]}\n", i, endpoint())
+		}
+		for i := 0; i < failover; i++ {
+			fmt.Fprintf(b, "      - {name: f%d, failover: true, endpoints: [%s]}\n", i, endpoint())
+		}
 	}
-	_, err := Load("lb.yaml", []byte(b.String()))
-	if err == nil || !strings.Contains(err.Error(), "251 endpoints, over the limit of 250 (R-LIMIT)") {
-		t.Fatalf("want R-LIMIT error, got %v", err)
+	one := func(endpoints, primary, failover int) func(*strings.Builder) {
+		return func(b *strings.Builder) { service(b, "big", 1, endpoints, primary, failover) }
 	}
-	if _, err := Load("lb.yaml", []byte("limits: {maxEndpoints: 300}\n"+b.String())); err != nil {
-		t.Fatalf("raised limit still refused: %v", err)
+	many := func(n int) func(*strings.Builder) {
+		return func(b *strings.Builder) {
+			for i := 0; i < n; i++ {
+				service(b, fmt.Sprintf("s%d", i), i, 1, 0, 0)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		name          string
+		atLimit, over func(*strings.Builder)
+		raise, want   string
+	}{
+		{"endpoints", one(250, 0, 0), one(251, 0, 0), "maxEndpoints: 300", "service \"big\": backends: 251 endpoints, over the limit of 250 (R-LIMIT); raise limits.maxEndpoints"},
+		{"primary groups", one(0, 50, 0), one(0, 51, 0), "maxPrimaryGroups: 60", "service \"big\": backends: 51 primary groups, over the limit of 50 (R-LIMIT); raise limits.maxPrimaryGroups"},
+		{"failover groups", one(0, 1, 50), one(0, 1, 51), "maxFailoverGroups: 60", "service \"big\": backends: 51 failover groups, over the limit of 50 (R-LIMIT); raise limits.maxFailoverGroups"},
+		{"services", many(4096), many(4097), "maxServices: 5000", "services: 4097 services, over the limit of 4096 (R-LIMIT); raise limits.maxServices"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := func(limits string, body func(*strings.Builder)) []byte {
+				var b strings.Builder
+				b.WriteString("tunnel: {sourceIPv4: 192.0.2.1}\n" + limits + "services:\n")
+				body(&b)
+				return []byte(b.String())
+			}
+			if _, err := Load("lb.yaml", cfg("", tt.atLimit)); err != nil {
+				t.Fatalf("at the limit: %v", err)
+			}
+			_, err := Load("lb.yaml", cfg("", tt.over))
+			var ps Problems
+			if !errors.As(err, &ps) || len(ps) != 1 || !strings.Contains(ps[0].String(), tt.want) {
+				t.Fatalf("one over the limit: want one problem %q, got %v", tt.want, err)
+			}
+			if _, err := Load("lb.yaml", cfg("limits: {"+tt.raise+"}\n", tt.over)); err != nil {
+				t.Fatalf("raised limit still refused: %v", err)
+			}
+		})
 	}
 }
 
