@@ -66,8 +66,8 @@ p4-tna:
 SCENARIO ?= seed001-failover
 TOPOLOGY ?= netns
 testbench:
-	$(GO) run ./cmd/lbc testbench run $(SCENARIO) --topology $(TOPOLOGY) $(if $(OUT),--out $(OUT))
-
+	$(GO) run ./cmd/lbc-testbench run $(SCENARIO) --topology $(TOPOLOGY) $(if $(OUT),--out $(OUT))
+	
 # Flaky-test hunt: the packages whose tests run goroutines, servers and
 # clocks (P4Runtime client and test server, controller, the P4 targets,
 # the GSLB's DNS and metrics pollers), many times over and then under the

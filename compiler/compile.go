@@ -52,22 +52,22 @@ func Compile(in Input) (*Result, error) {
 	if prev == nil {
 		prev = &IR{}
 	}
+	px := prev.Index()
 	ir := &IR{NextServiceID: max(prev.NextServiceID, 1), NextBackendID: max(prev.NextBackendID, 1)}
 	ir.TunnelSource4, _ = netip.ParseAddr(cfg.Tunnel.SourceIPv4)
 	ir.TunnelSource6, _ = netip.ParseAddr(cfg.Tunnel.SourceIPv6)
-	res := &Result{IR: ir}
+	res := &Result{IR: ir, Services: make([]ServiceResult, 0, len(cfg.Services))}
 
 	for si := range cfg.Services {
 		s := &cfg.Services[si]
-		old := prev.ServiceByName(s.Name)
-		var id uint32
-		if old != nil {
-			id = old.ID
+		c := &serviceCompiler{in: in, s: s, prev: px, ir: ir, old: px.ServiceByName(s.Name)}
+		if c.old != nil {
+			c.id = c.old.ID
 		} else {
-			id = ir.NextServiceID
+			c.id = ir.NextServiceID
 			ir.NextServiceID++
 		}
-		sr, err := compileService(in, s, id, old, prev, ir)
+		sr, err := c.compile()
 		if err != nil {
 			return nil, fmt.Errorf("service %q: %w", s.Name, err)
 		}
@@ -77,188 +77,302 @@ func Compile(in Input) (*Result, error) {
 	return res, nil
 }
 
-func compileService(in Input, s *Service, id uint32, old *ServiceRow, prev, ir *IR) (*ServiceResult, error) {
-	st := in.State
-	weighted := s.Weighted()
-	var (
-		members []Member
-		names   []string
-		eps     []*Endpoint
-		groups  []*BackendGroup
-	)
-	for gi := range s.Backends {
-		g := &s.Backends[gi]
+// serviceCompiler compiles one service into ir, step by step: members and
+// their eligible set, backend rows (with the R-PERSIST-CAP deadlines),
+// draining rows (R-DRAIN), the ring (reused when unchanged), the service
+// row (side and epoch), the ring's halves, and the VIP rows.
+type serviceCompiler struct {
+	in   Input
+	s    *Service
+	id   uint32
+	old  *ServiceRow // the service in Prev, nil when new
+	prev *Index
+	ir   *IR
+
+	members []Member
+	names   []string
+	eps     []*Endpoint
+	groups  []*BackendGroup
+	dec     Decision
+	// idOf maps the service's endpoint names to their backend IDs.
+	idOf       map[string]uint32
+	anyHealthy bool
+	ring       *Ring
+	slots      []uint32
+	ringKey    uint64
+}
+
+func (c *serviceCompiler) compile() (*ServiceResult, error) {
+	if err := c.collectMembers(); err != nil {
+		return nil, err
+	}
+	pol := Policy{Failover: c.s.FailoverPolicy != nil, FailoverRatio: c.s.FailoverRatio(), Weighted: c.s.Weighted()}
+	if c.s.FailoverPolicy != nil {
+		pol.DropTrafficIfUnhealthy = c.s.FailoverPolicy.DropTrafficIfUnhealthy
+	}
+	c.dec = Eligible(pol, c.members)
+	c.backendRows()
+	c.drainingRows()
+	if err := c.buildRing(); err != nil {
+		return nil, err
+	}
+	row := c.serviceRow()
+	c.ir.Rings = append(c.ir.Rings, c.ringRows(&row))
+	c.ir.Services = append(c.ir.Services, row)
+	c.vipRows()
+	return &ServiceResult{Name: c.s.Name, Decision: c.dec, Members: c.members, Names: c.names, Ring: c.ring}, nil
+}
+
+// collectMembers lists the endpoints in configuration order with their
+// health and weight, as the eligible-set rules read them.
+func (c *serviceCompiler) collectMembers() error {
+	st := c.in.State
+	weighted := c.s.Weighted()
+	for gi := range c.s.Backends {
+		g := &c.s.Backends[gi]
 		for ei := range g.Endpoints {
 			e := &g.Endpoints[ei]
 			m := Member{Primary: !g.Failover, Healthy: st.IsHealthy(e.Name)}
 			if weighted {
 				w, ok := st.WeightOf(e.Name)
 				if !ok {
-					return nil, fmt.Errorf("endpoint %q: WEIGHTED_MAGLEV needs its weight; give it in the health state (%s: {weight: 0..%d}) or let `lbc run` read it from the health check", e.Name, e.Name, MaxWeight)
+					return fmt.Errorf("endpoint %q: WEIGHTED_MAGLEV needs its weight; give it in the health state (%s: {weight: 0..%d}) or let `lbc run` read it from the health check", e.Name, e.Name, MaxWeight)
 				}
 				if w < 0 || w > MaxWeight {
-					return nil, fmt.Errorf("endpoint %q: weight %d out of range 0..%d", e.Name, w, MaxWeight)
+					return fmt.Errorf("endpoint %q: weight %d out of range 0..%d", e.Name, w, MaxWeight)
 				}
 				m.Weight = w
 			}
-			members = append(members, m)
-			names = append(names, e.Name)
-			eps = append(eps, e)
-			groups = append(groups, g)
+			c.members = append(c.members, m)
+			c.names = append(c.names, e.Name)
+			c.eps = append(c.eps, e)
+			c.groups = append(c.groups, g)
 		}
 	}
-	pol := Policy{Failover: s.FailoverPolicy != nil, FailoverRatio: s.FailoverRatio(), Weighted: weighted}
-	if s.FailoverPolicy != nil {
-		pol.DropTrafficIfUnhealthy = s.FailoverPolicy.DropTrafficIfUnhealthy
-	}
-	dec := Eligible(pol, members)
+	return nil
+}
 
-	// Backend rows: keep IDs by name, allocate new ones, keep removed
-	// backends while they drain.
-	oldByName := map[string]*BackendRow{}
-	for i := range prev.Backends {
-		if old != nil && prev.Backends[i].ServiceID == old.ID {
-			oldByName[prev.Backends[i].Name] = &prev.Backends[i]
-		}
+// oldBackend returns the row of the named backend of this service in Prev.
+func (c *serviceCompiler) oldBackend(name string) *BackendRow {
+	if c.old == nil {
+		return nil
 	}
-	idOf := map[string]uint32{}
-	anyHealthy := false
-	for i, e := range eps {
+	return c.prev.BackendOf(c.old.ID, name)
+}
+
+// backendRows writes one row per endpoint, keeping IDs by name and
+// allocating new ones. Under loadBalancingScheme INTERNAL a backend outside
+// the eligible set gets the R-PERSIST-CAP deadline.
+func (c *serviceCompiler) backendRows() {
+	eligible := make([]bool, len(c.members))
+	for _, mi := range c.dec.Members {
+		eligible[mi] = true
+	}
+	c.idOf = make(map[string]uint32, len(c.eps))
+	for i, e := range c.eps {
+		ob := c.oldBackend(e.Name)
 		var bid uint32
-		if ob := oldByName[e.Name]; ob != nil {
+		if ob != nil {
 			bid = ob.ID
 		} else {
-			bid = ir.NextBackendID
-			ir.NextBackendID++
+			bid = c.ir.NextBackendID
+			c.ir.NextBackendID++
 		}
-		idOf[e.Name] = bid
+		c.idOf[e.Name] = bid
 		ip, _ := netip.ParseAddr(e.IP)
-		row := BackendRow{ID: bid, ServiceID: id, Name: e.Name, IP: ip.Unmap(), Healthy: members[i].Healthy, Weight: members[i].Weight, Failover: groups[i].Failover}
+		row := BackendRow{ID: bid, ServiceID: c.id, Name: e.Name, IP: ip.Unmap(), Healthy: c.members[i].Healthy, Weight: c.members[i].Weight, Failover: c.groups[i].Failover}
 		if hw, err := net.ParseMAC(e.MAC); err == nil && len(hw) == 6 {
 			copy(row.MAC[:], hw)
 		}
-		anyHealthy = anyHealthy || row.Healthy
-		ir.Backends = append(ir.Backends, row)
-	}
-	if drain := s.DrainingTimeout(); drain > 0 {
-		for name, ob := range oldByName {
-			if _, still := idOf[name]; still {
-				continue
-			}
-			row := *ob
-			if !row.Draining {
-				row.Draining = true
-				row.Deadline = in.Now + time.Duration(drain)*time.Second
-				row.DeadlineRule = "R-DRAIN"
-			}
-			if in.Now < row.Deadline {
-				ir.Backends = append(ir.Backends, row)
-			}
+		if c.s.Scheme() == SchemeInternal && !eligible[i] {
+			row.Deadline, row.DeadlineRule = c.persistCap(e.Name, ob, row.Healthy), RulePersistCap
 		}
+		c.anyHealthy = c.anyHealthy || row.Healthy
+		c.ir.Backends = append(c.ir.Backends, row)
 	}
+}
 
-	// The ring over the eligible set, reused when its inputs are unchanged:
-	// a health change in one service must not rebuild every service's ring.
-	rm := make([]RingMember, len(dec.Members))
-	for k, mi := range dec.Members {
-		rm[k] = RingMember{Name: names[mi], Weight: members[mi].Weight}
+// persistCap is the R-PERSIST-CAP deadline of a backend outside the
+// eligible set (unhealthy, or healthy on the inactive side or at weight
+// 0): PersistCap after the moment it left the set of healthy eligible
+// backends. A deadline already set in Prev is kept: every compile that
+// finds the backend eligible clears it, so a kept one dates the current
+// stretch. Otherwise the stretch starts now, or, when the backend was
+// healthy in Prev and is unhealthy now, at its health transition as the
+// state records it (State.Since: the controller's probe time, replay's
+// event time). Without that record (a health file, a read-back that lost
+// the deadline) it is derived from Prev and Now: the compile's time.
+func (c *serviceCompiler) persistCap(name string, ob *BackendRow, healthy bool) time.Duration {
+	if ob != nil && ob.DeadlineRule == RulePersistCap && ob.Deadline != 0 {
+		return ob.Deadline
 	}
-	ringWeighted := weighted && !dec.Unweighted
-	ringKey := ringInputsKey(rm, idOf, s.Ring(), ringWeighted)
-	var ring *Ring
-	var slots []uint32
-	if old != nil && old.RingKey == ringKey && !in.NoRingReuse {
-		if or := prev.Ring(old.ID); or != nil && len(or.Halves[old.ActiveHalf]) == s.Ring() {
-			slots = or.Halves[old.ActiveHalf]
-			ring = ringFromSlots(rm, slots, idOf)
-		}
+	since := c.in.Now
+	if t, ok := c.in.State.SinceOf(name); ok && !healthy && (ob == nil || ob.Healthy) && t <= since {
+		since = t
 	}
-	if ring == nil {
-		var err error
-		if ring, err = BuildRing(rm, s.Ring(), ringWeighted); err != nil {
-			return nil, err
-		}
-		ids := make([]uint32, len(ring.Members))
-		for k, x := range ring.Members {
-			ids[k] = idOf[x.Name]
-		}
-		slots = make([]uint32, len(ring.Slots))
-		for i, o := range ring.Slots {
-			if o >= 0 {
-				slots[i] = ids[o]
-			}
-		}
-	}
+	return since + PersistCap
+}
 
+// drainingRows keeps the rows of backends removed from the configuration
+// until their deadline (R-DRAIN: removal time + drainingTimeoutSec; under
+// INTERNAL at most the R-PERSIST-CAP deadline, for a draining backend is
+// outside the eligible set too). The datapath enforces the deadline; the
+// row goes at the first compile at or after it (housekeeping).
+func (c *serviceCompiler) drainingRows() {
+	drain := c.s.DrainingTimeout()
+	if drain <= 0 || c.old == nil {
+		return
+	}
+	for _, ob := range c.prev.BackendsOf(c.old.ID) {
+		if _, still := c.idOf[ob.Name]; still {
+			continue
+		}
+		row := *ob
+		if !row.Draining {
+			row.Draining = true
+			dl, rule := c.in.Now+time.Duration(drain)*time.Second, RuleDrain
+			if c.s.Scheme() == SchemeInternal {
+				capDL := c.in.Now + PersistCap
+				if ob.DeadlineRule == RulePersistCap && ob.Deadline != 0 {
+					capDL = ob.Deadline
+				}
+				if capDL < dl {
+					dl, rule = capDL, RulePersistCap
+				}
+			}
+			row.Deadline, row.DeadlineRule = dl, rule
+		}
+		if c.in.Now < row.Deadline {
+			c.ir.Backends = append(c.ir.Backends, row)
+		}
+	}
+}
+
+// buildRing builds the ring over the eligible set, or reuses the active
+// half of Prev when its inputs are unchanged: a health change in one
+// service must not rebuild every service's ring.
+func (c *serviceCompiler) buildRing() error {
+	rm := make([]RingMember, len(c.dec.Members))
+	for k, mi := range c.dec.Members {
+		rm[k] = RingMember{Name: c.names[mi], Weight: c.members[mi].Weight}
+	}
+	ringWeighted := c.s.Weighted() && !c.dec.Unweighted
+	c.ringKey = ringInputsKey(rm, c.idOf, c.s.Ring(), ringWeighted)
+	if c.old != nil && c.old.RingKey == c.ringKey && !c.in.NoRingReuse {
+		if or := c.prev.Ring(c.old.ID); or != nil && len(or.Halves[c.old.ActiveHalf]) == c.s.Ring() {
+			c.slots = or.Halves[c.old.ActiveHalf]
+			c.ring = ringFromSlots(rm, c.slots, c.idOf)
+			return nil
+		}
+	}
+	ring, err := BuildRing(rm, c.s.Ring(), ringWeighted)
+	if err != nil {
+		return err
+	}
+	ids := make([]uint32, len(ring.Members))
+	for k, x := range ring.Members {
+		ids[k] = c.idOf[x.Name]
+	}
+	c.slots = make([]uint32, len(ring.Slots))
+	for i, o := range ring.Slots {
+		if o >= 0 {
+			c.slots[i] = ids[o]
+		}
+	}
+	c.ring = ring
+	return nil
+}
+
+// serviceRow derives the service's parameters, its side (R-ELIG-5) and its
+// epoch (R-EPOCH: bumped on a change of side when
+// disableConnectionDrainOnFailover is set).
+func (c *serviceCompiler) serviceRow() ServiceRow {
+	s := c.s
 	row := ServiceRow{
-		ID:             id,
+		ID:             c.id,
 		Name:           s.Name,
 		RingSize:       uint32(s.Ring()),
 		IdleTimeoutSec: uint32(s.IdleTimeout()),
 		SynNew:         SynNew(s.TrackingMode(), s.Affinity()),
-		NoBackends:     len(dec.Members) == 0,
-		AllUnhealthy:   !anyHealthy,
-		Decision:       dec.Kind,
-		Rule:           dec.Rule,
-		FailoverSide:   dec.FailoverSide(members),
-		RingKey:        ringKey,
+		NoBackends:     len(c.dec.Members) == 0,
+		AllUnhealthy:   !c.anyHealthy,
+		Decision:       c.dec.Kind,
+		Rule:           c.dec.Rule,
+		RingKey:        c.ringKey,
 	}
 	if s.Encap() == EncapL2DSR {
 		row.Encap = EncapKindL2DSR
 	}
-	for c := Class(0); c < NumClasses; c++ {
-		row.Classes[c] = PolicyFor(c, s.Affinity(), s.TrackingMode(), s.Persistence())
+	for cl := Class(0); cl < NumClasses; cl++ {
+		row.Classes[cl] = PolicyFor(cl, s.Affinity(), s.TrackingMode(), s.Persistence())
 	}
-	for _, mi := range dec.Members {
-		row.Eligible = append(row.Eligible, names[mi])
+	for _, mi := range c.dec.Members {
+		row.Eligible = append(row.Eligible, c.names[mi])
 	}
 	sort.Strings(row.Eligible)
 
-	rr := RingRows{ServiceID: id}
-	var oldRing *RingRows
-	if old != nil {
-		oldRing = prev.Ring(old.ID)
+	side, decided := c.dec.Side()
+	row.FailoverSide = side
+	if old := c.old; old != nil {
 		row.Epoch = old.Epoch
-		if row.NoBackends {
-			// An empty set has no side; remember the last one.
+		switch {
+		case !decided:
+			// Last resort and drop are no side: keep the one the service
+			// was on (R-ELIG-5).
 			row.FailoverSide = old.FailoverSide
-		} else if old.FailoverSide != row.FailoverSide && old.Decision != "" && s.FailoverPolicy != nil && s.FailoverPolicy.DisableConnectionDrainOnFailover {
-			row.Epoch = old.Epoch + 1 // R-EPOCH: failover or failback flushes entries
+		case old.Decision == "":
+			// Read back from a target that does not keep the side: the
+			// previous side is unknown, so no change of side is claimed.
+		case old.FailoverSide != side && s.FailoverPolicy != nil && s.FailoverPolicy.DisableConnectionDrainOnFailover:
+			row.Epoch = old.Epoch + 1 // R-EPOCH: a change of side flushes entries
 		}
+	}
+	return row
+}
+
+// ringRows places the slots in the double-buffered ring and sets the
+// service row's active half (design decision 4).
+func (c *serviceCompiler) ringRows(row *ServiceRow) RingRows {
+	rr := RingRows{ServiceID: c.id}
+	var oldRing *RingRows
+	if c.old != nil {
+		oldRing = c.prev.Ring(c.old.ID)
 	}
 	switch {
 	case row.NoBackends && oldRing != nil:
 		// Nothing to look up; keep the ring as it is so that the next
 		// non-empty set diffs against it.
 		rr.Halves = oldRing.Halves
-		row.ActiveHalf = old.ActiveHalf
-		row.RingSize = old.RingSize
+		row.ActiveHalf = c.old.ActiveHalf
+		row.RingSize = c.old.RingSize
 	case oldRing == nil:
-		rr.Halves = [2][]uint32{slots, append([]uint32(nil), slots...)}
-	case slices.Equal(oldRing.Halves[old.ActiveHalf], slots):
+		rr.Halves = [2][]uint32{c.slots, append([]uint32(nil), c.slots...)}
+	case slices.Equal(oldRing.Halves[c.old.ActiveHalf], c.slots):
 		rr.Halves = oldRing.Halves
-		row.ActiveHalf = old.ActiveHalf
+		row.ActiveHalf = c.old.ActiveHalf
 	default:
-		// Write the inactive half, then flip (design decision 4).
-		row.ActiveHalf = 1 - old.ActiveHalf
-		rr.Halves[old.ActiveHalf] = oldRing.Halves[old.ActiveHalf]
-		rr.Halves[row.ActiveHalf] = slots
+		// Write the inactive half, then flip.
+		row.ActiveHalf = 1 - c.old.ActiveHalf
+		rr.Halves[c.old.ActiveHalf] = oldRing.Halves[c.old.ActiveHalf]
+		rr.Halves[row.ActiveHalf] = c.slots
 	}
-	ir.Rings = append(ir.Rings, rr)
-	ir.Services = append(ir.Services, row)
+	return rr
+}
 
+// vipRows maps the service's VIP, protocol and ports to it.
+func (c *serviceCompiler) vipRows() {
+	s, id := c.s, c.id
 	vip := s.VIPAddr()
 	switch {
 	case s.Protocol == ProtoL3Default:
-		ir.VIPs = append(ir.VIPs, VIPRow{Key: VIPKey{VIP: vip, Kind: MatchAnyProto}, ServiceID: id})
+		c.ir.VIPs = append(c.ir.VIPs, VIPRow{Key: VIPKey{VIP: vip, Kind: MatchAnyProto}, ServiceID: id})
 	case s.Ports.All:
-		ir.VIPs = append(ir.VIPs, VIPRow{Key: VIPKey{VIP: vip, Proto: protoNumber(s.Protocol), Kind: MatchAllPorts}, ServiceID: id})
+		c.ir.VIPs = append(c.ir.VIPs, VIPRow{Key: VIPKey{VIP: vip, Proto: protoNumber(s.Protocol), Kind: MatchAllPorts}, ServiceID: id})
 	default:
 		for _, p := range s.Ports.List {
-			ir.VIPs = append(ir.VIPs, VIPRow{Key: VIPKey{VIP: vip, Proto: protoNumber(s.Protocol), Port: p, Kind: MatchPort}, ServiceID: id})
+			c.ir.VIPs = append(c.ir.VIPs, VIPRow{Key: VIPKey{VIP: vip, Proto: protoNumber(s.Protocol), Port: p, Kind: MatchPort}, ServiceID: id})
 		}
 	}
-	return &ServiceResult{Name: s.Name, Decision: dec, Members: members, Names: names, Ring: ring}, nil
 }
 
 func protoNumber(p string) uint8 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -308,5 +309,168 @@ func BenchmarkCompileOneChange(b *testing.B) {
 		if _, err := Compile(Input{Config: cfg, State: st, Prev: prev.IR}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRPERSISTCAP_Deadlines walks seed 001 under loadBalancingScheme
+// INTERNAL and checks every backend's deadline at every step: a backend
+// outside the eligible set gets PersistCap (300 s) after the moment it
+// left it — its health transition (State.Since) when it failed, the
+// compile's time when a change of side moved it out — kept while it stays
+// out, cleared when it is back. EXTERNAL sets none.
+func TestRPERSISTCAP_Deadlines(t *testing.T) {
+	const s = time.Second
+	type want map[string]time.Duration // backend → deadline; absent: none
+	fail := func(st State, at time.Duration, names ...string) {
+		for _, n := range names {
+			st.SetHealthy(n, false)
+			st.SetSince(n, at)
+		}
+	}
+	recover := func(st State, at time.Duration, names ...string) {
+		for _, n := range names {
+			st.SetHealthy(n, true)
+			st.SetSince(n, at)
+		}
+	}
+	cfg := loadExample(t, "failover.yaml")
+	cfg.Services[0].LoadBalancingScheme = SchemeInternal
+	st := State{}
+	steps := []struct {
+		what   string
+		now    time.Duration
+		change func()
+		want   want
+	}{
+		// The failover backends are outside the set from the start: their
+		// cap is dated by the first compile (they hold no entries yet).
+		{"all healthy", 100 * s, func() {}, want{"vm-b1": 400 * s, "vm-b2": 400 * s, "vm-c1": 400 * s, "vm-c2": 400 * s}},
+		{"a1 fails at 105, compiled at 110", 110 * s, func() { fail(st, 105*s, "vm-a1") }, want{"vm-a1": 405 * s, "vm-b1": 400 * s, "vm-b2": 400 * s, "vm-c1": 400 * s, "vm-c2": 400 * s}},
+		{"d1 fails at 118", 120 * s, func() { fail(st, 118*s, "vm-d1") }, want{"vm-a1": 405 * s, "vm-d1": 418 * s, "vm-b1": 400 * s, "vm-b2": 400 * s, "vm-c1": 400 * s, "vm-c2": 400 * s}},
+		{"a2 fails at 125: failover, d2 leaves the set at 130", 130 * s, func() { fail(st, 125*s, "vm-a2") },
+			want{"vm-a1": 405 * s, "vm-d1": 418 * s, "vm-a2": 425 * s, "vm-d2": 430 * s}},
+		{"nothing changes: deadlines kept", 200 * s, func() {}, want{"vm-a1": 405 * s, "vm-d1": 418 * s, "vm-a2": 425 * s, "vm-d2": 430 * s}},
+		{"d2 fails while out: its deadline stays", 210 * s, func() { fail(st, 205*s, "vm-d2") }, want{"vm-a1": 405 * s, "vm-d1": 418 * s, "vm-a2": 425 * s, "vm-d2": 430 * s}},
+		{"a2 and d2 recover at 238: failback at 240, the failover backends leave", 240 * s, func() { recover(st, 238*s, "vm-a2", "vm-d2") },
+			want{"vm-a1": 405 * s, "vm-d1": 418 * s, "vm-b1": 540 * s, "vm-b2": 540 * s, "vm-c1": 540 * s, "vm-c2": 540 * s}},
+		{"a1 recovers: back in the set, no deadline", 250 * s, func() { recover(st, 249*s, "vm-a1") },
+			want{"vm-d1": 418 * s, "vm-b1": 540 * s, "vm-b2": 540 * s, "vm-c1": 540 * s, "vm-c2": 540 * s}},
+		{"a1 fails again, no time recorded: dated by the compile", 260 * s, func() { st["vm-a1"] = BackendState{}; st.SetHealthy("vm-a1", false) },
+			want{"vm-a1": 560 * s, "vm-d1": 418 * s, "vm-b1": 540 * s, "vm-b2": 540 * s, "vm-c1": 540 * s, "vm-c2": 540 * s}},
+	}
+	var prev, ext *IR
+	for _, step := range steps {
+		step.change()
+		r := compileOK(t, Input{Config: cfg, State: st, Prev: prev, Now: step.now})
+		got := want{}
+		for _, b := range r.IR.Backends {
+			if b.Deadline != 0 {
+				got[b.Name] = b.Deadline
+				if b.DeadlineRule != RulePersistCap {
+					t.Errorf("%s: %s deadline rule %q", step.what, b.Name, b.DeadlineRule)
+				}
+			}
+		}
+		if !reflect.DeepEqual(got, step.want) {
+			t.Errorf("%s: deadlines %v, want %v", step.what, got, step.want)
+		}
+		// The deadline is datapath state: a change of it is a write.
+		if prev != nil {
+			for _, ch := range DiffIR(prev, r.IR).Changes {
+				if ch.Backend != nil && ch.Op == Modify {
+					if o := prev.Backend(ch.Backend.ID); o.Deadline == ch.Backend.Deadline && o.Healthy == ch.Backend.Healthy {
+						t.Errorf("%s: backend %s rewritten without a change", step.what, ch.Backend.Name)
+					}
+				}
+			}
+		}
+		// EXTERNAL: the same rings, no deadline (R-PERSIST-CAP is INTERNAL's).
+		ecfg := *cfg
+		ecfg.Services = []Service{cfg.Services[0]}
+		ecfg.Services[0].LoadBalancingScheme = ""
+		er := compileOK(t, Input{Config: &ecfg, State: st, Prev: ext, Now: step.now})
+		for _, b := range er.IR.Backends {
+			if b.Deadline != 0 {
+				t.Errorf("%s: EXTERNAL backend %s has deadline %v", step.what, b.Name, b.Deadline)
+			}
+		}
+		if !reflect.DeepEqual(er.IR.Rings, r.IR.Rings) || er.IR.Services[0].RingKey != r.IR.Services[0].RingKey {
+			t.Errorf("%s: the scheme changed the ring", step.what)
+		}
+		prev, ext = r.IR, er.IR
+	}
+}
+
+// TestRPERSISTCAP_RingReuse: a deadline is not a ring input, so a compile
+// that only dates deadlines reuses every ring (no ring write).
+func TestRPERSISTCAP_RingReuse(t *testing.T) {
+	cfg := loadExample(t, "failover.yaml")
+	cfg.Services[0].LoadBalancingScheme = SchemeInternal
+	st := State{}
+	st.SetHealthy("vm-a1", false)
+	first := compileOK(t, Input{Config: cfg, State: st, Now: time.Second}).IR
+	// The same inputs compiled against a Prev that lost the deadline (a
+	// target that did not keep it): the deadline is dated again, the ring
+	// is reused.
+	lost := first.Clone()
+	for i := range lost.Backends {
+		lost.Backends[i].Deadline, lost.Backends[i].DeadlineRule = 0, ""
+	}
+	second := compileOK(t, Input{Config: cfg, State: st, Prev: lost, Now: 50 * time.Second})
+	c := DiffIR(lost, second.IR).Counts()
+	// vm-a1 and the four failover backends (outside the set) are re-dated.
+	if c[TableRing] != [3]int{} || c[TableService] != [3]int{} || c[TableBackend] != [3]int{0, 5, 0} {
+		t.Fatalf("re-dating a deadline wrote %v", c)
+	}
+	if b := second.IR.Backends[0]; b.Name != "vm-a1" || b.Deadline != 50*time.Second+PersistCap {
+		t.Fatalf("vm-a1 %+v", b)
+	}
+}
+
+// TestRPERSISTCAP_Draining: under INTERNAL a removed backend drains for at
+// most PersistCap (it is outside the eligible set too); a shorter
+// drainingTimeoutSec keeps R-DRAIN's deadline.
+func TestRPERSISTCAP_Draining(t *testing.T) {
+	for _, tt := range []struct {
+		drain int
+		want  time.Duration
+		rule  string
+	}{{30, 130 * time.Second, RuleDrain}, {600, 400 * time.Second, RulePersistCap}} {
+		cfg := loadExample(t, "failover.yaml")
+		cfg.Services[0].LoadBalancingScheme = SchemeInternal
+		cfg.Services[0].ConnectionDraining.DrainingTimeoutSec = tt.drain
+		first := compileOK(t, Input{Config: cfg, Now: 50 * time.Second}).IR
+		cfg.Services[0].Backends[0].Endpoints = cfg.Services[0].Backends[0].Endpoints[1:]
+		next := compileOK(t, Input{Config: cfg, Prev: first, Now: 100 * time.Second}).IR
+		b := next.Backend(first.Backends[0].ID)
+		if b == nil || !b.Draining || b.Deadline != tt.want || b.DeadlineRule != tt.rule {
+			t.Errorf("drainingTimeoutSec %d: removed row %+v, want draining until %v (%s)", tt.drain, b, tt.want, tt.rule)
+		}
+	}
+}
+
+// TestRPERSISTCAP_SchemeValidated: loadBalancingScheme takes INTERNAL or
+// EXTERNAL, and a wrong value is reported with its line.
+func TestRPERSISTCAP_SchemeValidated(t *testing.T) {
+	const cfg = `tunnel: {sourceIPv4: 192.0.2.1}
+services:
+  - name: web
+    vip: 203.0.113.10
+    protocol: TCP
+    ports: [80]
+    loadBalancingScheme: %s
+    backends:
+      - name: ig-a
+        endpoints: [{name: vm-a1, ip: 10.0.1.1}]
+`
+	for _, ok := range []string{"INTERNAL", "EXTERNAL"} {
+		d, err := Load("lb.yaml", []byte(fmt.Sprintf(cfg, ok)))
+		if err != nil || d.Config.Services[0].Scheme() != ok {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	_, err := Load("lb.yaml", []byte(fmt.Sprintf(cfg, "internal")))
+	if err == nil || !strings.Contains(err.Error(), `lb.yaml:7: service "web": loadBalancingScheme: "internal" is not one of EXTERNAL, INTERNAL (values are upper case: INTERNAL)`) {
+		t.Errorf("lower case: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lbc-dev/lbc/internal/strictyaml"
 	"gopkg.in/yaml.v3"
@@ -50,7 +51,10 @@ type Service struct {
 	HealthCheck              *HealthCheck              `yaml:"healthCheck" json:"healthCheck,omitempty"`
 	RingSize                 int                       `yaml:"ringSize" json:"ringSize,omitempty"`
 	Encapsulation            string                    `yaml:"encapsulation" json:"encapsulation,omitempty"`
-	Backends                 []BackendGroup            `yaml:"backends" json:"backends"`
+	// LoadBalancingScheme is EXTERNAL (the default) or INTERNAL; INTERNAL
+	// caps persistence outside the eligible set at PersistCap (R-PERSIST-CAP).
+	LoadBalancingScheme string         `yaml:"loadBalancingScheme" json:"loadBalancingScheme,omitempty"`
+	Backends            []BackendGroup `yaml:"backends" json:"backends"`
 }
 
 // ConnectionTrackingPolicy selects how connections are tracked (R-CT, R-TRK,
@@ -242,7 +246,20 @@ const (
 
 	EncapIPIP  = "IPIP"
 	EncapL2DSR = "L2_DSR"
+
+	SchemeExternal = "EXTERNAL"
+	SchemeInternal = "INTERNAL"
 )
+
+// Rules that set a backend's deadline (BackendRow.DeadlineRule).
+const (
+	RuleDrain      = "R-DRAIN"
+	RulePersistCap = "R-PERSIST-CAP"
+)
+
+// PersistCap is how long, under loadBalancingScheme INTERNAL, an entry may
+// persist on a backend outside the eligible set (R-PERSIST-CAP, seed 001).
+const PersistCap = 300 * time.Second
 
 // Defaults applied when a field is absent.
 const (
@@ -312,6 +329,14 @@ func (s *Service) FailoverRatio() float64 {
 		return 0
 	}
 	return *s.FailoverPolicy.FailoverRatio
+}
+
+// Scheme returns loadBalancingScheme with its default, EXTERNAL.
+func (s *Service) Scheme() string {
+	if s.LoadBalancingScheme == "" {
+		return SchemeExternal
+	}
+	return s.LoadBalancingScheme
 }
 
 // Encap returns the encapsulation with its default.

@@ -108,10 +108,11 @@ func ServiceDatapathEqual(a, b *ServiceRow) bool {
 		a.NoBackends == b.NoBackends && a.AllUnhealthy == b.AllUnhealthy && a.Encap == b.Encap
 }
 
-// BackendDatapathEqual compares the fields a datapath holds.
+// BackendDatapathEqual compares the fields a datapath holds, the deadline
+// among them (design decision 8: the datapath enforces it).
 func BackendDatapathEqual(a, b *BackendRow) bool {
 	return a.ID == b.ID && a.ServiceID == b.ServiceID && a.IP == b.IP && a.MAC == b.MAC &&
-		a.Healthy == b.Healthy && a.Draining == b.Draining
+		a.Healthy == b.Healthy && a.Draining == b.Draining && a.Deadline == b.Deadline
 }
 
 // DiffIR returns the ordered writes from old (what the target holds; nil
@@ -139,10 +140,12 @@ func DiffIR(old, new *IR) Diff {
 		}
 	}
 
+	ox, nx := old.Index(), new.Index()
+
 	// 2. Rings of services that remain or are new.
 	for i := range new.Rings {
 		nr := &new.Rings[i]
-		or := old.Ring(nr.ServiceID)
+		or := ox.Ring(nr.ServiceID)
 		for h := 0; h < 2; h++ {
 			var oh []uint32
 			if or != nil {
@@ -155,7 +158,7 @@ func DiffIR(old, new *IR) Diff {
 	// 3. Services in (the flip).
 	for i := range new.Services {
 		s := &new.Services[i]
-		if o := old.Service(s.ID); o == nil {
+		if o := ox.Service(s.ID); o == nil {
 			add(Change{Table: TableService, Op: Insert, Service: s})
 		} else if !ServiceDatapathEqual(o, s) {
 			add(Change{Table: TableService, Op: Modify, Service: s})
@@ -185,13 +188,13 @@ func DiffIR(old, new *IR) Diff {
 		}
 	}
 	for i := range old.Services {
-		if new.Service(old.Services[i].ID) == nil {
+		if nx.Service(old.Services[i].ID) == nil {
 			add(Change{Table: TableService, Op: Delete, Service: &old.Services[i]})
 		}
 	}
 	for i := range old.Rings {
 		or := &old.Rings[i]
-		if new.Ring(or.ServiceID) == nil {
+		if nx.Ring(or.ServiceID) == nil {
 			for h := 0; h < 2; h++ {
 				diffHalf(or.ServiceID, uint8(h), or.Halves[h], nil, add)
 			}
@@ -236,34 +239,25 @@ func diffHalf(svc uint32, half uint8, oh, nh []uint32, add func(Change)) {
 // and tests use it to check that a diff is complete.
 func (d Diff) Apply(old *IR) *IR {
 	out := old.Clone()
+	bs := newRowSet(out.Backends, func(r BackendRow) uint32 { return r.ID })
+	ss := newRowSet(out.Services, func(r ServiceRow) uint32 { return r.ID })
+	vs := newRowSet(out.VIPs, func(r VIPRow) VIPKey { return r.Key })
+	rings := newRowSet(out.Rings, func(r RingRows) uint32 { return r.ServiceID })
 	for _, c := range d.Changes {
 		switch {
 		case c.Backend != nil:
-			out.Backends = upsertDelete(out.Backends, *c.Backend, c.Op, func(r BackendRow) uint32 { return r.ID })
+			bs.apply(*c.Backend, c.Op)
 		case c.Service != nil:
-			out.Services = upsertDelete(out.Services, *c.Service, c.Op, func(r ServiceRow) uint32 { return r.ID })
+			ss.apply(*c.Service, c.Op)
 		case c.VIP != nil:
-			i := -1
-			for k := range out.VIPs {
-				if out.VIPs[k].Key == c.VIP.Key {
-					i = k
-				}
-			}
-			switch {
-			case c.Op == Delete && i >= 0:
-				out.VIPs = append(out.VIPs[:i], out.VIPs[i+1:]...)
-			case c.Op != Delete && i >= 0:
-				out.VIPs[i] = *c.VIP
-			case c.Op != Delete:
-				out.VIPs = append(out.VIPs, *c.VIP)
-			}
+			vs.apply(*c.VIP, c.Op)
 		case c.Ring != nil:
-			r := out.Ring(c.Ring.ServiceID)
-			if r == nil {
-				out.Rings = append(out.Rings, RingRows{ServiceID: c.Ring.ServiceID})
-				r = &out.Rings[len(out.Rings)-1]
+			i, ok := rings.pos[c.Ring.ServiceID]
+			if !ok {
+				rings.apply(RingRows{ServiceID: c.Ring.ServiceID}, Insert)
+				i = rings.pos[c.Ring.ServiceID]
 			}
-			h := &r.Halves[c.Ring.Half]
+			h := &rings.rows[i].Halves[c.Ring.Half]
 			for uint32(len(*h)) <= c.Ring.Slot {
 				*h = append(*h, 0)
 			}
@@ -274,36 +268,68 @@ func (d Diff) Apply(old *IR) *IR {
 			}
 		}
 	}
+	out.Backends, out.Services, out.VIPs = bs.result(), ss.result(), vs.result()
 	// Trim unset tails and drop rings with nothing left, as a target holds them.
-	rings := out.Rings[:0]
-	for _, r := range out.Rings {
+	rs := rings.result()
+	out.Rings = make([]RingRows, 0, len(rs))
+	for _, r := range rs {
 		for h := 0; h < 2; h++ {
 			for len(r.Halves[h]) > 0 && r.Halves[h][len(r.Halves[h])-1] == 0 {
 				r.Halves[h] = r.Halves[h][:len(r.Halves[h])-1]
 			}
 		}
 		if len(r.Halves[0])+len(r.Halves[1]) > 0 {
-			rings = append(rings, r)
+			out.Rings = append(out.Rings, r)
 		}
 	}
-	out.Rings = rings
+	out.Sort()
 	return out
 }
 
-func upsertDelete[T any](rows []T, row T, op Op, id func(T) uint32) []T {
-	for i := range rows {
-		if id(rows[i]) == id(row) {
-			if op == Delete {
-				return append(rows[:i], rows[i+1:]...)
-			}
-			rows[i] = row
-			return rows
+// rowSet is a table being edited: rows indexed by key, deletions marked
+// and compacted at the end, so that applying a diff is linear in its size.
+type rowSet[T any, K comparable] struct {
+	rows    []T
+	pos     map[K]int
+	deleted map[int]bool
+	key     func(T) K
+}
+
+func newRowSet[T any, K comparable](rows []T, key func(T) K) *rowSet[T, K] {
+	s := &rowSet[T, K]{rows: rows, pos: make(map[K]int, len(rows)), deleted: map[int]bool{}, key: key}
+	for i, r := range rows {
+		s.pos[key(r)] = i
+	}
+	return s
+}
+
+func (s *rowSet[T, K]) apply(row T, op Op) {
+	k := s.key(row)
+	i, ok := s.pos[k]
+	switch {
+	case op == Delete && ok:
+		s.deleted[i] = true
+		delete(s.pos, k)
+	case op == Delete:
+	case ok:
+		s.rows[i] = row
+	default:
+		s.pos[k] = len(s.rows)
+		s.rows = append(s.rows, row)
+	}
+}
+
+func (s *rowSet[T, K]) result() []T {
+	if len(s.deleted) == 0 {
+		return s.rows
+	}
+	out := s.rows[:0]
+	for i, r := range s.rows {
+		if !s.deleted[i] {
+			out = append(out, r)
 		}
 	}
-	if op == Delete {
-		return rows
-	}
-	return append(rows, row)
+	return out
 }
 
 // Clone returns a deep copy.

@@ -34,10 +34,21 @@ type Decision struct {
 	Unweighted bool `json:"-"`
 }
 
-// FailoverSide reports whether the set is made of failover backends; a
-// change of side is a failover or failback (R-ELIG-5, R-EPOCH).
-func (d Decision) FailoverSide(ms []Member) bool {
-	return len(d.Members) > 0 && !ms[d.Members[0]].Primary
+// Side reports the side the decision puts the service on: failover when
+// true. Only the rules that pick healthy backends decide a side
+// (R-ELIG-3a–e, R-ELIG-4a–e; without a failover policy every decision of
+// R-ELIG-1/2 that picks healthy backends is the primary side). The
+// last-resort sets and the drop set decide none (decided is false): the
+// service keeps the side it was on, so entering or leaving them is no
+// failover or failback (R-ELIG-5) and flushes nothing (R-EPOCH).
+func (d Decision) Side() (failover, decided bool) {
+	switch d.Kind {
+	case DecisionPrimary:
+		return false, true
+	case DecisionFailover:
+		return true, true
+	}
+	return false, false
 }
 
 // Eligible computes the set of endpoints that may take a new connection,

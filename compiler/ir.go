@@ -170,11 +170,14 @@ type ServiceRow struct {
 	Encap        uint8 `json:"encap"`
 
 	// Not pushed to datapaths: the decision, for explain and status, and
-	// the failover side, so that the next compile can tell a failover.
-	Decision     string   `json:"decision"`
-	Rule         string   `json:"rule"`
-	Eligible     []string `json:"eligible"`
-	FailoverSide bool     `json:"failoverSide"`
+	// the side, so that the next compile can tell a failover.
+	Decision string   `json:"decision"`
+	Rule     string   `json:"rule"`
+	Eligible []string `json:"eligible"`
+	// FailoverSide is the service's side (R-ELIG-5): set by the rules that
+	// pick healthy backends (R-ELIG-3a–e, 4a–e), kept through last resort
+	// and drop. A change of it is a failover or failback (R-EPOCH).
+	FailoverSide bool `json:"failoverSide"`
 	// RingKey identifies the ring's inputs (size, weighting, members'
 	// names, weights and IDs), so that a compile reuses an unchanged ring
 	// instead of rebuilding it. Zero means unknown (e.g. read back from a
@@ -206,8 +209,8 @@ type BackendRow struct {
 	// conntrack hit at or past it as a miss (design decision 8). The
 	// controller's later removal of a draining row is housekeeping.
 	Deadline time.Duration `json:"deadline,omitempty"`
-	// DeadlineRule names the rule that set Deadline (R-DRAIN,
-	// R-PERSIST-CAP), for explain and status.
+	// DeadlineRule names the rule that set Deadline (RuleDrain,
+	// RulePersistCap), for explain and status.
 	DeadlineRule string `json:"deadlineRule,omitempty"`
 	// Weight and Failover are informational (status, explain).
 	Weight   int  `json:"weight"`
@@ -237,17 +240,15 @@ func (ir *IR) Sort() {
 	sort.Slice(ir.Backends, func(i, j int) bool { return ir.Backends[i].ID < ir.Backends[j].ID })
 }
 
-// Service returns the service row with id, or nil.
+// Service returns the service row with id, or nil. The tables are in
+// canonical order (Compile, Sort): it is a binary search, with a scan for
+// an IR built out of order.
 func (ir *IR) Service(id uint32) *ServiceRow {
-	for i := range ir.Services {
-		if ir.Services[i].ID == id {
-			return &ir.Services[i]
-		}
-	}
-	return nil
+	return find(ir.Services, id, func(s *ServiceRow) uint32 { return s.ID })
 }
 
-// ServiceByName returns the service row named name, or nil.
+// ServiceByName returns the service row named name, or nil. It scans the
+// table; Index looks names up in constant time.
 func (ir *IR) ServiceByName(name string) *ServiceRow {
 	for i := range ir.Services {
 		if ir.Services[i].Name == name {
@@ -259,22 +260,108 @@ func (ir *IR) ServiceByName(name string) *ServiceRow {
 
 // Ring returns the ring of service id, or nil.
 func (ir *IR) Ring(id uint32) *RingRows {
-	for i := range ir.Rings {
-		if ir.Rings[i].ServiceID == id {
-			return &ir.Rings[i]
+	return find(ir.Rings, id, func(r *RingRows) uint32 { return r.ServiceID })
+}
+
+// Backend returns the backend row with id, or nil.
+func (ir *IR) Backend(id uint32) *BackendRow {
+	return find(ir.Backends, id, func(b *BackendRow) uint32 { return b.ID })
+}
+
+// find looks id up in rows sorted by key (binary search); when rows are
+// not sorted there, it scans them.
+func find[T any](rows []T, id uint32, key func(*T) uint32) *T {
+	i := sort.Search(len(rows), func(i int) bool { return key(&rows[i]) >= id })
+	if i < len(rows) && key(&rows[i]) == id {
+		return &rows[i]
+	}
+	// A miss in sorted rows is a miss; otherwise the search was unsound.
+	sorted := true
+	for k := 1; k < len(rows); k++ {
+		if key(&rows[k-1]) >= key(&rows[k]) {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return nil
+	}
+	for k := range rows {
+		if key(&rows[k]) == id {
+			return &rows[k]
 		}
 	}
 	return nil
 }
 
-// Backend returns the backend row with id, or nil.
-func (ir *IR) Backend(id uint32) *BackendRow {
-	for i := range ir.Backends {
-		if ir.Backends[i].ID == id {
-			return &ir.Backends[i]
-		}
+// Index looks up the rows of one IR by ID and name in constant time. It
+// points into the IR's tables and is valid until they change.
+type Index struct {
+	ir         *IR
+	services   map[uint32]*ServiceRow
+	byName     map[string]*ServiceRow
+	rings      map[uint32]*RingRows
+	backends   map[uint32]*BackendRow
+	backendsOf map[uint32][]*BackendRow
+	byBackend  map[backendName]*BackendRow
+}
+
+type backendName struct {
+	service uint32
+	name    string
+}
+
+// Index builds the index of ir's tables (an empty one for nil).
+func (ir *IR) Index() *Index {
+	if ir == nil {
+		ir = &IR{}
 	}
-	return nil
+	x := &Index{ir: ir,
+		services:   make(map[uint32]*ServiceRow, len(ir.Services)),
+		byName:     make(map[string]*ServiceRow, len(ir.Services)),
+		rings:      make(map[uint32]*RingRows, len(ir.Rings)),
+		backends:   make(map[uint32]*BackendRow, len(ir.Backends)),
+		backendsOf: make(map[uint32][]*BackendRow, len(ir.Services)),
+		byBackend:  make(map[backendName]*BackendRow, len(ir.Backends)),
+	}
+	for i := range ir.Services {
+		s := &ir.Services[i]
+		x.services[s.ID] = s
+		x.byName[s.Name] = s
+	}
+	for i := range ir.Rings {
+		x.rings[ir.Rings[i].ServiceID] = &ir.Rings[i]
+	}
+	for i := range ir.Backends {
+		b := &ir.Backends[i]
+		x.backends[b.ID] = b
+		x.backendsOf[b.ServiceID] = append(x.backendsOf[b.ServiceID], b)
+		x.byBackend[backendName{b.ServiceID, b.Name}] = b
+	}
+	return x
+}
+
+// IR returns the indexed IR.
+func (x *Index) IR() *IR { return x.ir }
+
+// Service returns the service row with id, or nil.
+func (x *Index) Service(id uint32) *ServiceRow { return x.services[id] }
+
+// ServiceByName returns the service row named name, or nil.
+func (x *Index) ServiceByName(name string) *ServiceRow { return x.byName[name] }
+
+// Ring returns the ring of service id, or nil.
+func (x *Index) Ring(id uint32) *RingRows { return x.rings[id] }
+
+// Backend returns the backend row with id, or nil.
+func (x *Index) Backend(id uint32) *BackendRow { return x.backends[id] }
+
+// BackendsOf returns the backend rows of service id, in table order.
+func (x *Index) BackendsOf(id uint32) []*BackendRow { return x.backendsOf[id] }
+
+// BackendOf returns the backend row of service id named name, or nil.
+func (x *Index) BackendOf(id uint32, name string) *BackendRow {
+	return x.byBackend[backendName{id, name}]
 }
 
 // ActiveRing returns the slots packets currently look up for a service.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/lbc-dev/lbc/internal/strictyaml"
 )
@@ -13,6 +14,11 @@ import (
 type BackendState struct {
 	Healthy *bool `yaml:"healthy" json:"healthy,omitempty"`
 	Weight  *int  `yaml:"weight" json:"weight,omitempty"`
+	// Since is when the health last changed, on the compile clock
+	// (Input.Now): the controller's probe time, a trace's event time. It
+	// dates the start of an R-PERSIST-CAP deadline; without it the compile
+	// that sees the change dates it. Health files do not carry it.
+	Since *time.Duration `yaml:"-" json:"since,omitempty"`
 }
 
 // State maps endpoint names to their health and weight. Compile is a pure
@@ -47,6 +53,10 @@ func (st State) Clone() State {
 			w := *v.Weight
 			c.Weight = &w
 		}
+		if v.Since != nil {
+			t := *v.Since
+			c.Since = &t
+		}
 		out[k] = c
 	}
 	return out
@@ -56,6 +66,22 @@ func (st State) Clone() State {
 func (st State) SetHealthy(name string, healthy bool) {
 	s := st[name]
 	s.Healthy = &healthy
+	st[name] = s
+}
+
+// SinceOf returns when the endpoint's health last changed, if known.
+func (st State) SinceOf(name string) (time.Duration, bool) {
+	s, ok := st[name]
+	if !ok || s.Since == nil {
+		return 0, false
+	}
+	return *s.Since, true
+}
+
+// SetSince records when the endpoint's health last changed.
+func (st State) SetSince(name string, t time.Duration) {
+	s := st[name]
+	s.Since = &t
 	st[name] = s
 }
 

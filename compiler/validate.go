@@ -288,6 +288,7 @@ func (v *validator) service(a at, s *Service, cfg *Config) {
 	}
 	v.healthCheck(a.field("healthCheck"), s)
 	v.enum(a.field("encapsulation"), s.Encapsulation, EncapIPIP, EncapL2DSR)
+	v.enum(a.field("loadBalancingScheme"), s.LoadBalancingScheme, SchemeExternal, SchemeInternal)
 	v.backends(a, s, cfg)
 	v.ring(a.field("ringSize"), s)
 	if s.Protocol == ProtoUDP || s.Protocol == ProtoL3Default {

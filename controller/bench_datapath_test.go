@@ -17,10 +17,10 @@ import (
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/controller"
 	"github.com/lbc-dev/lbc/controller/health"
+	"github.com/lbc-dev/lbc/internal/netns"
 	"github.com/lbc-dev/lbc/targets"
+	bmv2live "github.com/lbc-dev/lbc/targets/bmv2/live"
 	"github.com/lbc-dev/lbc/targets/xdp"
-	"github.com/lbc-dev/lbc/testbench/bmv2live"
-	"github.com/lbc-dev/lbc/testbench/netns"
 )
 
 // Issue 6's benchmark on real datapaths: the time from a backend's last

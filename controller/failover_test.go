@@ -3,6 +3,10 @@ package controller_test
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/controller"
 )
 
 // TestRELIG5_SeedFailoverWithRealProbes drives the seed-001 walk-through
@@ -93,5 +97,110 @@ func TestRELIG5_SeedFailoverWithRealProbes(t *testing.T) {
 				t.Error("status has no events")
 			}
 		})
+	}
+}
+
+// TestRELIG5_LastResortIsNoSideRealProbes: with real probes, the service
+// fails over, then every backend fails (last resort: all primaries), then
+// a failover backend recovers, then a primary: `lbc run` reports one
+// failover and one failback, in its log and its metrics, and the epoch
+// moves only with them (R-ELIG-5, R-EPOCH, R-PERSIST-LR).
+func TestRELIG5_LastResortIsNoSideRealProbes(t *testing.T) {
+	m := controller.NewMetrics()
+	r := startRig(t, rigOptions{metrics: m, config: func(port int) string { return seedConfig(port, true, 0, 1, 1) }})
+	sim := r.sims[0]
+	steps := []struct {
+		what               string
+		fail, recover      []string
+		decision           string
+		epoch              uint32
+		failover, failback float64
+	}{
+		{"every primary fails: failover", []string{"vm-a1", "vm-a2", "vm-d1", "vm-d2"}, nil, "failover", 1, 1, 0},
+		{"every failover backend fails: last resort, no failback", []string{"vm-b1", "vm-b2", "vm-c1", "vm-c2"}, nil, "last-resort", 1, 1, 0},
+		{"b1 recovers: still the failover side, no event", nil, []string{"vm-b1"}, "failover", 1, 1, 0},
+		{"b1 fails again: last resort", []string{"vm-b1"}, nil, "last-resort", 1, 1, 0},
+		{"a1 recovers: one failback", nil, []string{"vm-a1"}, "primary", 2, 1, 1},
+	}
+	for _, st := range steps {
+		for _, n := range st.fail {
+			r.setHealthy(n, false)
+		}
+		for _, n := range st.recover {
+			r.setHealthy(n, true)
+		}
+		r.probe(1)
+		svc, _ := pushed(t, sim.IR(), "web")
+		if svc.Decision != st.decision || svc.Epoch != st.epoch {
+			t.Errorf("%s: decision %s (%s) epoch %d, want %s epoch %d", st.what, svc.Decision, svc.Rule, svc.Epoch, st.decision, st.epoch)
+		}
+		if got := counter(t, m, "lbc_failovers_total"); got != st.failover {
+			t.Errorf("%s: lbc_failovers_total %v, want %v", st.what, got, st.failover)
+		}
+		if got := counter(t, m, "lbc_failbacks_total"); got != st.failback {
+			t.Errorf("%s: lbc_failbacks_total %v, want %v", st.what, got, st.failback)
+		}
+	}
+	logs := r.logs.String()
+	if n := strings.Count(logs, "msg=failover service=web"); n != 1 {
+		t.Errorf("%d failover events logged, want 1:\n%s", n, logs)
+	}
+	if n := strings.Count(logs, "msg=failback service=web"); n != 1 {
+		t.Errorf("%d failback events logged, want 1:\n%s", n, logs)
+	}
+}
+
+// counter sums a counter family of the controller's metrics.
+func counter(t *testing.T, m *controller.Metrics, name string) float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			sum += mt.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// TestRPERSISTCAP_DeadlineFromProbeTime: under loadBalancingScheme
+// INTERNAL the controller dates a failed backend's cap from the probe that
+// found it unhealthy (health.Status.Since), not from when it pushed, and
+// keeps it across later pushes.
+func TestRPERSISTCAP_DeadlineFromProbeTime(t *testing.T) {
+	r := startRig(t, rigOptions{debounce: time.Hour, config: func(port int) string {
+		return strings.Replace(seedConfig(port, false, 0, 1, 1), "    ringSize: 1021\n", "    ringSize: 1021\n    loadBalancingScheme: INTERNAL\n", 1)
+	}})
+	sim := r.sims[0]
+	r.setHealthy("vm-a1", false)
+	probed := r.clk.Now()
+	r.c.Monitor().ProbeAll(r.ctx)
+	r.clk.Advance(7 * time.Second) // the push comes later than the probe
+	if err := r.c.Sync(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := time.Duration(probed.UnixNano()) + compiler.PersistCap
+	a1 := findBackend(sim.IR(), "vm-a1")
+	if a1 == nil || a1.Deadline != want || a1.DeadlineRule != compiler.RulePersistCap {
+		t.Fatalf("vm-a1 row %+v, want deadline %v (probe time + 300 s)", a1, want)
+	}
+	// Background probes run whenever the clock moves: vm-d1's failure is
+	// dated by whichever probe saw it first, between the failure and now.
+	failed := r.clk.Now()
+	r.setHealthy("vm-d1", false)
+	r.clk.Advance(time.Minute)
+	r.probe(1)
+	if a1 := findBackend(sim.IR(), "vm-a1"); a1.Deadline != want {
+		t.Fatalf("a later push moved vm-a1's deadline to %v, want %v", a1.Deadline, want)
+	}
+	lo, hi := time.Duration(failed.UnixNano())+compiler.PersistCap, time.Duration(r.clk.Now().UnixNano())+compiler.PersistCap
+	if d1 := findBackend(sim.IR(), "vm-d1"); d1.Deadline < lo || d1.Deadline > hi {
+		t.Fatalf("vm-d1 deadline %v, want within [%v, %v]", d1.Deadline, lo, hi)
 	}
 }

@@ -76,9 +76,10 @@ func Events(prev, next *compiler.IR) []Event {
 		prev = &compiler.IR{}
 	}
 	var out []Event
+	px, nx := prev.Index(), next.Index()
 	for i := range next.Services {
 		s := &next.Services[i]
-		o := prev.Service(s.ID)
+		o := px.Service(s.ID)
 		if o == nil {
 			continue
 		}
@@ -91,9 +92,10 @@ func Events(prev, next *compiler.IR) []Event {
 		if s.NoBackends && !o.NoBackends {
 			add(EventNoBackends, "", "%s: new connections are dropped", s.Rule)
 		}
-		// FailoverSide keeps its last value while the set is empty, so a
-		// change of side is a failover or failback (R-ELIG-5).
-		if o.Decision != "" && !s.NoBackends && o.FailoverSide != s.FailoverSide {
+		// Only R-ELIG-3a–e/4a–e set the side; last resort and drop keep
+		// it, so a change of FailoverSide is exactly a failover or
+		// failback (R-ELIG-5).
+		if o.Decision != "" && o.FailoverSide != s.FailoverSide {
 			if s.FailoverSide {
 				add(EventFailover, "", "new connections go to failover backends %s", list(s.Eligible))
 			} else {
@@ -105,34 +107,28 @@ func Events(prev, next *compiler.IR) []Event {
 		}
 	}
 	// Backends, in ID order.
-	ob := map[uint32]*compiler.BackendRow{}
-	for i := range prev.Backends {
-		ob[prev.Backends[i].ID] = &prev.Backends[i]
-	}
-	nb := map[uint32]bool{}
 	svcName := func(id uint32) string {
-		if s := next.Service(id); s != nil {
+		if s := nx.Service(id); s != nil {
 			return s.Name
 		}
-		if s := prev.Service(id); s != nil {
+		if s := px.Service(id); s != nil {
 			return s.Name
 		}
 		return fmt.Sprint(id)
 	}
 	for i := range next.Backends {
 		b := &next.Backends[i]
-		nb[b.ID] = true
-		o := ob[b.ID]
+		o := px.Backend(b.ID)
 		switch {
-		case o == nil && prev.Service(b.ServiceID) != nil:
+		case o == nil && px.Service(b.ServiceID) != nil:
 			out = append(out, Event{Kind: EventBackendAdd, Service: svcName(b.ServiceID), Backend: b.Name, Detail: b.IP.String()})
 		case o != nil && b.Draining && !o.Draining:
 			out = append(out, Event{Kind: EventDrainStart, Service: svcName(b.ServiceID), Backend: b.Name, Detail: fmt.Sprintf("keeps its entries until t=%gs", b.Deadline.Seconds())})
 		}
 	}
 	var gone []*compiler.BackendRow
-	for id, o := range ob {
-		if !nb[id] {
+	for i := range prev.Backends {
+		if o := &prev.Backends[i]; nx.Backend(o.ID) == nil {
 			gone = append(gone, o)
 		}
 	}

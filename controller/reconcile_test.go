@@ -130,3 +130,86 @@ func TestRDRAIN_DeadlineAndEvents(t *testing.T) {
 		t.Fatal("deadline after draining ended")
 	}
 }
+
+// TestRELIG5_SidesSequences walks the three sequences of R-ELIG-5 from
+// the failover side, for a service whose last resort is all primaries and
+// for one that drops (dropTrafficIfUnhealthy), both with
+// disableConnectionDrainOnFailover so that a change of side would show as
+// an epoch bump (R-EPOCH). Last resort and drop are no side: entering them
+// is no failback, leaving them for the failover side is no failover.
+func TestRELIG5_SidesSequences(t *testing.T) {
+	dec, err := compiler.Load("failover.yaml", examples.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type step struct {
+		what    string
+		healthy map[string]bool
+		events  []string
+		epoch   uint32
+		side    bool // failover side
+	}
+	// From all healthy to the failover side: every primary fails.
+	toFailover := []step{
+		{"every primary fails: failover", map[string]bool{"vm-a1": false, "vm-a2": false, "vm-d1": false, "vm-d2": false}, []string{EventEligible, EventFailover, EventEpoch}, 1, true},
+	}
+	allFailoverDown := map[string]bool{"vm-b1": false, "vm-b2": false, "vm-c1": false, "vm-c2": false}
+	for _, drop := range []bool{false, true} {
+		nothing := []string{EventEligible}
+		if drop {
+			nothing = []string{EventEligible, EventNoBackends}
+		}
+		seqs := []struct {
+			name  string
+			steps []step
+		}{
+			{"failover→nothing healthy", []step{
+				{"every failover backend fails", allFailoverDown, nothing, 1, true},
+			}},
+			{"failover→nothing healthy→failover backend recovers", []step{
+				{"every failover backend fails", allFailoverDown, nothing, 1, true},
+				{"b1 recovers", map[string]bool{"vm-b1": true}, []string{EventEligible}, 1, true},
+			}},
+			{"failover→nothing healthy→primaries recover", []step{
+				{"every failover backend fails", allFailoverDown, nothing, 1, true},
+				{"a1 recovers: one failback, now", map[string]bool{"vm-a1": true}, []string{EventEligible, EventFailback, EventEpoch}, 2, false},
+			}},
+		}
+		for _, sq := range seqs {
+			name := sq.name
+			if drop {
+				name += "/drop"
+			}
+			t.Run(name, func(t *testing.T) {
+				cfg := *dec.Config
+				cfg.Services = append([]compiler.Service(nil), dec.Config.Services...)
+				fp := *cfg.Services[0].FailoverPolicy
+				fp.DisableConnectionDrainOnFailover, fp.DropTrafficIfUnhealthy = true, drop
+				cfg.Services[0].FailoverPolicy = &fp
+				st := compiler.State{}
+				r, err := Reconcile(&cfg, st, nil, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prev := r.IR
+				for i, s := range append(append([]step(nil), toFailover...), sq.steps...) {
+					for n, h := range s.healthy {
+						st.SetHealthy(n, h)
+					}
+					r, err := Reconcile(&cfg, st, prev, time.Duration(i+1)*time.Second)
+					if err != nil {
+						t.Fatal(err)
+					}
+					svc := r.IR.ServiceByName("web")
+					if got := kinds(r.Events); !reflect.DeepEqual(got, s.events) {
+						t.Errorf("%s: events %v, want %v", s.what, got, s.events)
+					}
+					if svc.Epoch != s.epoch || svc.FailoverSide != s.side {
+						t.Errorf("%s: epoch %d failover side %v (%s %s), want %d %v", s.what, svc.Epoch, svc.FailoverSide, svc.Decision, svc.Rule, s.epoch, s.side)
+					}
+					prev = r.IR
+				}
+			})
+		}
+	}
+}

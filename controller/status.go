@@ -46,19 +46,24 @@ type ServiceStatus struct {
 
 // BackendStatus is one backend: health, weight, its share of the ring.
 type BackendStatus struct {
-	Name          string                   `json:"name"`
-	ID            uint32                   `json:"id"`
-	IP            string                   `json:"ip"`
-	Healthy       bool                     `json:"healthy"`
-	Weight        int                      `json:"weight"`
-	Failover      bool                     `json:"failover"`
-	Draining      bool                     `json:"draining"`
-	DrainDeadline time.Time                `json:"drainDeadline,omitzero"`
-	RingShare     float64                  `json:"ringShare"`
-	LastProbe     time.Time                `json:"lastProbe,omitzero"`
-	LastError     string                   `json:"lastError,omitempty"`
-	Note          string                   `json:"note,omitempty"`
-	Counters      *targets.BackendCounters `json:"counters,omitempty"`
+	Name          string    `json:"name"`
+	ID            uint32    `json:"id"`
+	IP            string    `json:"ip"`
+	Healthy       bool      `json:"healthy"`
+	Weight        int       `json:"weight"`
+	Failover      bool      `json:"failover"`
+	Draining      bool      `json:"draining"`
+	DrainDeadline time.Time `json:"drainDeadline,omitzero"`
+	// Deadline is when the entries on the backend stop being valid
+	// (DeadlineRule: R-DRAIN, or R-PERSIST-CAP outside the eligible set
+	// under loadBalancingScheme INTERNAL); the datapath enforces it.
+	Deadline     time.Time                `json:"deadline,omitzero"`
+	DeadlineRule string                   `json:"deadlineRule,omitempty"`
+	RingShare    float64                  `json:"ringShare"`
+	LastProbe    time.Time                `json:"lastProbe,omitzero"`
+	LastError    string                   `json:"lastError,omitempty"`
+	Note         string                   `json:"note,omitempty"`
+	Counters     *targets.BackendCounters `json:"counters,omitempty"`
 }
 
 // TargetStatus is one datapath as the controller sees it.
@@ -245,6 +250,9 @@ func (c *Controller) Status(ctx context.Context) Status {
 			bs := BackendStatus{Name: b.Name, ID: b.ID, IP: b.IP.String(), Healthy: b.Healthy, Weight: b.Weight, Failover: b.Failover, Draining: b.Draining}
 			if b.Draining {
 				bs.DrainDeadline = time.Unix(0, int64(b.Deadline)).UTC()
+			}
+			if b.Deadline != 0 {
+				bs.Deadline, bs.DeadlineRule = time.Unix(0, int64(b.Deadline)).UTC(), b.DeadlineRule
 			}
 			if len(slots) > 0 && !s.NoBackends {
 				bs.RingShare = float64(share[b.ID]) / float64(len(slots))

@@ -14,3 +14,7 @@ package fallback
 //go:generate go tool bpf2go -target bpfel -go-package fallback -output-dir $BPF2GO_OUT lb bpf/lb.c -- -O2 -g -Wall -I/usr/include/x86_64-linux-gnu
 //go:generate go tool bpf2go -target bpfel -go-package fallback -output-dir $BPF2GO_OUT -type verdict lbtest bpf/lb.c -- -O2 -g -Wall -DLBC_TEST -I/usr/include/x86_64-linux-gnu
 //go:generate go tool bpf2go -target bpfel -go-package fallback -output-dir $BPF2GO_OUT lbbench bpf/lb.c -- -O2 -g -Wall -DLBC_BENCH -I/usr/include/x86_64-linux-gnu
+
+// Object is the production program's ELF object (lb_bpfel.o) as embedded
+// in this binary: `lbc version` prints its hash.
+func Object() []byte { return _LbBytes }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/sim"
-	"github.com/lbc-dev/lbc/testbench/trace"
+	"github.com/lbc-dev/lbc/trace"
 	"github.com/urfave/cli/v2"
 )
 
@@ -23,7 +23,8 @@ var explainCommand = &cli.Command{
 decision of the per-packet algorithm with the rule of spec/lb-semantics.md
 that made it: the service matched, conntrack admission (R-CT-1/2/3), the
 tracking tuple and its bytes (R-TRK), entry validity (R-AGE, R-EPOCH,
-R-DRAIN, R-PERSIST), the affinity tuple and its bytes (R-AFF), the CRC32 hash
+R-DRAIN, R-PERSIST, R-PERSIST-CAP: a backend's deadline and the rule that
+set it), the affinity tuple and its bytes (R-AFF), the CRC32 hash
 (R-HASH), the ring slot (R-MAGLEV-1), the eligible set and the rule that
 chose it (R-ELIG), the backend and the encapsulation.
 
@@ -41,7 +42,7 @@ runs at --at seconds (default: the trace's last time).`,
 		&cli.StringFlag{Name: "packet", Aliases: []string{"p"}, Required: true, Usage: "the `PACKET`, e.g. \"tcp 198.51.100.7:4242 > 203.0.113.10:80 S\""},
 		&cli.StringFlag{Name: "trace", Usage: "replay trace `FILE` first, to build conntrack and state"},
 		&cli.Float64Flag{Name: "at", Value: -1, Usage: "virtual time in `SECONDS` of the packet (default 0, or the trace's last time)"},
-		fallbackFlag,
+		fallbackFlag, pushOnlyFlag,
 		&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
 	},
 	Action: func(c *cli.Context) error {
@@ -62,6 +63,7 @@ runs at --at seconds (default: the trace's last time).`,
 		if err != nil {
 			return err
 		}
+		rp.PushOnly = c.Bool(pushOnlyFlag.Name)
 		last := 0.0
 		if name := c.String("trace"); name != "" {
 			if last, err = replayQuietly(ctx, rp, name); err != nil {
@@ -107,6 +109,7 @@ func replayQuietly(ctx context.Context, rp *trace.Replayer, name string) (float6
 		if err != nil {
 			return 0, err
 		}
+		rp.PushOnly = rp.PushOnly || rd.Header().PushOnly
 		if _, err := rp.Step(ctx, line); err != nil {
 			return 0, fmt.Errorf("%s: %w", name, err)
 		}

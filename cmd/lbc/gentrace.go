@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/lbc-dev/lbc/testbench/trace"
+	"github.com/lbc-dev/lbc/trace"
 	"github.com/urfave/cli/v2"
 )
 

@@ -17,9 +17,8 @@ import (
 	"github.com/lbc-dev/lbc/examples"
 	"github.com/lbc-dev/lbc/gslb"
 	"github.com/lbc-dev/lbc/gslb/dnsserver"
-	"github.com/lbc-dev/lbc/gslb/geo/geotest"
+	"github.com/lbc-dev/lbc/gslb/geo"
 	"github.com/lbc-dev/lbc/gslb/metrics"
-	"github.com/lbc-dev/lbc/gslb/policy"
 	"github.com/urfave/cli/v2"
 )
 
@@ -310,12 +309,7 @@ var gslbDemoGeoDBCommand = &cli.Command{
 Use a real GeoLite2-City or GeoIP2-City database in production.`,
 	Flags: []cli.Flag{&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "output `FILE`"}},
 	Action: func(c *cli.Context) error {
-		tokyo, ny, paris := policy.Point{Lat: 35.68, Lon: 139.69}, policy.Point{Lat: 40.71, Lon: -74.01}, policy.Point{Lat: 48.85, Lon: 2.35}
-		b, err := geotest.Build(map[string]policy.Point{
-			"203.0.113.0/24": tokyo, "2001:db8:1::/48": tokyo,
-			"198.51.100.0/24": ny, "2001:db8:2::/48": ny,
-			"192.0.2.0/24": paris, "2001:db8:3::/48": paris,
-		})
+		b, err := geo.Build(geo.Demo)
 		if err != nil {
 			return err
 		}

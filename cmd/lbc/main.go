@@ -5,7 +5,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
+	"github.com/lbc-dev/lbc/internal/clihelp"
 	"github.com/urfave/cli/v2"
 )
 
@@ -18,7 +20,7 @@ func main() {
 }
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "lbc",
 		Usage: "compile L4 load-balancer policy into P4 and XDP datapath tables",
 		Description: `lbc reads a load balancer's policy (lb.yaml, in the vocabulary of a cloud
@@ -35,10 +37,20 @@ Start with:
 Then program a datapath and keep it right:
    lbc push -c lb.yaml --target xdp --iface eth1          # fallback-only mode (root)
    lbc push -c lb.yaml --target bmv2 --addr 127.0.0.1:9559
-   lbc run  -c lb.yaml --target bmv2 --metrics 127.0.0.1:9100`,
-		Commands:        commands,
-		HideHelpCommand: true,
+   lbc run  -c lb.yaml --target bmv2 --metrics 127.0.0.1:9100
+
+lbc help COMMAND (or lbc COMMAND --help) describes a command. The scenario
+testbench is a separate program: lbc-testbench (go run ./cmd/lbc-testbench).`,
+		Commands: append([]*cli.Command(nil), commands...),
+		Flags:    []cli.Flag{versionFlag},
 	}
+	clihelp.Install(app, func(c *cli.Context) error {
+		if c.Bool(versionFlag.Name) {
+			return writeVersion(c.App.Writer, readVersion())
+		}
+		return cli.ShowAppHelp(c)
+	})
+	return app
 }
 
 // commands lists every subcommand; each lives in its own file.
@@ -48,6 +60,24 @@ var commands = []*cli.Command{
 	pushCommand, statusCommand, detachCommand,
 	replayCommand, explainCommand, genTraceCommand,
 	gslbCommand,
-	testbenchCommand,
 	runCommand,
+	versionCommand,
+	testbenchMovedCommand,
+}
+
+// testbenchMovedCommand tells a user of the old `lbc testbench` where it
+// went: the product binary does not link its test bench.
+var testbenchMovedCommand = &cli.Command{
+	Name:            "testbench",
+	Hidden:          true,
+	SkipFlagParsing: true,
+	Action: func(c *cli.Context) error {
+		args := strings.Join(c.Args().Slice(), " ")
+		if args == "" {
+			args = "list"
+		}
+		return fmt.Errorf("the scenario testbench is its own program now, lbc-testbench (lbc does not link its test bench): run\n"+
+			"   go run ./cmd/lbc-testbench %s     (in the source tree; or make testbench SCENARIO=...)\n"+
+			"   go install github.com/lbc-dev/lbc/cmd/lbc-testbench@latest, then lbc-testbench %s", args, args)
+	},
 }

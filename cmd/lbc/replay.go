@@ -12,7 +12,7 @@ import (
 
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/sim"
-	"github.com/lbc-dev/lbc/testbench/trace"
+	"github.com/lbc-dev/lbc/trace"
 	"github.com/urfave/cli/v2"
 )
 
@@ -33,6 +33,8 @@ var replayTargets = map[string]*replayTarget{
 	"bmv2":   {Usage: "a live BMv2 simple_switch_grpc running p4/lb.p4, started in its own network namespace; packets on veth ports (root)", Open: openBMv2Replay},
 	"sim-p4": {Usage: "the reference datapath as the P4 switch runs it (lb.p4's register conntrack geometry, fallback): what --target bmv2 must print", Open: openSimP4},
 }
+
+var pushOnlyFlag = &cli.BoolFlag{Name: "push-only", Usage: "replay as lbc push alone would: events recompile and push, but nothing recompiles at a deadline, so the datapath's own clock ends drains and persistence caps (also set by a trace's \"# push-only: true\" header)"}
 
 var fallbackFlag = &cli.BoolFlag{Name: "fallback", Usage: "sim: P4-switch semantics: fragments and protocols other than TCP/UDP go to the fallback port"}
 
@@ -69,7 +71,9 @@ var replayCommand = &cli.Command{
 docs/sim.md) against a datapath programmed from lb.yaml. Events (health,
 weight, remove, add) recompile the tables through the controller's own code
 path, with epochs and draining timers; a draining backend is gone at its
-deadline. Prints one JSON line per packet:
+deadline (with --push-only, or a "# push-only: true" header, nothing
+recompiles then: the datapath alone enforces the deadline, as with
+` + "`lbc push`" + ` and no ` + "`lbc run`" + `). Prints one JSON line per packet:
 
    {"line":3,"t":1,"action":"forward","service":"web","backend":"vm-a2","ct":"new","rule":[...]}
 
@@ -84,7 +88,7 @@ testbench/testdata are such tests: run them against any --target.
    lbc replay -c lb.yaml --trace t.jsonl`,
 	Flags: []cli.Flag{configFlag, healthFlag,
 		&cli.StringFlag{Name: "trace", Aliases: []string{"t"}, Required: true, Usage: "trace `FILE` (JSON Lines; - for stdin)"},
-		replayTargetFlag, fallbackFlag, bmv2ClockFlag,
+		replayTargetFlag, fallbackFlag, bmv2ClockFlag, pushOnlyFlag,
 		&cli.BoolFlag{Name: "summary-only", Usage: "print only the summary"},
 	},
 	Action: func(c *cli.Context) error {
@@ -115,6 +119,7 @@ testbench/testdata are such tests: run them against any --target.
 		if err != nil {
 			return err
 		}
+		rp.PushOnly = c.Bool(pushOnlyFlag.Name)
 		enc := json.NewEncoder(c.App.Writer)
 		quiet := c.Bool("summary-only")
 		rd := trace.NewReader(in, name)
@@ -126,6 +131,7 @@ testbench/testdata are such tests: run them against any --target.
 			if err != nil {
 				return err
 			}
+			rp.PushOnly = rp.PushOnly || rd.Header().PushOnly
 			outs, err := rp.Step(ctx, line)
 			if err != nil {
 				var te *trace.Error

@@ -5,8 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/lbc-dev/lbc/targets"
+	bmv2live "github.com/lbc-dev/lbc/targets/bmv2/live"
 	"github.com/lbc-dev/lbc/targets/sim"
-	"github.com/lbc-dev/lbc/testbench/bmv2live"
 	"github.com/urfave/cli/v2"
 )
 
@@ -16,7 +16,7 @@ var bmv2ClockFlag = &cli.StringFlag{Name: "bmv2-clock", Value: "paced", Usage: "
 
 // openBMv2Replay starts simple_switch_grpc with p4/lb.p4 (the embedded
 // build) in a network namespace of its own, programs it over P4Runtime and
-// runs each trace packet through its veth ports (testbench/bmv2live).
+// runs each trace packet through its veth ports (targets/bmv2/live).
 func openBMv2Replay(c *cli.Context) (targets.Target, targets.PacketTarget, func() error, error) {
 	clk, err := bmv2live.ParseClock(c.String(bmv2ClockFlag.Name))
 	if err != nil {

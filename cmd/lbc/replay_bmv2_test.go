@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lbc-dev/lbc/testbench/bmv2live"
+	bmv2live "github.com/lbc-dev/lbc/targets/bmv2/live"
 )
 
 // replayBMv2Config has a TCP, a UDP and an L3_DEFAULT service, IPv4 and
@@ -52,7 +52,7 @@ services:
 // span and the run, so the free clock is exact.
 func TestReplayBMv2EqualsSimP4(t *testing.T) {
 	if err := bmv2live.Available(""); err != nil {
-		t.Skipf("live BMv2 skipped: %v (testbench/bmv2live compares the same on targets/sim)", err)
+		t.Skipf("live BMv2 skipped: %v (targets/bmv2/live compares the same on targets/sim)", err)
 	}
 	dir := t.TempDir()
 	cfg, tr := filepath.Join(dir, "lb.yaml"), filepath.Join(dir, "t.jsonl")

@@ -117,6 +117,8 @@ func writeControllerStatus(w io.Writer, st controller.Status) {
 			}
 			if b.Draining {
 				h += fmt.Sprintf(" draining until %s", b.DrainDeadline.Local().Format(time.TimeOnly))
+			} else if !b.Deadline.IsZero() {
+				h += fmt.Sprintf(" entries valid until %s (%s)", b.Deadline.Local().Format(time.TimeOnly), b.DeadlineRule)
 			}
 			conns := "-"
 			if b.Counters != nil {

@@ -31,10 +31,13 @@ type Status struct {
 	Target
 	Tracker
 	LastProbe time.Time
-	LastErr   string // last failed probe's reason ("" after a success)
-	Note      string // how the check is done when not as configured
-	Probes    uint64
-	Failures  uint64
+	// Since is when Healthy last changed: the start of the probe that
+	// decided it (R-PERSIST-CAP dates its cap from it).
+	Since    time.Time
+	LastErr  string // last failed probe's reason ("" after a success)
+	Note     string // how the check is done when not as configured
+	Probes   uint64
+	Failures uint64
 }
 
 // Options tune a Monitor. Zero values take the defaults.
@@ -248,6 +251,9 @@ func (m *Monitor) record(e *entry, r Result, at time.Time) {
 	first := !e.st.Known
 	wasHealthy, oldWeight, hadWeight := e.st.Healthy, e.st.Weight, e.st.HasWeight
 	changed := e.st.Tracker.Observe(r, e.t.Spec.Healthy, e.t.Spec.Unhealthy)
+	if first || e.st.Healthy != wasHealthy {
+		e.st.Since = at
+	}
 	e.st.LastProbe = at
 	e.st.Probes++
 	prevErr, prevNote := e.st.LastErr, e.st.Note
@@ -312,6 +318,12 @@ func (m *Monitor) State() compiler.State {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := compiler.State{}
+	// When the endpoint's health last changed: the earliest change of a
+	// failing check (it has been unhealthy since the first one failed),
+	// or, when every check passes, the latest (it became healthy when the
+	// last one recovered).
+	type span struct{ fail, pass time.Time }
+	since := map[string]*span{}
 	for _, e := range m.entries {
 		name := e.t.Backend
 		healthy := e.st.Healthy || !e.st.Known
@@ -326,6 +338,29 @@ func (m *Monitor) State() compiler.State {
 				w = e.st.Weight
 			}
 			st.SetWeight(name, w)
+		}
+		if e.st.Since.IsZero() {
+			continue
+		}
+		sp := since[name]
+		if sp == nil {
+			sp = &span{}
+			since[name] = sp
+		}
+		switch {
+		case !healthy && (sp.fail.IsZero() || e.st.Since.Before(sp.fail)):
+			sp.fail = e.st.Since
+		case healthy && e.st.Since.After(sp.pass):
+			sp.pass = e.st.Since
+		}
+	}
+	for name, sp := range since {
+		t := sp.pass
+		if !st.IsHealthy(name) {
+			t = sp.fail
+		}
+		if !t.IsZero() {
+			st.SetSince(name, time.Duration(t.UnixNano()))
 		}
 	}
 	return st

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/gslb"
-	"github.com/lbc-dev/lbc/gslb/geo/geotest"
+	"github.com/lbc-dev/lbc/gslb/geo"
 	"github.com/lbc-dev/lbc/gslb/metrics"
 	"github.com/lbc-dev/lbc/gslb/policy"
 	"github.com/lbc-dev/lbc/gslb/proximity"
@@ -27,7 +27,7 @@ var (
 )
 
 func geoDB(t testing.TB) string {
-	b, err := geotest.Build(map[string]policy.Point{
+	b, err := geo.Build(map[string]policy.Point{
 		"203.0.113.0/24":  tokyo,
 		"198.51.100.0/24": newYork,
 		"192.0.2.0/24":    paris,

@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"time"
+
+	"github.com/lbc-dev/lbc/internal/tick"
 )
 
 // TNA is the conntrack geometry of p4/tna/lb.p4 (Tofino): Slots
@@ -15,7 +17,7 @@ import (
 // flow takes it, as the program's exchange RegisterActions do.
 //
 // Time is what the switch can keep in a 32-bit register: the tick
-// global_tstamp[47:16] (TNATick = 2^16 ns). The 48-bit nanosecond counter,
+// global_tstamp[47:16] (tick.TNA = 2^16 ns). The 48-bit nanosecond counter,
 // and with it the tick, wraps every 2^48 ns ≈ 78.2 h. The program's age is
 // (now − seen) mod 2^32 ticks, so TNA implements Ager: the datapath's
 // R-AGE check then sees exactly the switch's age, right across a wrap, and
@@ -31,40 +33,40 @@ type TNA struct {
 	n      int
 }
 
-// TNATick is the resolution of the TNA program's last-seen registers.
-const TNATick = time.Duration(1 << 16) // ns
-
-// TNATimestampBits is the width of Tofino's global timestamp.
-const TNATimestampBits = 48
-
 // NewTNA returns an empty geometry of slots slots (a power of two, as the
 // program's CT_INDEX_BITS makes it).
 func NewTNA(slots int, origin uint64) (*TNA, error) {
 	if slots <= 0 || slots&(slots-1) != 0 {
 		return nil, fmt.Errorf("TNA conntrack: %d slots; the program indexes by hash bits, so it must be a power of two", slots)
 	}
-	return &TNA{Slots: slots, Origin: origin % (1 << TNATimestampBits), sig: make([]uint32, slots), e: make([]Entry, slots)}, nil
+	return &TNA{Slots: slots, Origin: origin % (1 << tick.TNATimestampBits), sig: make([]uint32, slots), e: make([]Entry, slots)}, nil
+}
+
+// Timestamp is the switch's 48-bit global timestamp (ns) at virtual time at.
+func (t *TNA) Timestamp(at time.Duration) uint64 {
+	const mod = 1 << tick.TNATimestampBits
+	return uint64((int64(t.Origin) + int64(at)%mod + mod) % mod)
 }
 
 // Tick is the 32-bit last-seen value the switch stores for virtual time at.
-func (t *TNA) Tick(at time.Duration) uint32 {
-	const mod = 1 << TNATimestampBits
-	ns := (int64(t.Origin) + int64(at)%mod + mod) % mod
-	return uint32(ns >> 16)
-}
+func (t *TNA) Tick(at time.Duration) uint32 { return tick.TNATick(t.Timestamp(at)) }
 
-// TNAIdleTicks is the idle timeout in ticks that targets/tofino writes to
-// the idle_ticks table: ceil(sec·10^9 / 2^16). An entry is alive while
-// its age in ticks is below it, which for whole ticks is the same as
-// age·TNATick < sec seconds: R-AGE exactly, at tick resolution.
-func TNAIdleTicks(sec uint32) uint32 {
-	ns := uint64(sec) * uint64(time.Second)
-	return uint32((ns + uint64(TNATick) - 1) / uint64(TNATick))
+// DeadlineExpired implements DeadlineChecker: the switch holds a backend
+// deadline as the 32-bit tick it falls in, rounded up (tick.TNADeadline),
+// and a packet's tick is at or past it as tick.TNAPassed decides, modulo
+// 2^32. A deadline beyond the program's window cannot be written to the
+// switch; the model then compares plain virtual times.
+func (t *TNA) DeadlineExpired(deadline, now time.Duration) bool {
+	dl, err := tick.TNADeadline(t.Origin, deadline)
+	if err != nil {
+		return now >= deadline
+	}
+	return tick.TNAPassed(t.Tick(now), dl)
 }
 
 // Age implements Ager: the switch's idle time of e at now, in whole ticks.
 func (t *TNA) Age(e Entry, now time.Duration) time.Duration {
-	return time.Duration(t.Tick(now)-t.Tick(e.LastSeen)) * TNATick
+	return time.Duration(t.Tick(now)-t.Tick(e.LastSeen)) * tick.TNA
 }
 
 // Lookup implements Conntrack.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/examples"
+	"github.com/lbc-dev/lbc/internal/tick"
 	"github.com/lbc-dev/lbc/targets"
 )
 
@@ -42,7 +43,7 @@ func tnaDatapath(t testing.TB, slots int, origin uint64) (*Datapath, *TNA) {
 	return d, g
 }
 
-const wrapNS = uint64(1) << TNATimestampBits
+const wrapNS = uint64(1) << tick.TNATimestampBits
 
 // TestRAGE_TNAIdleAcrossWrap: the 48-bit timestamp (and the 32-bit tick
 // taken from it) wraps 30 s after the flow starts; an idle flow is still
@@ -89,11 +90,11 @@ func TestRAGE_TNAIdleAcrossWrap(t *testing.T) {
 // still alive on the switch (the exact reference has expired it); tick
 // 915528 (60.0000102 s) expires it. The geometry predicts both.
 func TestRAGE_TNATickResolution(t *testing.T) {
-	if got := TNAIdleTicks(60); got != 915528 {
-		t.Fatalf("TNAIdleTicks(60) = %d, want 915528", got)
+	if got := tick.TNAIdleTicks(60); got != 915528 {
+		t.Fatalf("tick.TNAIdleTicks(60) = %d, want 915528", got)
 	}
-	if got := TNAIdleTicks(86400); got != 1318359375 || got >= 1<<31 {
-		t.Fatalf("TNAIdleTicks(86400) = %d, want 1318359375 (< 2^31)", got)
+	if got := tick.TNAIdleTicks(86400); got != 1318359375 || got >= 1<<31 {
+		t.Fatalf("tick.TNAIdleTicks(86400) = %d, want 1318359375 (< 2^31)", got)
 	}
 	d, _ := tnaDatapath(t, 1<<16, 0)
 	ctx := context.Background()
@@ -104,13 +105,13 @@ func TestRAGE_TNATickResolution(t *testing.T) {
 		t.Fatalf("ACK at 60 s (915527 ticks): %v, want a hit at tick resolution", v.CT)
 	}
 	// The hit refreshed the entry at 60 s (tick 915527); 915528 ticks later it expires.
-	expire := time.Duration(915527+915528) * TNATick
+	expire := time.Duration(915527+915528) * tick.TNA
 	if v, _ := d.Process(ctx, tcp("198.51.100.7", 4242, targets.FlagACK), expire-time.Nanosecond); v.CT != targets.CTHit {
 		t.Fatalf("ACK one ns before tick %d: %v, want hit", 915527+915528, v.CT)
 	}
 	d2, _ := tnaDatapath(t, 1<<16, 0)
 	d2.Process(ctx, tcp("198.51.100.7", 4242, targets.FlagSYN), 0)
-	if v, det, _ := d2.ProcessDetail(tcp("198.51.100.7", 4242, targets.FlagACK), 915528*TNATick); v.CT != targets.CTMiss || det.Invalid != "R-AGE" {
+	if v, det, _ := d2.ProcessDetail(tcp("198.51.100.7", 4242, targets.FlagACK), 915528*tick.TNA); v.CT != targets.CTMiss || det.Invalid != "R-AGE" {
 		t.Fatalf("ACK at tick 915528: %v %q, want an R-AGE miss", v.CT, det.Invalid)
 	}
 }

@@ -35,6 +35,10 @@ type Detail struct {
 	Entry      *Entry `json:"entry,omitempty"`      // the stored entry found, valid or not
 	EntryValid bool   `json:"entryValid,omitempty"`
 	Invalid    string `json:"invalid,omitempty"` // rule that invalidated the entry
+	// Deadline (seconds, compile clock) and DeadlineRule of the entry's
+	// backend, when it has one (R-DRAIN, R-PERSIST-CAP).
+	Deadline     float64 `json:"deadline,omitempty"`
+	DeadlineRule string  `json:"deadlineRule,omitempty"`
 
 	AffinityTuple string   `json:"affinityTuple,omitempty"`
 	AffinityBytes string   `json:"affinityBytes,omitempty"`
@@ -191,6 +195,9 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 	if found {
 		ec := e
 		r.det.Entry = &ec
+		if b := r.d.backends[e.BackendID]; b != nil && b.Deadline != 0 {
+			r.det.Deadline, r.det.DeadlineRule = b.Deadline.Seconds(), deadlineRule(b)
+		}
 		if rule, why := r.valid(svc, pol, e, now); rule != "" {
 			r.det.Invalid = rule
 			r.step(rule, "entry → backend %d no longer valid: %s", e.BackendID, why)
@@ -201,15 +208,13 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 			r.d.ct.Store(key, e)
 			r.v.CT = targets.CTHit
 			r.step("R-AGE", "entry hit (last seen %s ago, idle timeout %ds); refreshed", now-ec.LastSeen, svc.IdleTimeoutSec)
-			if b.Draining {
-				r.step("R-DRAIN", "backend %q is draining until %gs: keeps its entries", b.Name, b.Deadline.Seconds())
-			} else if !b.Healthy {
-				if pol.Persist {
-					r.step("R-PERSIST", "backend %q is unhealthy; %s entries persist", b.Name, c)
-				} else {
-					r.step("R-PERSIST-LR", "backend %q is unhealthy but every backend is: entries stay valid", b.Name)
-				}
-			} else if !svc.NoBackends && !eligibleHas(svc, b.Name) {
+			switch {
+			case b.Draining:
+			case !b.Healthy && svc.AllUnhealthy:
+				r.step("R-PERSIST-LR", "backend %q is unhealthy but every backend is: entries stay valid whatever the persistence option", b.Name)
+			case !b.Healthy:
+				r.step("R-PERSIST", "backend %q is unhealthy; %s entries persist", b.Name, c)
+			case !svc.NoBackends && !eligibleHas(svc, b.Name):
 				// A healthy backend outside the eligible set: weight 0 under a
 				// weighted policy, else the inactive failover side. Weights
 				// are not datapath state, so the policy's rule tells which.
@@ -218,6 +223,10 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 					rule = "R-WEIGHT-0"
 				}
 				r.step(rule, "backend %q takes no new connections (not in the eligible set) but keeps this one", b.Name)
+			}
+			if b.Deadline != 0 {
+				r.det.Deadline, r.det.DeadlineRule = b.Deadline.Seconds(), deadlineRule(b)
+				r.step(deadlineRule(b), "backend %q keeps its entries until t=%gs (%s)", b.Name, b.Deadline.Seconds(), deadlineWhy(b))
 			}
 			r.forward(svc, b)
 			return nil
@@ -228,6 +237,26 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 		r.step("R-TRK", "no entry")
 	}
 	return r.selectBackend(svc, pol, t, frag, &key, now)
+}
+
+// deadlineRule names the rule of a backend's deadline.
+func deadlineRule(b *compiler.BackendRow) string {
+	if b.DeadlineRule != "" {
+		return b.DeadlineRule
+	}
+	return compiler.RuleDrain
+}
+
+func deadlineWhy(b *compiler.BackendRow) string {
+	switch {
+	case b.Draining && deadlineRule(b) == compiler.RulePersistCap:
+		return "removed and draining; loadBalancingScheme INTERNAL caps it at 300 s outside the eligible set"
+	case b.Draining:
+		return "removed from the configuration; drainingTimeoutSec after the removal"
+	case deadlineRule(b) == compiler.RulePersistCap:
+		return "loadBalancingScheme INTERNAL: 300 s after it left the healthy eligible set"
+	}
+	return "deadline of the backend row"
 }
 
 func eligibleHas(svc *compiler.ServiceRow, name string) bool {
@@ -257,7 +286,10 @@ func (r *run) valid(svc *compiler.ServiceRow, pol compiler.ClassPolicy, e Entry,
 	}
 	b := r.d.backends[e.BackendID]
 	if b == nil || b.ServiceID != svc.ID {
-		return "R-DRAIN", fmt.Sprintf("backend %d is gone (removed, draining over)", e.BackendID)
+		return compiler.RuleDrain, fmt.Sprintf("backend %d is gone (removed, draining over)", e.BackendID)
+	}
+	if r.d.expired(b, now) {
+		return deadlineRule(b), fmt.Sprintf("backend %q: its deadline t=%gs is reached (%s)", b.Name, b.Deadline.Seconds(), deadlineWhy(b))
 	}
 	if !b.Healthy && !pol.Persist && !svc.AllUnhealthy {
 		return "R-PERSIST", fmt.Sprintf("backend %q is unhealthy and this protocol does not persist", b.Name)

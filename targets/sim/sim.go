@@ -19,6 +19,20 @@ type Options struct {
 	// Fallback (sent out the fallback port unchanged) instead of being
 	// processed (design decision 5).
 	Fallback bool
+	// Clock reads the compile clock and Now the datapath's own (the
+	// virtual time Process is given) when a backend row is written; the
+	// datapath maps a deadline onto its clock as Now() + (Deadline −
+	// Clock()), as every target does (targets.Clock). With either nil the
+	// two clocks are one (replay, differential tests): a deadline is its
+	// own.
+	Clock targets.Clock
+	Now   func() time.Duration
+	// DeadlineTick is the resolution at which the modelled datapath
+	// compares deadlines: a deadline is rounded up to a whole tick, now
+	// down, so an expiry comes at most one tick late, never early (design
+	// decision 8). Zero is exact, unless the geometry keeps its own time
+	// (a DeadlineChecker, such as TNA).
+	DeadlineTick time.Duration
 }
 
 // Datapath is the reference datapath. It is a targets.Target (it holds an
@@ -28,6 +42,11 @@ type Datapath struct {
 	ir       *compiler.IR
 	ct       Conntrack
 	fallback bool
+	opts     Options
+
+	// deadlines maps backend IDs to their deadline on the compile clock
+	// and on the datapath's own, mapped when the row was written.
+	deadlines map[uint32]deadline
 
 	// Indexes of ir, rebuilt by Apply.
 	services map[uint32]*compiler.ServiceRow
@@ -42,7 +61,7 @@ var (
 
 // New returns an empty datapath (no services: every packet is not ours).
 func New(opts Options) *Datapath {
-	d := &Datapath{ct: opts.Conntrack, fallback: opts.Fallback}
+	d := &Datapath{ct: opts.Conntrack, fallback: opts.Fallback, opts: opts, deadlines: map[uint32]deadline{}}
 	if d.ct == nil {
 		d.ct = NewExact()
 	}
@@ -75,17 +94,18 @@ func (d *Datapath) Commit(ir *compiler.IR) error {
 	out := d.ir.Clone()
 	out.TunnelSource4, out.TunnelSource6 = ir.TunnelSource4, ir.TunnelSource6
 	out.NextServiceID, out.NextBackendID = ir.NextServiceID, ir.NextBackendID
+	x := ir.Index()
 	for i := range out.Services {
-		if s := ir.Service(out.Services[i].ID); s != nil {
+		if s := x.Service(out.Services[i].ID); s != nil {
 			o := &out.Services[i]
 			o.Decision, o.Rule, o.FailoverSide = s.Decision, s.Rule, s.FailoverSide
 			o.Eligible = append([]string(nil), s.Eligible...)
 		}
 	}
 	for i := range out.Backends {
-		if b := ir.Backend(out.Backends[i].ID); b != nil {
+		if b := x.Backend(out.Backends[i].ID); b != nil {
 			out.Backends[i].Weight, out.Backends[i].Failover = b.Weight, b.Failover
-			out.Backends[i].Name = b.Name
+			out.Backends[i].Name, out.Backends[i].DeadlineRule = b.Name, b.DeadlineRule
 		}
 	}
 	d.setIR(out)
@@ -103,6 +123,23 @@ func (d *Datapath) Conntrack() Conntrack { return d.ct }
 
 func (d *Datapath) setIR(ir *compiler.IR) {
 	d.ir = ir
+	dls := make(map[uint32]deadline)
+	for i := range ir.Backends {
+		b := &ir.Backends[i]
+		if b.Deadline == 0 {
+			continue
+		}
+		if old, ok := d.deadlines[b.ID]; ok && old.compile == b.Deadline {
+			dls[b.ID] = old // unchanged: mapped when first written
+			continue
+		}
+		own := b.Deadline
+		if d.opts.Clock != nil && d.opts.Now != nil {
+			own = d.opts.Now() + (b.Deadline - d.opts.Clock())
+		}
+		dls[b.ID] = deadline{compile: b.Deadline, own: own}
+	}
+	d.deadlines = dls
 	d.services = make(map[uint32]*compiler.ServiceRow, len(ir.Services))
 	for i := range ir.Services {
 		d.services[ir.Services[i].ID] = &ir.Services[i]
@@ -115,6 +152,42 @@ func (d *Datapath) setIR(ir *compiler.IR) {
 	for _, v := range ir.VIPs {
 		d.vips[v.Key] = v.ServiceID
 	}
+}
+
+// deadline is a backend's deadline on the compile clock and on the
+// datapath's own.
+type deadline struct{ compile, own time.Duration }
+
+// DeadlineChecker is implemented by a geometry whose target keeps time in
+// its own ticks (TNA): it says whether a backend deadline, mapped onto the
+// datapath's clock, has passed at now as the target compares them.
+type DeadlineChecker interface {
+	DeadlineExpired(deadline, now time.Duration) bool
+}
+
+// expired reports whether backend b's deadline has passed at now: a
+// conntrack hit on it is then a miss (design decision 8). It returns the
+// deadline on the compile clock.
+func (d *Datapath) expired(b *compiler.BackendRow, now time.Duration) bool {
+	dl, ok := d.deadlines[b.ID]
+	if !ok {
+		return false
+	}
+	if c, ok := d.ct.(DeadlineChecker); ok {
+		return c.DeadlineExpired(dl.own, now)
+	}
+	if tk := d.opts.DeadlineTick; tk > 0 {
+		return floorDiv(now, tk) >= -floorDiv(-dl.own, tk)
+	}
+	return now >= dl.own
+}
+
+func floorDiv(a, b time.Duration) time.Duration {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
 }
 
 // lookup finds the service of (dst, proto, port) in the datapath order of

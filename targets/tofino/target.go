@@ -8,16 +8,16 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/tick"
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
-	"github.com/lbc-dev/lbc/targets/sim"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/protobuf/proto"
 )
 
 // TableIdleTicks is the TNA program's own table: idle timeout in seconds
-// → ticks of 2^16 ns (sim.TNAIdleTicks), one entry per distinct
+// → ticks of 2^16 ns (tick.TNAIdleTicks), one entry per distinct
 // idleTimeoutSec of the services held. It appears in ApplyStats.Counts.
 const TableIdleTicks = "idle_ticks"
 
@@ -174,7 +174,7 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 	}
 	want := map[uint32]uint32{}
 	for _, s := range after.Services {
-		want[s.IdleTimeoutSec] = sim.TNAIdleTicks(s.IdleTimeoutSec)
+		want[s.IdleTimeoutSec] = tick.TNAIdleTicks(s.IdleTimeoutSec)
 	}
 	var pre, post []*p4v1.Update
 	var preCounts, postCounts [3]int

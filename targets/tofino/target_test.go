@@ -13,10 +13,10 @@ import (
 	"net/netip"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/tick"
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
-	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
@@ -230,8 +230,8 @@ func TestPushReadBackIdempotent(t *testing.T) {
 				if st.Counts[TableIdleTicks] != [3]int{2, 0, 0} {
 					t.Errorf("idle_ticks writes %v, want 2 inserts", st.Counts[TableIdleTicks])
 				}
-				if len(idle) != 2 || idle[60] != sim.TNAIdleTicks(60) || idle[30] != sim.TNAIdleTicks(30) {
-					t.Errorf("idle_ticks holds %v, want 60 s → %d and 30 s → %d ticks", idle, sim.TNAIdleTicks(60), sim.TNAIdleTicks(30))
+				if len(idle) != 2 || idle[60] != tick.TNAIdleTicks(60) || idle[30] != tick.TNAIdleTicks(30) {
+					t.Errorf("idle_ticks holds %v, want 60 s → %d and 30 s → %d ticks", idle, tick.TNAIdleTicks(60), tick.TNAIdleTicks(30))
 				}
 			}
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/examples"
+	"github.com/lbc-dev/lbc/internal/netns"
 	"github.com/lbc-dev/lbc/targets/xdp"
-	"github.com/lbc-dev/lbc/testbench/netns"
 )
 
 func needNetns(t *testing.T) *netns.Set {

@@ -2,6 +2,7 @@ package xdp_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,13 +11,21 @@ import (
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/lbc-dev/lbc/targets/xdp"
-	"github.com/lbc-dev/lbc/testbench/trace"
+	"github.com/lbc-dev/lbc/trace"
 )
 
 // replayBoth runs lines through the reference and the XDP program in
 // lockstep (each programmed by its own Replayer, through Reconcile and
 // Apply) and fails on the first verdict that differs.
 func replayBoth(t *testing.T, cfg *compiler.Config, st compiler.State, lines []trace.Line) (packets, mismatches int) {
+	t.Helper()
+	return replayBothOpts(t, cfg, st, lines, false, nil)
+}
+
+// replayBothOpts is replayBoth with the trace's push-only mode. With
+// record set, differences are recorded there instead of failing t (the
+// run stops at the first verdict that differs).
+func replayBothOpts(t *testing.T, cfg *compiler.Config, st compiler.State, lines []trace.Line, pushOnly bool, record *[]string) (packets, mismatches int) {
 	t.Helper()
 	ctx := context.Background()
 	tgt, err := xdp.NewReplay(xdp.ReplayOptions{})
@@ -33,6 +42,7 @@ func replayBoth(t *testing.T, cfg *compiler.Config, st compiler.State, lines []t
 	if err != nil {
 		t.Fatal(err)
 	}
+	rs.PushOnly, rx.PushOnly = pushOnly, pushOnly
 	labels := map[string]string{}
 	for _, l := range lines {
 		os, err := rs.Step(ctx, l)
@@ -52,6 +62,10 @@ func replayBoth(t *testing.T, cfg *compiler.Config, st compiler.State, lines []t
 			}
 			packets++
 			if !os[i].Verdict.Same(ox[i].Verdict) || os[i].Backend != ox[i].Backend {
+				if record != nil {
+					*record = append(*record, fmt.Sprintf("line %d t=%g: sim %s, xdp %s", l.No, l.T, os[i].Verdict, ox[i].Verdict))
+					return packets, mismatches
+				}
 				t.Fatalf("line %d t=%g %+v:\n  sim: %s\n  xdp: %s", l.No, l.T, *l.Packet, os[i].Verdict, ox[i].Verdict)
 			}
 			// The expectation, without the rule citations that only the
@@ -61,6 +75,10 @@ func replayBoth(t *testing.T, cfg *compiler.Config, st compiler.State, lines []t
 				e.Rules = nil
 				if err := e.Check(ox[i].Verdict, labels); err != nil {
 					mismatches++
+					if record != nil {
+						*record = append(*record, fmt.Sprintf("line %d: %v", l.No, err))
+						continue
+					}
 					t.Errorf("line %d: xdp misses the trace's expectation: %v", l.No, err)
 				}
 			}
@@ -129,6 +147,15 @@ func TestGeneratedTracesAgreeWithSim(t *testing.T) {
 	}
 }
 
+// pendingOnXDP lists the spec traces of rules whose XDP datapath part is
+// not in the program yet, with what is missing (issue 13). Such a trace
+// still runs: it is reported as pending only while it fails, and the test
+// fails once it passes, so that the entry is removed.
+var pendingOnXDP = map[string]string{
+	"r-drain-datapath.jsonl": "R-DRAIN enforced by the datapath: the XDP program does not read BackendRow.Deadline yet (issue 13 §2, XDP part)",
+	"r-persist-cap.jsonl":    "R-PERSIST-CAP: the XDP program does not read BackendRow.Deadline yet (issue 13 §2, XDP part)",
+}
+
 // TestSpecTracesOnXDP runs the spec's traces (with expectations written
 // from the rules) on the XDP program.
 func TestSpecTracesOnXDP(t *testing.T) {
@@ -138,47 +165,24 @@ func TestSpecTracesOnXDP(t *testing.T) {
 		t.Fatal("no traces in testbench/testdata")
 	}
 	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			in, err := os.Open(f)
+		name := filepath.Base(f)
+		t.Run(name, func(t *testing.T) {
+			sp, err := trace.LoadSpec(f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer in.Close()
-			lines, err := trace.Parse(in, f)
-			if err != nil {
-				t.Fatal(err)
+			if sp.Fallback {
+				t.Skipf("%s describes P4-switch semantics (fallback: true); the XDP program is the fallback itself", f)
 			}
-			cfgFile, healthFile := traceHeader(t, f)
-			cfg, st := loadCfg(t, cfgFile, healthFile)
-			replayBoth(t, cfg, st, lines)
+			if why, ok := pendingOnXDP[name]; ok {
+				var diffs []string
+				replayBothOpts(t, sp.Config, sp.State, sp.Lines, sp.PushOnly, &diffs)
+				if len(diffs) == 0 {
+					t.Fatalf("passes now: remove it from pendingOnXDP (%s)", why)
+				}
+				t.Skipf("pending: %s; first difference: %s", why, diffs[0])
+			}
+			replayBothOpts(t, sp.Config, sp.State, sp.Lines, sp.PushOnly, nil)
 		})
 	}
-}
-
-// traceHeader reads the `# config:` and `# health:` comments of a trace.
-func traceHeader(t *testing.T, file string) (string, string) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg, health string
-	for _, line := range strings.Split(string(data), "\n") {
-		if !strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(strings.TrimPrefix(line, "#"))
-		if len(f) >= 2 && f[0] == "config:" {
-			cfg = filepath.Join(filepath.Dir(file), f[1])
-		}
-		if len(f) >= 2 && f[0] == "fallback:" && f[1] == "true" {
-			t.Skipf("%s describes P4-switch semantics (fallback: true); the XDP program is the fallback itself", file)
-		}
-		if len(f) >= 2 && f[0] == "health:" {
-			health = filepath.Join(filepath.Dir(file), f[1])
-		}
-	}
-	if cfg == "" {
-		t.Fatalf("%s: no `# config:` header", file)
-	}
-	return cfg, health
 }

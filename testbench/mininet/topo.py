@@ -2,7 +2,7 @@
 """Mininet topology of the lbc scenario testbench (BMv2 + XDP fallback host).
 
 Run with Debian's /usr/bin/python3 (it has Debian's mininet package); the
-Go runner (testbench/scenario, `lbc testbench run --topology mininet`)
+Go runner (testbench/scenario, `lbc-testbench run --topology mininet`)
 starts it, reads one JSON line describing the nodes, attaches their
 namespaces by PID, starts simple_switch_grpc in the switch node and drives
 everything else. The topology lives until stdin closes (or SIGTERM), then

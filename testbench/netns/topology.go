@@ -1,8 +1,13 @@
+// Package netns holds the test bench's namespace topologies (LBTopology:
+// client, load balancer and backends on one bridge), built from the
+// primitives of internal/netns.
 package netns
 
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/lbc-dev/lbc/internal/netns"
 )
 
 // LBTopology is the testbench of the XDP datapath: one L2 segment (a
@@ -14,7 +19,7 @@ import (
 //	lb     (10.99.0.2, XDP)       ─┼─ br0 (namespace "sw")
 //	be1..N (10.99.0.11.., VIPs on lo, XDP decap) ─┘
 type LBTopology struct {
-	Set            *Set
+	Set            *netns.Set
 	Client, LB, SW string // namespace names
 	Backends       []string
 	ClientIP, LBIP netip.Addr
@@ -29,7 +34,7 @@ type LBTopology struct {
 
 // NewLBTopology builds the topology with n backends; VIPs are put on
 // every backend's loopback and routed by the client to the LB.
-func NewLBTopology(set *Set, n int, vips []netip.Addr) (*LBTopology, error) {
+func NewLBTopology(set *netns.Set, n int, vips []netip.Addr) (*LBTopology, error) {
 	t := &LBTopology{Set: set, ClientIP: netip.MustParseAddr("10.99.0.10"), LBIP: netip.MustParseAddr("10.99.0.2"),
 		ClientIf: "cl0", LBIf: "lb0", LBPeer: "sw-lb", BackendIf: "eth0", VIPs: vips, ClientMTU: 1400}
 	var err error
@@ -98,7 +103,7 @@ func NewLBTopology(set *Set, n int, vips []netip.Addr) (*LBTopology, error) {
 		}
 	}
 	// The client's packets cross an XDP_TX: no partial checksums, no GSO.
-	if err := Do(t.Client, func() error { return DisableOffloads(t.ClientIf) }); err != nil {
+	if err := netns.Do(t.Client, func() error { return netns.DisableOffloads(t.ClientIf) }); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -20,8 +20,9 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/fallback"
+	"github.com/lbc-dev/lbc/internal/netns"
 	"github.com/lbc-dev/lbc/targets/xdp"
-	"github.com/lbc-dev/lbc/testbench/netns"
+	tbnetns "github.com/lbc-dev/lbc/testbench/netns"
 )
 
 var (
@@ -58,7 +59,7 @@ services:
 
 type bench struct {
 	t     *testing.T
-	topo  *netns.LBTopology
+	topo  *tbnetns.LBTopology
 	opts  xdp.Options
 	cfg   *compiler.Config
 	ir    *compiler.IR
@@ -79,7 +80,7 @@ func setup(t *testing.T) *bench {
 			t.Error(err)
 		}
 	})
-	topo, err := netns.NewLBTopology(set, 3, []netip.Addr{vipWeb, vipMedia})
+	topo, err := tbnetns.NewLBTopology(set, 3, []netip.Addr{vipWeb, vipMedia})
 	if err != nil {
 		t.Fatal(err)
 	}

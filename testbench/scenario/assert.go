@@ -28,68 +28,89 @@ type Row struct {
 }
 
 // evaluate runs a step's assertions and fills its table.
-func (r *runner) evaluate(ctx context.Context, res *Result, sr *StepResult) {
-	st := &r.sc.Steps[sr.Index]
-	where := fmt.Sprintf("step %d %q", sr.Index+1, st.Name)
+func (r *runner) evaluate(_ context.Context, res *Result, sr *StepResult) {
+	v := r.stepView(res, sr)
+	for _, check := range assertions {
+		check(v)
+	}
+	for _, n := range v.names {
+		sr.Rows = append(sr.Rows, *v.rows[n])
+	}
+}
+
+// assertions are the checks of a step, in the order they are reported.
+// Each looks at its own part of the step's Expect and does nothing when
+// the step does not ask for it.
+var assertions = []func(*stepView){
+	checkFaults,
+	checkShare,
+	checkEligible,
+	checkFailover,
+	checkEstablished,
+	checkFragments,
+	checkSticky,
+}
+
+// stepView is what a step's assertions judge: the step's faults, flows,
+// kept connections and ring states (copied once, under the runner's
+// locks), the ring before and after, and the table being filled.
+type stepView struct {
+	st     *Step
+	sr     *StepResult
+	res    *Result
+	where  string
+	names  []string
+	rings  []RingState
+	faults []FaultEvent
+	flows  []Flow // sorted by start
+	kepts  []*kept
+	before RingState
+	after  RingState
+	settle time.Duration // after the last fault and the last ring change
+	rows   map[string]*Row
+}
+
+func (r *runner) stepView(res *Result, sr *StepResult) *stepView {
+	v := &stepView{st: &r.sc.Steps[sr.Index], sr: sr, res: res, names: r.sc.BackendNames()}
+	v.where = fmt.Sprintf("step %d %q", sr.Index+1, v.st.Name)
 	r.rmu.Lock()
-	rings := append([]RingState(nil), r.rings...)
-	var faults []FaultEvent
+	v.rings = append([]RingState(nil), r.rings...)
 	for _, f := range r.faults {
 		if f.Step == sr.Index {
-			faults = append(faults, f)
+			v.faults = append(v.faults, f)
 		}
 	}
 	r.rmu.Unlock()
 	r.tr.mu.Lock()
-	var flows []Flow
 	for _, f := range r.tr.flows {
 		if f.Step == sr.Index {
-			flows = append(flows, f)
+			v.flows = append(v.flows, f)
 		}
 	}
-	kepts := append([]*kept(nil), r.tr.kept...)
+	v.kepts = append([]*kept(nil), r.tr.kept...)
 	r.tr.mu.Unlock()
-	sort.Slice(flows, func(i, j int) bool { return flows[i].Start < flows[j].Start })
+	sort.Slice(v.flows, func(i, j int) bool { return v.flows[i].Start < v.flows[j].Start })
 
 	// The ring in force before and at the end of the step, and the time
 	// it settled: after the last fault and the last ring change.
-	before, after := ringAt(rings, sr.Start), ringAt(rings, sr.End)
-	settle := sr.Start
-	for _, f := range faults {
-		settle = max(settle, f.T)
+	v.before, v.after = ringAt(v.rings, sr.Start), ringAt(v.rings, sr.End)
+	v.settle = sr.Start
+	for _, f := range v.faults {
+		v.settle = max(v.settle, f.T)
 	}
-	for _, rs := range rings {
+	for _, rs := range v.rings {
 		if rs.T > sr.Start && rs.T <= sr.End {
-			settle = max(settle, rs.T)
+			v.settle = max(v.settle, rs.T)
 		}
 	}
-	sr.Settle = settle
+	sr.Settle = v.settle
 
-	fail := func(check, backend, format string, a ...any) {
-		msg := where + ": " + check + ": "
-		if backend != "" {
-			msg += "backend " + backend + ": "
-		}
-		msg += fmt.Sprintf(format, a...)
-		res.Failures = append(res.Failures, Failure{Step: st.Name, Check: check, Backend: backend, Msg: msg})
-		sr.Checks = append(sr.Checks, Check{Name: check, Msg: msg})
+	v.rows = map[string]*Row{}
+	for _, n := range v.names {
+		v.rows[n] = &Row{Backend: n, RingBefore: v.before.Backends[n].Share, RingAfter: v.after.Backends[n].Share, DatapathNew: sr.DatapathNew[n]}
 	}
-	pass := func(check, format string, a ...any) {
-		sr.Checks = append(sr.Checks, Check{Name: check, OK: true, Msg: fmt.Sprintf(format, a...)})
-	}
-	for _, f := range faults {
-		if f.Err != "" {
-			fail("fault", f.Backend, "%s failed: %s", f.Fault, f.Err)
-		}
-	}
-
-	names := r.sc.BackendNames()
-	rows := map[string]*Row{}
-	for _, n := range names {
-		rows[n] = &Row{Backend: n, RingBefore: before.Backends[n].Share, RingAfter: after.Backends[n].Share, DatapathNew: sr.DatapathNew[n]}
-	}
-	for _, f := range flows {
-		row := rows[f.Backend]
+	for _, f := range v.flows {
+		row := v.rows[f.Backend]
 		if row == nil {
 			continue
 		}
@@ -102,90 +123,131 @@ func (r *runner) evaluate(ctx context.Context, res *Result, sr *StepResult) {
 			row.Frag++
 		}
 	}
+	return v
+}
 
-	// Share per backend.
-	if sh := st.Expect.Share; sh != nil {
-		r.checkShare(sh, flows, settle, after, rows, names, fail, pass)
+// fail records a broken assertion in the result and the step's checks.
+func (v *stepView) fail(check, backend, format string, a ...any) {
+	msg := v.where + ": " + check + ": "
+	if backend != "" {
+		msg += "backend " + backend + ": "
 	}
+	msg += fmt.Sprintf(format, a...)
+	v.res.Failures = append(v.res.Failures, Failure{Step: v.st.Name, Check: check, Backend: backend, Msg: msg})
+	v.sr.Checks = append(v.sr.Checks, Check{Name: check, Msg: msg})
+}
 
-	// Eligible set at the end of the step.
-	if len(st.Expect.Eligible) > 0 {
-		want := append([]string(nil), st.Expect.Eligible...)
-		sort.Strings(want)
-		if strings.Join(want, ",") != strings.Join(after.Eligible, ",") {
-			fail("eligible", "", "the controller's eligible set is {%s} (%s %s), want {%s}", strings.Join(after.Eligible, ", "), after.Decision, after.Rule, strings.Join(want, ", "))
+// pass records an assertion that held.
+func (v *stepView) pass(check, format string, a ...any) {
+	v.sr.Checks = append(v.sr.Checks, Check{Name: check, OK: true, Msg: fmt.Sprintf(format, a...)})
+}
+
+// checkFaults: a fault that could not be injected fails the step.
+func checkFaults(v *stepView) {
+	for _, f := range v.faults {
+		if f.Err != "" {
+			v.fail("fault", f.Backend, "%s failed: %s", f.Fault, f.Err)
+		}
+	}
+}
+
+// checkEligible: the controller's eligible set at the end of the step.
+func checkEligible(v *stepView) {
+	if len(v.st.Expect.Eligible) == 0 {
+		return
+	}
+	want := append([]string(nil), v.st.Expect.Eligible...)
+	sort.Strings(want)
+	after := v.after
+	if strings.Join(want, ",") != strings.Join(after.Eligible, ",") {
+		v.fail("eligible", "", "the controller's eligible set is {%s} (%s %s), want {%s}", strings.Join(after.Eligible, ", "), after.Decision, after.Rule, strings.Join(want, ", "))
+		return
+	}
+	v.pass("eligible", "{%s} (%s, %s)", strings.Join(want, ", "), after.Decision, after.Rule)
+}
+
+// checkFailover: each fault shows within the bound, both in the
+// controller's status and in the traffic (no new flow reaches a backend
+// taken out after the bound).
+func checkFailover(v *stepView) {
+	fo := v.st.Expect.Failover
+	if fo == nil {
+		return
+	}
+	for _, f := range v.faults {
+		if f.Kind == "restart" {
+			continue
+		}
+		ctl, ok := reflected(v.rings, f)
+		if !ok {
+			v.fail("failover", f.Backend, "%s at %.2fs: the controller never showed it before the step ended at %.2fs", f.Fault, f.T.Seconds(), v.sr.End.Seconds())
+			continue
+		}
+		last, lastWhy := v.lastFlowTo(f)
+		took := ctl - f.T
+		how := fmt.Sprintf("controller showed it after %d ms", took.Milliseconds())
+		if last > ctl {
+			took = last - f.T
+			how = fmt.Sprintf("last new %s at +%d ms; controller after %d ms", lastWhy, (last - f.T).Milliseconds(), (ctl - f.T).Milliseconds())
+		}
+		if took > fo.Within.D() {
+			v.fail("failover", f.Backend, "%s took %d ms, bound %d ms (%s)", f.Fault, took.Milliseconds(), fo.Within.D().Milliseconds(), how)
 		} else {
-			pass("eligible", "{%s} (%s, %s)", strings.Join(want, ", "), after.Decision, after.Rule)
+			v.pass("failover", "%s: %d ms ≤ %d ms (%s)", f.Fault, took.Milliseconds(), fo.Within.D().Milliseconds(), how)
 		}
 	}
+}
 
-	// Failover: each fault shows within the bound.
-	if fo := st.Expect.Failover; fo != nil {
-		for _, f := range faults {
-			if f.Kind == "restart" {
-				continue
-			}
-			ctl, ok := reflected(rings, f)
-			if !ok {
-				fail("failover", f.Backend, "%s at %.2fs: the controller never showed it before the step ended at %.2fs", f.Fault, f.T.Seconds(), sr.End.Seconds())
-				continue
-			}
-			last, lastWhy := time.Duration(0), ""
-			if f.Kind == "fail" || f.Kind == "down" || f.Kind == "remove" || f.Kind == "weight" && f.To == 0 {
-				// Until the backend is brought back in this step.
-				until := sr.End
-				for _, g := range faults {
-					if g.T > f.T && g.Backend == f.Backend && (g.Kind == "recover" || g.Kind == "weight" && g.To > 0) {
-						until = min(until, g.T)
-					}
-				}
-				for _, fl := range flows {
-					if fl.Start < f.T || fl.Start >= until {
-						continue
-					}
-					if fl.Backend == f.Backend || (fl.Err != "" && f.Kind == "down") {
-						if fl.Start > last {
-							last = fl.Start
-							lastWhy = fl.Kind + " flow to " + fl.Backend
-							if fl.Err != "" {
-								lastWhy = fl.Kind + " flow failed (" + fl.Err + ")"
-							}
-						}
-					}
-				}
-			}
-			took := ctl - f.T
-			how := fmt.Sprintf("controller showed it after %d ms", took.Milliseconds())
-			if last > ctl {
-				took = last - f.T
-				how = fmt.Sprintf("last new %s at +%d ms; controller after %d ms", lastWhy, (last - f.T).Milliseconds(), (ctl - f.T).Milliseconds())
-			}
-			if took > fo.Within.D() {
-				fail("failover", f.Backend, "%s took %d ms, bound %d ms (%s)", f.Fault, took.Milliseconds(), fo.Within.D().Milliseconds(), how)
-			} else {
-				pass("failover", "%s: %d ms ≤ %d ms (%s)", f.Fault, took.Milliseconds(), fo.Within.D().Milliseconds(), how)
+// lastFlowTo is the start of the last new flow that still reached the
+// backend a fault took out (or, for "down", failed), until the backend
+// was brought back in the step; 0 when none did or the fault takes
+// nothing out.
+func (v *stepView) lastFlowTo(f FaultEvent) (time.Duration, string) {
+	last, why := time.Duration(0), ""
+	if !(f.Kind == "fail" || f.Kind == "down" || f.Kind == "remove" || f.Kind == "weight" && f.To == 0) {
+		return last, why
+	}
+	until := v.sr.End
+	for _, g := range v.faults {
+		if g.T > f.T && g.Backend == f.Backend && (g.Kind == "recover" || g.Kind == "weight" && g.To > 0) {
+			until = min(until, g.T)
+		}
+	}
+	for _, fl := range v.flows {
+		if fl.Start < f.T || fl.Start >= until {
+			continue
+		}
+		if (fl.Backend == f.Backend || (fl.Err != "" && f.Kind == "down")) && fl.Start > last {
+			last = fl.Start
+			why = fl.Kind + " flow to " + fl.Backend
+			if fl.Err != "" {
+				why = fl.Kind + " flow failed (" + fl.Err + ")"
 			}
 		}
 	}
+	return last, why
+}
 
-	// Established connections.
+// checkEstablished: no established connection breaks unless the step
+// allows it on its backend (or the backend's own restart closed it).
+// Always checked.
+func checkEstablished(v *stepView) {
 	may := map[string]bool{}
 	rule := ""
-	if e := st.Expect.Established; e != nil {
+	if e := v.st.Expect.Established; e != nil {
 		for _, n := range e.MayBreak {
 			may[n] = true
 		}
 		rule = e.Rule
 	}
-	alive, total := 0, 0
+	alive, total, allowed := 0, 0, 0
 	broken := map[string][]*kept{}
-	allowed := 0
-	for _, k := range kepts {
-		if k.opened > sr.End || (k.why != "" && k.brokeStep < sr.Index) {
+	for _, k := range v.kepts {
+		if k.opened > v.sr.End || (k.why != "" && k.brokeStep < v.sr.Index) {
 			continue
 		}
 		total++
-		row := rows[k.backend]
+		row := v.rows[k.backend]
 		switch {
 		case k.why == "":
 			alive++
@@ -210,31 +272,34 @@ func (r *runner) evaluate(ctx context.Context, res *Result, sr *StepResult) {
 	if len(broken) == 0 {
 		msg := fmt.Sprintf("%d of %d established connections alive", alive, total)
 		if allowed > 0 {
-			msg += fmt.Sprintf("; %d broke on %s as %s allows", allowed, strings.Join(st.Expect.Established.MayBreak, ", "), rule)
+			msg += fmt.Sprintf("; %d broke on %s as %s allows", allowed, strings.Join(v.st.Expect.Established.MayBreak, ", "), rule)
 		}
 		if n := total - alive - allowed; n > 0 {
 			msg += fmt.Sprintf("; %d closed by their backend's restart", n)
 		}
-		pass("established", "%s", msg)
-	} else {
-		for _, n := range names {
-			ks := broken[n]
-			if len(ks) == 0 {
-				continue
-			}
-			onB := 0
-			for _, k := range kepts {
-				if k.backend == n && k.opened <= sr.End {
-					onB++
-				}
-			}
-			fail("established", n, "%d of %d established connections broke (first at %.2fs: %s); no rule allows it here", len(ks), onB, ks[0].brokeAt.Seconds(), ks[0].why)
-		}
+		v.pass("established", "%s", msg)
+		return
 	}
+	for _, n := range v.names {
+		ks := broken[n]
+		if len(ks) == 0 {
+			continue
+		}
+		onB := 0
+		for _, k := range v.kepts {
+			if k.backend == n && k.opened <= v.sr.End {
+				onB++
+			}
+		}
+		v.fail("established", n, "%d of %d established connections broke (first at %.2fs: %s); no rule allows it here", len(ks), onB, ks[0].brokeAt.Seconds(), ks[0].why)
+	}
+}
 
-	// Fragments delivered whole.
+// checkFragments: fragmented datagrams are answered whole, at most
+// MaxLost lost. Checked whenever the step sent any.
+func checkFragments(v *stepView) {
 	frags, lost, partial := 0, 0, []Flow{}
-	for _, f := range flows {
+	for _, f := range v.flows {
 		if f.Kind != "frag" {
 			continue
 		}
@@ -246,58 +311,62 @@ func (r *runner) evaluate(ctx context.Context, res *Result, sr *StepResult) {
 			partial = append(partial, f)
 		}
 	}
-	if frags > 0 || st.Expect.Fragments != nil {
-		maxLost := 0
-		if st.Expect.Fragments != nil {
-			maxLost = st.Expect.Fragments.MaxLost
-		}
-		switch {
-		case len(partial) > 0:
-			f := partial[0]
-			fail("fragments", f.Backend, "%d of %d fragmented datagrams arrived cut (first: %d of %d bytes from client %s)", len(partial), frags, f.Got, f.Size, f.Client)
-		case lost > maxLost:
-			fail("fragments", "", "%d of %d fragmented datagrams got no answer (at most %d may)", lost, frags, maxLost)
-		case st.Expect.Fragments != nil && frags == 0:
-			fail("fragments", "", "no fragmented datagram was sent (traffic.mix.frag is 0)")
-		default:
-			pass("fragments", "%d fragmented datagrams (%d bytes each) answered whole, %d lost (≤ %d)", frags, st.Traffic.FragSize, lost, maxLost)
-		}
+	exp := v.st.Expect.Fragments
+	if frags == 0 && exp == nil {
+		return
 	}
+	maxLost := 0
+	if exp != nil {
+		maxLost = exp.MaxLost
+	}
+	switch {
+	case len(partial) > 0:
+		f := partial[0]
+		v.fail("fragments", f.Backend, "%d of %d fragmented datagrams arrived cut (first: %d of %d bytes from client %s)", len(partial), frags, f.Got, f.Size, f.Client)
+	case lost > maxLost:
+		v.fail("fragments", "", "%d of %d fragmented datagrams got no answer (at most %d may)", lost, frags, maxLost)
+	case exp != nil && frags == 0:
+		v.fail("fragments", "", "no fragmented datagram was sent (traffic.mix.frag is 0)")
+	default:
+		v.pass("fragments", "%d fragmented datagrams (%d bytes each) answered whole, %d lost (≤ %d)", frags, v.st.Traffic.FragSize, lost, maxLost)
+	}
+}
 
-	// Sticky clients.
-	if st.Expect.Sticky {
-		seen := map[string]map[string]bool{}
-		for _, f := range flows {
-			if f.Start < settle || f.Backend == "" {
-				continue
-			}
-			c := flowKey(f)
-			if seen[c] == nil {
-				seen[c] = map[string]bool{}
-			}
-			seen[c][f.Backend] = true
+// checkSticky: after the ring settled, every client address reaches one
+// backend per protocol.
+func checkSticky(v *stepView) {
+	if !v.st.Expect.Sticky {
+		return
+	}
+	seen := map[string]map[string]bool{}
+	for _, f := range v.flows {
+		if f.Start < v.settle || f.Backend == "" {
+			continue
 		}
-		bad := ""
-		for c, bs := range seen {
-			if len(bs) > 1 {
-				var l []string
-				for b := range bs {
-					l = append(l, b)
-				}
-				sort.Strings(l)
-				bad = fmt.Sprintf("client %s reached %s", c, strings.Join(l, " and "))
-				break
-			}
+		c := flowKey(f)
+		if seen[c] == nil {
+			seen[c] = map[string]bool{}
 		}
-		if bad != "" {
-			fail("sticky", "", "after the ring settled at %.2fs, %s", settle.Seconds(), bad)
-		} else {
-			pass("sticky", "after %.2fs each of %d client addresses stayed on one backend per protocol", settle.Seconds(), len(seen))
+		seen[c][f.Backend] = true
+	}
+	// The first offender in a fixed order, so the report is repeatable.
+	clients := make([]string, 0, len(seen))
+	for c := range seen {
+		clients = append(clients, c)
+	}
+	sort.Strings(clients)
+	for _, c := range clients {
+		if bs := seen[c]; len(bs) > 1 {
+			var l []string
+			for b := range bs {
+				l = append(l, b)
+			}
+			sort.Strings(l)
+			v.fail("sticky", "", "after the ring settled at %.2fs, client %s reached %s", v.settle.Seconds(), c, strings.Join(l, " and "))
+			return
 		}
 	}
-	for _, n := range names {
-		sr.Rows = append(sr.Rows, *rows[n])
-	}
+	v.pass("sticky", "after %.2fs each of %d client addresses stayed on one backend per protocol", v.settle.Seconds(), len(seen))
 }
 
 // flowKey is a flow's client address and IP protocol: the 3-tuple of
@@ -312,8 +381,14 @@ func flowKey(f Flow) string {
 // countsAsNew: a flow that selects a backend afresh from the ring.
 func countsAsNew(f Flow) bool { return f.Kind == "tcp" || f.Kind == "udp" }
 
-func (r *runner) checkShare(sh *ShareExpect, flows []Flow, settle time.Duration, ring RingState, rows map[string]*Row, names []string,
-	fail func(check, backend, format string, a ...any), pass func(check, format string, a ...any)) {
+// checkShare: the share of new flows (or clients) per backend after the
+// ring settled is within ±z·σ of the ring's (or the scenario's) shares.
+func checkShare(v *stepView) {
+	sh := v.st.Expect.Share
+	if sh == nil {
+		return
+	}
+	flows, settle, ring, rows, names, fail, pass := v.flows, v.settle, v.after, v.rows, v.names, v.fail, v.pass
 	// Trials after the ring settled.
 	counts := map[string]int{}
 	n, failed := 0, 0

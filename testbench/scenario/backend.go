@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/lbc-dev/lbc/testbench/netns"
+	"github.com/lbc-dev/lbc/internal/netns"
 )
 
 // Ports the backends listen on.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/lbc-dev/lbc/internal/netns"
 	"github.com/lbc-dev/lbc/targets"
-	"github.com/lbc-dev/lbc/testbench/netns"
 )
 
 // Env is a running topology a scenario drives: a client namespace with

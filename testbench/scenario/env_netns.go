@@ -13,19 +13,20 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/lbc-dev/lbc/fallback"
+	"github.com/lbc-dev/lbc/internal/netns"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/xdp"
-	"github.com/lbc-dev/lbc/testbench/netns"
+	tbnetns "github.com/lbc-dev/lbc/testbench/netns"
 )
 
 // The VIP of the scenario's service on the namespace topology.
 var netnsVIP = netip.MustParseAddr("10.99.100.1")
 
 // netnsEnv is fallback-only mode: the XDP datapath alone on the LB's veth
-// (testbench/netns.LBTopology), backends decapsulating with XDP.
+// (testbench/tbnetns.LBTopology), backends decapsulating with XDP.
 type netnsEnv struct {
 	set     *netns.Set
-	topo    *netns.LBTopology
+	topo    *tbnetns.LBTopology
 	clients []netip.Addr
 	hosts   []Host
 	helpers *fallback.Datapath
@@ -48,7 +49,7 @@ func NewNetnsEnv(ctx context.Context, prefix string, n, clients int) (Env, error
 			e.Close()
 		}
 	}()
-	topo, err := netns.NewLBTopology(e.set, n, []netip.Addr{netnsVIP})
+	topo, err := tbnetns.NewLBTopology(e.set, n, []netip.Addr{netnsVIP})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/lbc-dev/lbc/testbench/netns"
+	"github.com/lbc-dev/lbc/internal/netns"
 	"github.com/lbc-dev/lbc/testbench/scenarios"
 )
 

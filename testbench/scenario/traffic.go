@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lbc-dev/lbc/testbench/netns"
+	"github.com/lbc-dev/lbc/internal/netns"
 )
 
 // Flow is one new connection (TCP) or datagram (UDP) and its outcome.

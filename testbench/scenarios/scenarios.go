@@ -1,5 +1,5 @@
 // Package scenarios holds the shipped testbench scenarios (YAML files in
-// this folder, embedded): `lbc testbench run NAME` runs one by name.
+// this folder, embedded): `lbc-testbench run NAME` runs one by name.
 package scenarios
 
 import (

@@ -58,6 +58,12 @@ type Summary struct {
 // configuration and health state and go through controller.Reconcile and
 // the target's Apply, as the controller would.
 type Replayer struct {
+	// PushOnly replays as `lbc push` alone would (no `lbc run`): events
+	// recompile and push, but nothing recompiles at a deadline, so only
+	// the datapath's own clock ends a drain or a persistence cap (design
+	// decision 8). Set it before the first Step.
+	PushOnly bool
+
 	cfg    *compiler.Config
 	st     compiler.State
 	tgt    targets.Target
@@ -112,7 +118,7 @@ func (r *Replayer) Step(ctx context.Context, l Line) ([]Output, error) {
 		}
 		outs = append(outs, o)
 	case l.Event != nil:
-		if err := r.edit(l.Event); err != nil {
+		if err := r.edit(l.Event, l.T); err != nil {
 			return nil, &Error{Line: l.No, Err: err}
 		}
 		o, err := r.reconcile(ctx, l.T)
@@ -132,11 +138,13 @@ func (r *Replayer) Step(ctx context.Context, l Line) ([]Output, error) {
 	return outs, nil
 }
 
-// Advance reconciles at every draining deadline up to and including t: at
-// its deadline a draining backend is gone (R-DRAIN).
+// Advance reconciles at every draining deadline up to and including t, as
+// the controller's timer does: at its deadline a draining backend's row is
+// removed (R-DRAIN housekeeping; the datapath has already stopped using
+// it). With PushOnly it does nothing.
 func (r *Replayer) Advance(ctx context.Context, t float64) ([]Output, error) {
 	var outs []Output
-	for {
+	for !r.PushOnly {
 		dl, ok := controller.NextDeadline(r.ir)
 		if !ok || dl > Duration(t) {
 			return outs, nil
@@ -148,6 +156,7 @@ func (r *Replayer) Advance(ctx context.Context, t float64) ([]Output, error) {
 		o.Event = EventDeadline
 		outs = append(outs, o)
 	}
+	return outs, nil
 }
 
 func (r *Replayer) reconcile(ctx context.Context, t float64) (Output, error) {
@@ -221,7 +230,7 @@ func (r *Replayer) packet(ctx context.Context, l Line) (Output, error) {
 }
 
 // edit applies an event to the configuration or the health state.
-func (r *Replayer) edit(e *Event) error {
+func (r *Replayer) edit(e *Event, t float64) error {
 	known := func(name string) bool {
 		for _, s := range r.cfg.Services {
 			for _, g := range s.Backends {
@@ -238,6 +247,10 @@ func (r *Replayer) edit(e *Event) error {
 	case EventHealth:
 		if !known(e.Backend) {
 			return fmt.Errorf("health: no endpoint %q in the configuration", e.Backend)
+		}
+		if r.st.IsHealthy(e.Backend) != e.Healthy {
+			// The event's time dates the change (R-PERSIST-CAP).
+			r.st.SetSince(e.Backend, Duration(t))
 		}
 		r.st.SetHealthy(e.Backend, e.Healthy)
 	case EventWeight:

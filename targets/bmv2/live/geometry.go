@@ -1,4 +1,4 @@
-package bmv2live
+package live
 
 import (
 	"encoding/json"

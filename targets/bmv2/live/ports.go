@@ -1,11 +1,11 @@
-package bmv2live
+package live
 
 import (
 	"fmt"
 	"net"
 	"time"
 
-	"github.com/lbc-dev/lbc/testbench/netns"
+	"github.com/lbc-dev/lbc/internal/netns"
 	"golang.org/x/sys/unix"
 )
 

@@ -1,4 +1,4 @@
-package bmv2live
+package live
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/targets"
-	"github.com/lbc-dev/lbc/testbench/trace"
+	"github.com/lbc-dev/lbc/trace"
 )
 
 // BenchmarkLiveConntrackLoss measures the conntrack geometry's collision
@@ -36,7 +36,7 @@ func BenchmarkLiveConntrackLoss(b *testing.B) {
 	}
 	dir := b.TempDir()
 	out, err := exec.Command(p4c, "--target", "bmv2", "--arch", "v1model", "-DCT_BUCKETS=1024", "-o", dir,
-		"--p4runtime-files", filepath.Join(dir, "lb.p4info.txtpb"), "../../p4/lb.p4").CombinedOutput()
+		"--p4runtime-files", filepath.Join(dir, "lb.p4info.txtpb"), "../../../p4/lb.p4").CombinedOutput()
 	if err != nil {
 		b.Fatalf("p4c: %v\n%s", err, out)
 	}

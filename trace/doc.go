@@ -6,4 +6,7 @@
 // as in production. A line may carry an expectation written from the spec,
 // which makes a trace a test that any datapath must pass. docs/sim.md
 // describes the format.
+//
+// It is a product package (`lbc replay`, `lbc explain`, `lbc gen-trace`),
+// not part of the test bench: the lbc binary links it (design decision 10).
 package trace

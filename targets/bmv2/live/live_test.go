@@ -1,4 +1,4 @@
-package bmv2live
+package live
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/sim"
-	"github.com/lbc-dev/lbc/testbench/trace"
+	"github.com/lbc-dev/lbc/trace"
 )
 
 // One switch serves every test of the package (BMv2 starts slowly on a
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared != nil {
 		if err := shared.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "bmv2live: cleanup:", err)
+			fmt.Fprintln(os.Stderr, "live: cleanup:", err)
 			if code == 0 {
 				code = 1
 			}
@@ -87,6 +87,12 @@ func pair(t *testing.T, sw *Switch, cfg *compiler.Config, st compiler.State, lin
 // replayPair is pair that returns the first mismatch instead of failing.
 func replayPair(t testing.TB, sw *Switch, cfg *compiler.Config, st compiler.State, lines []trace.Line) (map[int]trace.Output, string) {
 	t.Helper()
+	return replayPairOpts(t, sw, cfg, st, lines, false)
+}
+
+// replayPairOpts is replayPair with trace.Replayer.PushOnly.
+func replayPairOpts(t testing.TB, sw *Switch, cfg *compiler.Config, st compiler.State, lines []trace.Line, pushOnly bool) (map[int]trace.Output, string) {
+	t.Helper()
 	ctx := context.Background()
 	o, err := SimOptions(sw.opts.DeviceConfig)
 	if err != nil {
@@ -101,6 +107,7 @@ func replayPair(t testing.TB, sw *Switch, cfg *compiler.Config, st compiler.Stat
 	if err != nil {
 		t.Fatal(err)
 	}
+	rs.PushOnly, rb.PushOnly = pushOnly, pushOnly
 	out := map[int]trace.Output{}
 	for _, l := range lines {
 		os, err := rs.Step(ctx, l)
@@ -322,7 +329,7 @@ type hashVector struct {
 
 func loadVectors(t *testing.T) []hashVector {
 	t.Helper()
-	data, err := os.ReadFile("../../compiler/testdata/hash_vectors.json")
+	data, err := os.ReadFile("../../../compiler/testdata/hash_vectors.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -747,50 +754,13 @@ func TestScenariosOnSim(t *testing.T) {
 	}
 }
 
-// specHeader reads the `# config:` and `# health:` comments of a trace.
-func specHeader(t *testing.T, file string) (cfg *compiler.Config, st compiler.State) {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Dir(file)
-	st = compiler.State{}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(strings.TrimPrefix(line, "#"))
-		if !strings.HasPrefix(line, "#") || len(f) < 2 {
-			continue
-		}
-		switch f[0] {
-		case "config:":
-			name := filepath.Join(dir, f[1])
-			raw, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := compiler.Load(name, raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg = d.Config
-		case "health:":
-			name := filepath.Join(dir, f[1])
-			raw, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cfg == nil {
-				t.Fatalf("%s: health before config", file)
-			}
-			if st, err = compiler.LoadState(name, raw, cfg); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if cfg == nil {
-		t.Fatalf("%s: no `# config:` header", file)
-	}
-	return cfg, st
+// pendingOnBMv2 lists the spec traces of rules whose P4 part is not in
+// p4/lb.p4 yet, with what is missing (issue 13). Such a trace still runs:
+// it is reported as pending only while it fails, and the test fails once
+// it passes, so that the entry is removed.
+var pendingOnBMv2 = map[string]string{
+	"r-drain-datapath.jsonl": "R-DRAIN enforced by the datapath: lb.p4 does not compare the backend row's deadline with ingress_global_timestamp yet (issue 13 §2, P4 part)",
+	"r-persist-cap.jsonl":    "R-PERSIST-CAP: lb.p4 does not compare the backend row's deadline with ingress_global_timestamp yet (issue 13 §2, P4 part)",
 }
 
 // TestSpecTracesMatchSim runs the spec's traces (testbench/testdata, the
@@ -804,23 +774,18 @@ func TestSpecTracesMatchSim(t *testing.T) {
 	if err := Available(""); err != nil {
 		t.Skipf("live BMv2 test skipped: %v", err)
 	}
-	files, _ := filepath.Glob("../../testbench/testdata/*.jsonl")
+	files, _ := filepath.Glob("../../../testbench/testdata/*.jsonl")
 	if len(files) == 0 {
 		t.Fatal("no traces in testbench/testdata")
 	}
 	total := 0
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			in, err := os.Open(f)
+			sp, err := trace.LoadSpec(f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer in.Close()
-			lines, err := trace.Parse(in, f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, st := specHeader(t, f)
+			cfg, st, lines := sp.Config, sp.State, sp.Lines
 			minIdle := time.Duration(0)
 			for i := range cfg.Services {
 				d := time.Duration(cfg.Services[i].IdleTimeout()) * time.Second
@@ -836,7 +801,16 @@ func TestSpecTracesMatchSim(t *testing.T) {
 				t.Skipf("spans %s, not under the smallest idle timeout (%s): it would take %s on the paced clock", span, minIdle, span)
 			}
 			sw := liveSwitch(t, ClockFree)
-			out := pair(t, sw, cfg, st, lines)
+			out, mismatch := replayPairOpts(t, sw, cfg, st, lines, sp.PushOnly)
+			if why, ok := pendingOnBMv2[filepath.Base(f)]; ok {
+				if mismatch == "" {
+					t.Fatalf("passes now: remove it from pendingOnBMv2 (%s)", why)
+				}
+				t.Skipf("pending: %s; first difference: %s", why, mismatch)
+			}
+			if mismatch != "" {
+				t.Fatal(mismatch)
+			}
 			total += len(out)
 			t.Logf("%d packets agree", len(out))
 		})

@@ -9,15 +9,15 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/lbc-dev/lbc/internal/netns"
 	"github.com/lbc-dev/lbc/testbench/scenario"
 	"github.com/lbc-dev/lbc/testbench/scenarios"
 	"github.com/urfave/cli/v2"
 )
 
-var testbenchCommand = &cli.Command{
-	Name:  "testbench",
-	Usage: "run load-balancer scenarios end to end on a namespace or mininet testbench",
-	Description: `A scenario (YAML) is a service, steps of traffic and faults, and assertions.
+const testbenchUsage = "run load-balancer scenarios end to end on a namespace or mininet testbench"
+
+var testbenchDescription = `A scenario (YAML) is a service, steps of traffic and faults, and assertions.
 The testbench builds a topology, starts the controller (as lbc run does) with
 real HTTP health checks against backends that answer with their name, drives
 real TCP, UDP and fragmented UDP from a client, injects the faults, checks the
@@ -27,11 +27,14 @@ connections.png, ring-shares.png).
 Shipped scenarios: ` + strings.Join(scenarios.Names(), ", ") + `
 
 Examples:
-   lbc testbench list
-   sudo lbc testbench run seed001-failover --out /tmp/seed001
-   sudo lbc testbench run ./my-scenario.yaml --topology mininet --out report/`,
-	Subcommands: []*cli.Command{testbenchRunCommand, testbenchListCommand},
-}
+   lbc-testbench list
+   sudo lbc-testbench run seed001-failover --out /tmp/seed001
+   sudo lbc-testbench run ./my-scenario.yaml --topology mininet --out report/
+From a source tree: go run ./cmd/lbc-testbench run seed001-failover (or make testbench).
+
+Exit status: 0 when every assertion held, 1 when one failed or the run could
+not be done, 77 when the topology cannot run on this machine (not root, no
+BMv2 or mininet) and --allow-skip was not given.`
 
 var testbenchListCommand = &cli.Command{
 	Name:  "list",
@@ -58,7 +61,9 @@ var testbenchRunCommand = &cli.Command{
 a bridge, the XDP datapath alone on the load balancer's interface. It needs
 root (namespaces, BPF). --topology mininet runs a BMv2 simple_switch_grpc
 programmed over P4Runtime with an XDP fallback host on its fallback port; where
-simple_switch_grpc is not installed the run is skipped with the reason.
+simple_switch_grpc or mininet is not installed (or, for both, without root)
+the run is skipped with the reason: the exit status is then 77, or 0 with
+--allow-skip.
 
 The exit status is 1 when an assertion fails; each failure names the step,
 the backend and the numbers.`,
@@ -66,6 +71,7 @@ the backend and the numbers.`,
 		&cli.StringFlag{Name: "topology", Value: "netns", Usage: "`KIND`: netns (XDP alone) or mininet (BMv2 + XDP fallback host)"},
 		&cli.StringFlag{Name: "out", Usage: "report `DIR` (default ./testbench-out/<scenario>)"},
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "traffic `SEED` (client and protocol choices)"},
+		&cli.BoolFlag{Name: "allow-skip", Usage: "exit 0 (not 77) when the topology cannot run on this machine"},
 	},
 	Action: func(c *cli.Context) error {
 		if err := trailingFlags(c); err != nil {
@@ -83,11 +89,15 @@ the backend and the numbers.`,
 			out = filepath.Join("testbench-out", sc.Name)
 		}
 		topo := c.String("topology")
-		if topo == "mininet" {
-			if err := scenario.MininetAvailable(); err != nil {
-				fmt.Fprintf(c.App.ErrWriter, "lbc testbench: scenario %s on mininet skipped: %v\n", sc.Name, err)
+		if topo != "netns" && topo != "mininet" {
+			return fmt.Errorf("--topology %q: want netns or mininet", topo)
+		}
+		if err := topologyAvailable(topo); err != nil {
+			if c.Bool("allow-skip") {
+				fmt.Fprintf(c.App.ErrWriter, "lbc-testbench: scenario %s on %s skipped (--allow-skip): %v\n", sc.Name, topo, err)
 				return nil
 			}
+			return &skippedError{fmt.Errorf("scenario %s on %s skipped: %w (exit status %d; --allow-skip makes it 0)", sc.Name, topo, err, exitSkipped)}
 		}
 		// Ctrl-C stops the run and still removes the namespaces.
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
@@ -105,6 +115,27 @@ the backend and the numbers.`,
 	},
 }
 
+// skippedError: the scenario could not run here; main exits with
+// exitSkipped.
+type skippedError struct{ err error }
+
+func (e *skippedError) Error() string { return e.err.Error() }
+func (e *skippedError) Unwrap() error { return e.err }
+
+// topologyAvailable reports why a topology cannot run on this machine
+// (wrapping scenario.ErrUnavailable).
+func topologyAvailable(topo string) error {
+	switch topo {
+	case "netns":
+		if err := netns.Available(); err != nil {
+			return fmt.Errorf("%w: %v", scenario.ErrUnavailable, err)
+		}
+	case "mininet":
+		return scenario.MininetAvailable()
+	}
+	return nil
+}
+
 // loadScenario reads a file, or a shipped scenario by name.
 func loadScenario(arg string) (*scenario.Scenario, error) {
 	if _, err := os.Stat(arg); err == nil {
@@ -114,6 +145,22 @@ func loadScenario(arg string) (*scenario.Scenario, error) {
 		return scenario.Parse(strings.TrimSuffix(filepath.Base(arg), ".yaml")+".yaml", data)
 	}
 	return nil, fmt.Errorf("scenario %q: no such file, and not a shipped scenario (%s)", arg, strings.Join(scenarios.Names(), ", "))
+}
+
+// isBoolFlag reports whether name is a boolean flag of c's command (it
+// takes no value after it).
+func isBoolFlag(c *cli.Context, name string) bool {
+	for _, f := range c.Command.Flags {
+		if _, ok := f.(*cli.BoolFlag); !ok {
+			continue
+		}
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // trailingFlags applies flags written after SCENARIO (the usage line puts
@@ -130,6 +177,9 @@ func trailingFlags(c *cli.Context) error {
 			return fmt.Errorf("unexpected argument %q: want one SCENARIO", a)
 		}
 		name, val, ok := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !ok && isBoolFlag(c, name) {
+			val, ok = "true", true
+		}
 		if !ok {
 			if i+1 >= len(rest) {
 				return fmt.Errorf("flag %s needs a value", a)

@@ -1,10 +1,7 @@
 package trace
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,54 +12,7 @@ import (
 	"github.com/lbc-dev/lbc/targets/sim"
 )
 
-// header is what the comment lines at the top of a testdata trace say:
-//
-//	# config: r-ct.yaml        (required; relative to testbench/testdata)
-//	# health: r-ct-health.yaml (optional initial health and weights)
-//	# fallback: true           (P4-switch semantics, sim.Options.Fallback)
-//	# rules: R-CT-1 R-CT-4     (the rules the trace tests)
-type header struct {
-	config, health string
-	fallback       bool
-	rules          []string
-}
-
-func readHeader(t *testing.T, file string) header {
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var h header
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "#")), ":")
-		if !ok {
-			continue
-		}
-		v = strings.TrimSpace(v)
-		switch k {
-		case "config":
-			h.config = v
-		case "health":
-			h.health = v
-		case "fallback":
-			h.fallback = v == "true"
-		case "rules":
-			h.rules = append(h.rules, strings.Fields(v)...)
-		}
-	}
-	if h.config == "" {
-		t.Fatalf("%s: no '# config: file.yaml' line", file)
-	}
-	return h
-}
-
-const testdata = "../testdata"
+const testdata = "../testbench/testdata"
 
 // loadConfig reads a testdata configuration and health state.
 func loadConfig(t testing.TB, cfgFile, healthFile string) (*compiler.Config, compiler.State) {
@@ -88,32 +38,23 @@ func loadConfig(t testing.TB, cfgFile, healthFile string) (*compiler.Config, com
 	return dec.Config, st
 }
 
-// runTrace replays a testdata trace on the reference datapath and fails
-// the test for every line whose outcome differs from its expectation.
-func runTrace(t *testing.T, file string) header {
-	h := readHeader(t, file)
-	cfg, st := loadConfig(t, h.config, h.health)
+// runTrace replays a testdata trace (see Header) on the reference datapath
+// and fails the test for every line whose outcome differs from its
+// expectation.
+func runTrace(t *testing.T, file string) Header {
+	sp, err := LoadSpec(file)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
-	dp := sim.New(sim.Options{Fallback: h.fallback})
-	rp, err := NewReplayer(ctx, cfg, st, dp, dp)
+	dp := sim.New(sim.Options{Fallback: sp.Fallback})
+	rp, err := NewReplayer(ctx, sp.Config, sp.State, dp, dp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rd := NewReader(f, filepath.Base(file))
+	rp.PushOnly = sp.PushOnly
 	expected := 0
-	for {
-		l, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, l := range sp.Lines {
 		if l.Expect != nil {
 			expected++
 		}
@@ -133,7 +74,7 @@ func runTrace(t *testing.T, file string) header {
 	if s := rp.Summary(); s.Expected != expected {
 		t.Errorf("%s: %d expectations checked, %d in the file", file, s.Expected, expected)
 	}
-	return h
+	return sp.Header
 }
 
 // The per-packet rules of spec/lb-semantics.md that traces must cover.
@@ -155,10 +96,10 @@ func TestTraces(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(f), ".jsonl")
 		t.Run(name, func(t *testing.T) {
 			h := runTrace(t, f)
-			if len(h.rules) == 0 {
+			if len(h.Rules) == 0 {
 				t.Errorf("%s: no '# rules:' line", f)
 			}
-			for _, r := range h.rules {
+			for _, r := range h.Rules {
 				covered[r] = true
 			}
 		})

@@ -1,4 +1,4 @@
-// Package bmv2live runs trace packets through a live BMv2 switch. Start
+// Package live runs trace packets through a live BMv2 switch. Start
 // creates a network namespace with three veth pairs, starts
 // simple_switch_grpc there with p4/lb.p4 (the build embedded by package
 // p4), programs it through targets/bmv2 (P4Runtime over a unix socket,
@@ -23,4 +23,4 @@
 // trace.Replayer and `lbc replay --target bmv2` drive it like targets/sim.
 // Virtual time maps onto the switch's real clock (ingress_global_timestamp)
 // in one of two ways, see Clock.
-package bmv2live
+package live

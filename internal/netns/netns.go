@@ -1,6 +1,8 @@
-// Package netns builds throw-away network namespaces for system tests:
-// create them, run `ip` inside them, run Go code inside them, and remove
-// them all on Close, even after a failure. It needs root.
+// Package netns builds throw-away network namespaces: create them, run
+// `ip` inside them, run Go code inside them, start processes tied to this
+// one, and remove them all on Close, even after a failure. It needs root.
+// The live BMv2 switch of `lbc replay --target bmv2` (targets/bmv2/live)
+// and the test bench's topologies (testbench/netns) are built on it.
 package netns
 
 import (

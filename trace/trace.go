@@ -439,6 +439,7 @@ const MaxLineBytes = 1 << 20
 
 // Reader reads a trace line by line, so that a long trace streams.
 type Reader struct {
+	header Header
 	file   string
 	sc     *bufio.Scanner
 	no     int
@@ -461,6 +462,7 @@ func (rd *Reader) Next() (Line, error) {
 		rd.no++
 		b := bytes.TrimSpace(rd.sc.Bytes())
 		if len(b) == 0 || b[0] == '#' {
+			rd.header.comment(string(b))
 			continue
 		}
 		l, err := ParseLine(b)
@@ -499,6 +501,11 @@ func (rd *Reader) Next() (Line, error) {
 	}
 	return Line{}, io.EOF
 }
+
+// Header returns what the header comments read so far say (see Header);
+// the ones at the top of a trace are read before Next returns its first
+// line.
+func (rd *Reader) Header() Header { return rd.header }
 
 // Parse reads a whole trace.
 func Parse(r io.Reader, file string) ([]Line, error) {

@@ -1,4 +1,4 @@
-package bmv2live
+package live
 
 import (
 	"bytes"
@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/netns"
 	"github.com/lbc-dev/lbc/p4"
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
-	"github.com/lbc-dev/lbc/testbench/netns"
 )
 
 // Switch ports.
