@@ -32,82 +32,11 @@ func TestRCT_SynNew(t *testing.T) {
 	}
 }
 
-// TestRAFF_RTRK_RCT3 checks the affinity tuple (R-AFF) and the tracking
-// tuple (R-TRK, with R-CT-3's trackable protocols) of every class under
-// every affinity and mode, written out from the spec's tables. Fragmented
-// UDP's 3-tuple comes from Effective (tested below).
-func TestRAFF_RTRK_RCT3(t *testing.T) {
-	const N = TupleNone
-	type row struct{ tcp, udp, tun, other TupleKind }
-	aff := map[string]row{
-		AffinityNone:              {Tuple5, Tuple5, Tuple3, Tuple3},
-		AffinityClientIPPortProto: {Tuple5, Tuple5, Tuple3, Tuple3},
-		AffinityClientIPProto:     {Tuple3, Tuple3, Tuple3, Tuple3},
-		AffinityClientIP:          {Tuple2, Tuple2, Tuple2, Tuple2},
-	}
-	trk := map[[2]string]row{
-		{AffinityNone, TrackPerConnection}:              {Tuple5, N, N, N},
-		{AffinityNone, TrackPerSession}:                 {Tuple5, N, N, N},
-		{AffinityClientIP, TrackPerConnection}:          {Tuple5, Tuple5, Tuple3, N},
-		{AffinityClientIPProto, TrackPerConnection}:     {Tuple5, Tuple5, Tuple3, N},
-		{AffinityClientIPPortProto, TrackPerConnection}: {Tuple5, Tuple5, Tuple3, N},
-		{AffinityClientIP, TrackPerSession}:             {Tuple2, Tuple2, Tuple2, N},
-		{AffinityClientIPProto, TrackPerSession}:        {Tuple3, Tuple3, Tuple3, N},
-		{AffinityClientIPPortProto, TrackPerSession}:    {Tuple5, Tuple5, Tuple3, N},
-	}
-	for key, want := range trk {
-		got := row{}
-		gotAff := row{}
-		for c := Class(0); c < NumClasses; c++ {
-			p := PolicyFor(c, key[0], key[1], PersistDefault)
-			*[]*TupleKind{&got.tcp, &got.udp, &got.tun, &got.other}[c] = p.Track
-			*[]*TupleKind{&gotAff.tcp, &gotAff.udp, &gotAff.tun, &gotAff.other}[c] = p.Affinity
-		}
-		if got != want {
-			t.Errorf("R-TRK %s %s: track %+v, want %+v", key[0], key[1], got, want)
-		}
-		if gotAff != aff[key[0]] {
-			t.Errorf("R-AFF %s: affinity %+v, want %+v", key[0], gotAff, aff[key[0]])
-		}
-	}
-}
-
 // TestRFRAG_Effective: fragments lose their ports, so a 5-tuple becomes the
 // 3-tuple; 2- and 3-tuples are unchanged.
 func TestRFRAG_Effective(t *testing.T) {
 	if Effective(Tuple5, true) != Tuple3 || Effective(Tuple5, false) != Tuple5 || Effective(Tuple2, true) != Tuple2 || Effective(Tuple3, true) != Tuple3 {
 		t.Fatal("Effective wrong")
-	}
-}
-
-// TestRPERSIST_Matrix checks every cell of the R-PERSIST table.
-func TestRPERSIST_Matrix(t *testing.T) {
-	affs := []string{AffinityNone, AffinityClientIP, AffinityClientIPProto, AffinityClientIPPortProto}
-	for _, opt := range []string{PersistDefault, PersistNever, PersistAlways} {
-		for _, mode := range []string{TrackPerConnection, TrackPerSession} {
-			if opt == PersistAlways && mode == TrackPerSession {
-				continue // invalid configuration; rejected by validation (TestLoadErrors)
-			}
-			for _, aff := range affs {
-				for c := Class(0); c < NumClasses; c++ {
-					var want bool
-					switch opt {
-					case PersistDefault:
-						// TCP persists under PER_CONNECTION (all affinities) and under
-						// PER_SESSION only with NONE or CLIENT_IP_PORT_PROTO.
-						want = c == ClassTCP && (mode == TrackPerConnection || aff == AffinityNone || aff == AffinityClientIPPortProto)
-					case PersistNever:
-						want = false
-					case PersistAlways:
-						// TCP always; UDP, ESP, GRE if affinity is not NONE; ICMP n/a.
-						want = c == ClassTCP || ((c == ClassUDP || c == ClassTunnel) && aff != AffinityNone)
-					}
-					if got := PolicyFor(c, aff, mode, opt).Persist; got != want {
-						t.Errorf("%s %s %s %s: persist %v, want %v", opt, mode, aff, c, got, want)
-					}
-				}
-			}
-		}
 	}
 }
 

@@ -203,6 +203,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.m.setConfig(c.cfg)
 	c.mon.SetTargets(ctx, health.TargetsOf(c.cfg))
+	// Take each target's change signal before the first update reads
+	// Primary, so that a change in between is not lost.
+	changes := make([]<-chan struct{}, len(c.tgts))
+	for i, ts := range c.tgts {
+		if ts.arb != nil {
+			changes[i] = ts.arb.MastershipChanges()
+		}
+	}
 	if err := c.update(ctx, "start"); err != nil {
 		return err
 	}
@@ -212,20 +220,24 @@ func (c *Controller) Run(ctx context.Context) error {
 	monDone := make(chan struct{})
 	go func() { c.mon.Run(monCtx); close(monDone) }()
 	defer func() { stopMon(); <-monDone }()
-	for _, ts := range c.tgts {
+	for i, ts := range c.tgts {
 		if ts.arb != nil {
-			go c.forwardMastership(ctx, ts.arb)
+			go c.forwardMastership(ctx, ts.arb, changes[i])
 		}
 	}
 	return c.loop(ctx)
 }
 
-func (c *Controller) forwardMastership(ctx context.Context, a Arbitrated) {
+// forwardMastership signals c.mastership at each change of a's mastership.
+// It takes the next signal before passing this one on, so no change falls
+// between two signals.
+func (c *Controller) forwardMastership(ctx context.Context, a Arbitrated, ch <-chan struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-a.MastershipChanges():
+		case <-ch:
+			ch = a.MastershipChanges()
 			select {
 			case c.mastership <- struct{}{}:
 			default:
@@ -389,8 +401,8 @@ func (c *Controller) load() (*compiler.Config, [32]byte, error) {
 		}
 		return nil, sum, err
 	}
-	for _, w := range dec.Warnings {
-		c.log.Warn("configuration warning", "problem", w.String())
+	for _, w := range dec.Warnings.Summary(20) {
+		c.log.Warn("configuration warning", "problem", w)
 	}
 	return dec.Config, sum, nil
 }

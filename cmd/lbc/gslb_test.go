@@ -65,7 +65,7 @@ func TestGSLBExplainErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-c", bad, "--name", "www.example.com", "--client", "198.51.100.7"}, `bad.yaml:2: unknown field "sitez" in the top level`},
+		{[]string{"-c", bad, "--name", "www.example.com", "--client", "198.51.100.7"}, `bad.yaml:2: sitez: unknown field (did you mean "sites"?); known fields of the top level`},
 		{[]string{"--geo-db", filepath.Join(t.TempDir(), "absent.mmdb"), "--name", "www.example.com", "--client", "198.51.100.7"}, "--geo-db: stat "},
 		{[]string{"--geo-db", db, "--name", "www.example.org", "--client", "198.51.100.7"}, "in none of the zones"},
 		{[]string{"--geo-db", db, "--name", "www.example.com", "--client", "nope"}, "--client"},

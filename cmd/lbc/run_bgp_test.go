@@ -18,7 +18,7 @@ func TestRunBGPConfigRejected(t *testing.T) {
 	if err == nil {
 		t.Fatal("lbc run accepted a bad bgp.yaml")
 	}
-	for _, want := range []string{"--bgp " + f, `bgp.yaml:7: unknown field "pasword" in a peer`} {
+	for _, want := range []string{"--bgp " + f, `bgp.yaml:7: peers[0].pasword: unknown field (did you mean "password"?); known fields of a peer`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

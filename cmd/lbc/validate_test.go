@@ -15,7 +15,9 @@ import (
 func manyServices(t *testing.T, n int) string {
 	t.Helper()
 	var b strings.Builder
-	b.WriteString("tunnel: {sourceIPv4: 192.0.2.1}\nservices:\n")
+	// limits.maxServices lifts R-LIMIT's default so the target's own
+	// table size is what gets checked.
+	fmt.Fprintf(&b, "tunnel: {sourceIPv4: 192.0.2.1}\nlimits: {maxServices: %d}\nservices:\n", max(n, 1))
 	for i := 0; i < n; i++ {
 		fmt.Fprintf(&b, "  - {name: s%d, vip: 10.%d.%d.%d, protocol: TCP, ports: [80], ringSize: 31, backends: [{name: g, endpoints: [{name: e%d, ip: 172.16.%d.%d}]}]}\n",
 			i, 100+i/62500, i/250%250, i%250+1, i, i/250, i%250+1)

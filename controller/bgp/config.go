@@ -3,7 +3,6 @@ package bgp
 import (
 	"fmt"
 	"net/netip"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -128,7 +127,7 @@ func Load(file string, data []byte) (*Config, error) {
 	if len(issues) > 0 {
 		out := make(compiler.Problems, len(issues))
 		for i, x := range issues {
-			out[i] = compiler.Problem{File: file, Line: x.Line, Msg: x.Msg}
+			out[i] = compiler.Problem{File: file, Line: x.Line, Path: keyPath(x.Keys), Msg: x.Msg}
 		}
 		return nil, out
 	}
@@ -145,9 +144,25 @@ func Load(file string, data []byte) (*Config, error) {
 	return &cfg, nil
 }
 
+// keyPath writes a field path as validate does: peers[1].password.
+func keyPath(keys []any) string {
+	var b strings.Builder
+	for _, k := range keys {
+		switch k := k.(type) {
+		case int:
+			fmt.Fprintf(&b, "[%d]", k)
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			fmt.Fprint(&b, k)
+		}
+	}
+	return b.String()
+}
+
 var schema = strictyaml.Schema{
 	Doc:    "bgp.yaml",
-	Types:  map[string]reflect.Type{"Config": reflect.TypeOf(Config{}), "Peer": reflect.TypeOf(Peer{}), "Advertisement": reflect.TypeOf(Advertisement{})},
 	Labels: map[string]string{"Config": "the top level", "Peer": "a peer", "Advertisement": "an advertisement"},
 }
 

@@ -424,7 +424,7 @@ advertisements:
 		}
 	}
 	_, err = Load("bgp.yaml", []byte("localASN: 1\nrouterID: 1.2.3.4\npeer: []\n"))
-	if err == nil || !strings.Contains(err.Error(), `bgp.yaml:3: unknown field "peer" in the top level; known fields: advertisements, localASN, nextHopIPv4, nextHopIPv6, peers, routerID`) {
+	if err == nil || !strings.Contains(err.Error(), `bgp.yaml:3: peer: unknown field (did you mean "peers"?); known fields of the top level: advertisements, localASN, nextHopIPv4, nextHopIPv6, peers, routerID`) {
 		t.Errorf("unknown field: %v", err)
 	}
 }
