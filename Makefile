@@ -77,5 +77,5 @@ FLAKE_PKGS ?= ./runtime ./testbench/p4rt ./controller/... ./targets/bmv2 ./targe
 FLAKE_COUNT ?= 200
 FLAKE_RACE_COUNT ?= 50
 flake:
-	$(GO) test -count=$(FLAKE_COUNT) $(FLAKE_PKGS)
-	$(GO) test -race -count=$(FLAKE_RACE_COUNT) $(FLAKE_PKGS)
+	$(GO) test -timeout 3h -count=$(FLAKE_COUNT) $(FLAKE_PKGS)
+	$(GO) test -timeout 3h -race -count=$(FLAKE_RACE_COUNT) $(FLAKE_PKGS)

@@ -56,6 +56,7 @@ func Compile(in Input) (*Result, error) {
 	ir := &IR{NextServiceID: max(prev.NextServiceID, 1), NextBackendID: max(prev.NextBackendID, 1)}
 	ir.TunnelSource4, _ = netip.ParseAddr(cfg.Tunnel.SourceIPv4)
 	ir.TunnelSource6, _ = netip.ParseAddr(cfg.Tunnel.SourceIPv6)
+	ir.MTU = uint16(cfg.Tunnel.MTU)
 	res := &Result{IR: ir, Services: make([]ServiceResult, 0, len(cfg.Services))}
 
 	for si := range cfg.Services {
@@ -257,15 +258,17 @@ func (c *serviceCompiler) buildRing() error {
 		rm[k] = RingMember{Name: c.names[mi], Weight: c.members[mi].Weight}
 	}
 	ringWeighted := c.s.Weighted() && !c.dec.Unweighted
-	c.ringKey = ringInputsKey(rm, c.idOf, c.s.Ring(), ringWeighted)
+	c.ringKey = ringInputsKey(rm, c.idOf, c.s.Ring(), ringWeighted, c.s.RingFill)
 	if c.old != nil && c.old.RingKey == c.ringKey && !c.in.NoRingReuse {
 		if or := c.prev.Ring(c.old.ID); or != nil && len(or.Halves[c.old.ActiveHalf]) == c.s.Ring() {
 			c.slots = or.Halves[c.old.ActiveHalf]
-			c.ring = ringFromSlots(rm, c.slots, c.idOf)
+			if c.ring = or.view; c.ring == nil || or.viewKey != c.ringKey {
+				c.ring = ringFromSlots(rm, c.slots, c.idOf, c.s.RingFill)
+			}
 			return nil
 		}
 	}
-	ring, err := BuildRing(rm, c.s.Ring(), ringWeighted)
+	ring, err := BuildRing(rm, c.s.Ring(), ringWeighted, c.s.RingFill)
 	if err != nil {
 		return err
 	}
@@ -333,7 +336,7 @@ func (c *serviceCompiler) serviceRow() ServiceRow {
 // ringRows places the slots in the double-buffered ring and sets the
 // service row's active half (design decision 4).
 func (c *serviceCompiler) ringRows(row *ServiceRow) RingRows {
-	rr := RingRows{ServiceID: c.id}
+	rr := RingRows{ServiceID: c.id, view: c.ring, viewKey: c.ringKey}
 	var oldRing *RingRows
 	if c.old != nil {
 		oldRing = c.prev.Ring(c.old.ID)
@@ -347,7 +350,7 @@ func (c *serviceCompiler) ringRows(row *ServiceRow) RingRows {
 		row.RingSize = c.old.RingSize
 	case oldRing == nil:
 		rr.Halves = [2][]uint32{c.slots, append([]uint32(nil), c.slots...)}
-	case slices.Equal(oldRing.Halves[c.old.ActiveHalf], c.slots):
+	case sameSlots(oldRing.Halves[c.old.ActiveHalf], c.slots):
 		rr.Halves = oldRing.Halves
 		row.ActiveHalf = c.old.ActiveHalf
 	default:
@@ -440,8 +443,9 @@ func PolicyFor(c Class, affinity, mode, persistence string) ClassPolicy {
 }
 
 // ringInputsKey hashes everything a ring depends on (FNV-1a over size,
-// weighting, and each member's name, weight and backend ID in name order).
-func ringInputsKey(rm []RingMember, idOf map[string]uint32, m int, weighted bool) uint64 {
+// weighting, fill, and each member's name, weight and backend ID in name
+// order).
+func ringInputsKey(rm []RingMember, idOf map[string]uint32, m int, weighted bool, fill RingFill) uint64 {
 	sorted := append([]RingMember(nil), rm...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	h := uint64(14695981039346656037)
@@ -458,6 +462,7 @@ func ringInputsKey(rm []RingMember, idOf map[string]uint32, m int, weighted bool
 	} else {
 		mix(0)
 	}
+	mix(fill.code())
 	for _, x := range sorted {
 		mix(nameHash(x.Name))
 		mix(uint64(x.Weight))
@@ -469,8 +474,17 @@ func ringInputsKey(rm []RingMember, idOf map[string]uint32, m int, weighted bool
 	return h
 }
 
+// sameSlots reports whether two rings hold the same slots; a reused ring is
+// the very slice, which needs no comparison of 65537 slots.
+func sameSlots(a, b []uint32) bool {
+	if len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) {
+		return true
+	}
+	return slices.Equal(a, b)
+}
+
 // ringFromSlots rebuilds the Ring view (members, counts) of reused slots.
-func ringFromSlots(rm []RingMember, slots []uint32, idOf map[string]uint32) *Ring {
+func ringFromSlots(rm []RingMember, slots []uint32, idOf map[string]uint32, fill RingFill) *Ring {
 	ms := append([]RingMember(nil), rm...)
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
 	// Backend IDs of one service are few and close together: index a
@@ -486,7 +500,7 @@ func ringFromSlots(rm []RingMember, slots []uint32, idOf map[string]uint32) *Rin
 	for i, x := range ms {
 		byID[idOf[x.Name]] = int32(i)
 	}
-	r := &Ring{Slots: make([]int32, len(slots)), Members: ms, Counts: make([]int, len(ms))}
+	r := &Ring{Slots: make([]int32, len(slots)), Members: ms, Counts: make([]int, len(ms)), Fill: fill.orDefault()}
 	for i, id := range slots {
 		o := int32(-1)
 		if id <= maxID {

@@ -1,12 +1,14 @@
 package compiler
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lbc-dev/lbc/internal/strictyaml"
 	"gopkg.in/yaml.v3"
 )
 
@@ -20,14 +22,28 @@ type Config struct {
 	Services []Service `yaml:"services" json:"services"`
 }
 
-// Tunnel is the outer source of IP-in-IP packets sent to backends.
+// Tunnel is the outer source of IP-in-IP packets sent to backends, and the
+// egress MTU they must fit (R-MTU; 0: the datapath's own).
 type Tunnel struct {
 	SourceIPv4 string `yaml:"sourceIPv4" json:"sourceIPv4,omitempty"`
 	SourceIPv6 string `yaml:"sourceIPv6" json:"sourceIPv6,omitempty"`
+	MTU        int    `yaml:"mtu" json:"mtu,omitempty"`
 }
 
-// Limits bounds the size of one service (R-LIMIT). Zero means the default.
+// Bounds of tunnel.mtu: IPv6's minimum link MTU, and jumbo frames.
+const (
+	MinMTU = 1280
+	MaxMTU = 9216
+)
+
+// Limits bounds the size of a configuration and of one service (R-LIMIT).
+// Zero means the default.
 type Limits struct {
+	// MaxConnections is how many connections (conntrack entries) the
+	// deployment expects at once; `lbc validate --target` checks it
+	// against the datapath's conntrack. Zero: not checked.
+	MaxConnections    int `yaml:"maxConnections" json:"maxConnections,omitempty"`
+	MaxServices       int `yaml:"maxServices" json:"maxServices,omitempty"`
 	MaxEndpoints      int `yaml:"maxEndpoints" json:"maxEndpoints,omitempty"`
 	MaxPrimaryGroups  int `yaml:"maxPrimaryGroups" json:"maxPrimaryGroups,omitempty"`
 	MaxFailoverGroups int `yaml:"maxFailoverGroups" json:"maxFailoverGroups,omitempty"`
@@ -46,6 +62,7 @@ type Service struct {
 	ConnectionDraining       *ConnectionDraining       `yaml:"connectionDraining" json:"connectionDraining,omitempty"`
 	HealthCheck              *HealthCheck              `yaml:"healthCheck" json:"healthCheck,omitempty"`
 	RingSize                 int                       `yaml:"ringSize" json:"ringSize,omitempty"`
+	RingFill                 RingFill                  `yaml:"ringFill" json:"ringFill,omitempty"`
 	Encapsulation            string                    `yaml:"encapsulation" json:"encapsulation,omitempty"`
 	// LoadBalancingScheme is EXTERNAL (the default) or INTERNAL; INTERNAL
 	// caps persistence outside the eligible set at PersistCap (R-PERSIST-CAP).
@@ -108,46 +125,74 @@ type Ports struct {
 	List []uint16
 }
 
-// UnmarshalYAML accepts `ALL`, a single port, or a list of ports and ranges.
+// UnmarshalYAML accepts `ALL`, a single port, or a list of ports and
+// ranges. Every bad item is an error with its line and value.
 func (p *Ports) UnmarshalYAML(n *yaml.Node) error {
+	const want = `write ALL or a list of ports and ranges like [80, "8000-8080"]`
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if strings.EqualFold(n.Value, "ALL") {
 			p.All = true
 			return nil
 		}
-		return p.add(n.Value)
-	case yaml.SequenceNode:
-		for _, c := range n.Content {
-			if c.Kind != yaml.ScalarNode {
-				return fmt.Errorf("line %d: ports: each item must be a port or a range like 8000-8080", c.Line)
-			}
-			if strings.EqualFold(c.Value, "ALL") {
-				return fmt.Errorf("line %d: ports: ALL cannot be mixed with a list; write ports: ALL", c.Line)
-			}
-			if err := p.add(c.Value); err != nil {
-				return fmt.Errorf("line %d: %w", c.Line, err)
-			}
+		if !plainScalar(n) {
+			return fmt.Errorf("line %d: %s is not a port list; %s", n.Line, n.ShortTag(), want)
+		}
+		if err := p.add(n.Value); err != nil {
+			return fmt.Errorf("line %d: %w", n.Line, err)
 		}
 		return nil
+	case yaml.SequenceNode:
+		var errs []error
+		for _, c := range n.Content {
+			switch {
+			case c.Kind != yaml.ScalarNode || !plainScalar(c):
+				errs = append(errs, fmt.Errorf("line %d: each item must be a port or a range like 8000-8080", c.Line))
+			case strings.EqualFold(c.Value, "ALL"):
+				errs = append(errs, fmt.Errorf("line %d: ALL cannot be mixed with a list; write ports: ALL", c.Line))
+			default:
+				if err := p.add(c.Value); err != nil {
+					errs = append(errs, fmt.Errorf("line %d: %w", c.Line, err))
+				}
+			}
+		}
+		return errors.Join(errs...)
 	}
-	return fmt.Errorf("line %d: ports: want ALL or a list of ports", n.Line)
+	return fmt.Errorf("line %d: a mapping is not a port list; %s", n.Line, want)
+}
+
+// plainScalar: a port is written as a number or a string, not as binary
+// data, a date or the like.
+func plainScalar(n *yaml.Node) bool {
+	t := n.ShortTag()
+	return t == "!!int" || t == "!!str"
 }
 
 func (p *Ports) add(s string) error {
-	lo, hi, isRange := strings.Cut(s, "-")
-	a, err := parsePort(lo)
-	if err != nil {
-		return err
-	}
-	b := a
-	if isRange {
-		if b, err = parsePort(hi); err != nil {
-			return err
+	s = strings.TrimSpace(s)
+	a, b := 0, 0
+	if v, err := strconv.Atoi(s); err == nil {
+		if v < 1 || v > 65535 {
+			return fmt.Errorf("%d is not a port; ports are 1..65535", v)
+		}
+		a, b = v, v
+	} else {
+		lo, hi, isRange := strings.Cut(s, "-")
+		if !isRange {
+			return fmt.Errorf("%q is not a port; write a number in 1..65535 or a range like 8000-8080", strictyaml.Clip(s))
+		}
+		var errA, errB error
+		a, errA = parsePort(lo)
+		b, errB = parsePort(hi)
+		if errA != nil || errB != nil {
+			return fmt.Errorf("%q is not a port range; write two ports in 1..65535 like 8000-8080", strictyaml.Clip(s))
 		}
 		if b < a {
-			return fmt.Errorf("ports: range %q is backwards; write %d-%d", s, b, a)
+			return fmt.Errorf("range %q is backwards; write %d-%d", s, b, a)
 		}
+	}
+	if len(p.List)+b-a+1 > 65535 {
+		return fmt.Errorf("%q: more than 65535 ports in the list, so some are listed twice; write ALL or list each port once", strictyaml.Clip(s))
 	}
 	for v := a; ; v++ {
 		p.List = append(p.List, uint16(v))
@@ -161,7 +206,7 @@ func (p *Ports) add(s string) error {
 func parsePort(s string) (int, error) {
 	v, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil || v < 1 || v > 65535 {
-		return 0, fmt.Errorf("ports: %q is not a port in range 1..65535", s)
+		return 0, fmt.Errorf("%q is not a port in range 1..65535", s)
 	}
 	return v, nil
 }
@@ -233,6 +278,7 @@ const PersistCap = 300 * time.Second
 const (
 	DefaultRingSize       = 65537
 	DefaultIdleTimeoutSec = 60
+	DefaultMaxServices    = 4096 // lb.p4's service table; XDP holds 16384
 	DefaultMaxEndpoints   = 250
 	DefaultMaxGroups      = 50
 	MaxWeight             = 1000

@@ -1,7 +1,8 @@
 package compiler
 
 import (
-	"reflect"
+	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -57,57 +58,134 @@ type Decoded struct {
 }
 
 // Load parses and validates a configuration. It reports every problem of
-// the file at once, as Problems, with line numbers where the file has them.
+// the file at once, as Problems in line order, with line numbers and field
+// paths: fields it cannot decode (unknown, or of the wrong type) next to
+// what validation finds in the rest.
 func Load(file string, data []byte) (*Decoded, error) {
 	var cfg Config
 	root, issues := strictyaml.Decode(data, &cfg, configSchema)
-	if len(issues) > 0 {
-		return nil, issuesToProblems(file, issues)
+	if root == nil { // not YAML: nothing to check
+		return nil, decodeProblems(file, root, issues)
 	}
-	if strictyaml.Empty(root) {
+	if len(issues) == 0 && strictyaml.Empty(root) {
 		return nil, Problems{{File: file, Msg: "empty configuration; start from examples/ or run `lbc compile` to see the embedded default"}}
 	}
 	v := validate(&cfg)
-	loc := locator{root: root}
-	if len(v.errs) > 0 {
-		return nil, v.errs.located(file, loc)
+	loc := locator{root: root, unset: strictyaml.UnsetPaths(issues)}
+	ps := append(decodeProblems(file, root, issues), v.errs.located(file, loc)...)
+	if len(ps) > 0 {
+		ps.sortByLine()
+		return nil, ps
 	}
 	return &Decoded{Config: &cfg, Warnings: v.warns.located(file, loc)}, nil
 }
 
-func issuesToProblems(file string, issues []strictyaml.Issue) Problems {
+// decodeProblems turns the decoder's issues into Problems with the field
+// path written as validate writes it.
+func decodeProblems(file string, root *yaml.Node, issues []strictyaml.Issue) Problems {
 	ps := make(Problems, len(issues))
 	for i, x := range issues {
-		ps[i] = Problem{File: file, Line: x.Line, Msg: x.Msg}
+		ps[i] = Problem{File: file, Line: x.Line, Path: pathOf(root, x.Keys).label, Msg: x.Msg}
 	}
 	return ps
 }
 
+// itemKinds names the items of lb.yaml's lists in paths, as validate does.
+var itemKinds = map[string]string{"services": "service", "backends": "group", "endpoints": "endpoint"}
+
+// pathOf rebuilds the position of a field path in the tree, naming list
+// items by their name field.
+func pathOf(root *yaml.Node, keys []any) at {
+	a := at{}
+	for i := 0; i < len(keys); i++ {
+		k := fmt.Sprint(keys[i])
+		if i+1 < len(keys) {
+			if idx, ok := keys[i+1].(int); ok {
+				name := ""
+				if kind := itemKinds[k]; kind != "" {
+					name = strictyaml.Name(root, keys[:i+2])
+				}
+				a = a.item(k, idx, itemKinds[k], name)
+				i++
+				continue
+			}
+		}
+		a = a.field(k)
+	}
+	return a
+}
+
+// sortByLine orders problems by line (stable: the order of the checks on
+// one line stays); problems without a line go last.
+func (ps Problems) sortByLine() {
+	sort.SliceStable(ps, func(i, j int) bool {
+		li, lj := ps[i].Line, ps[j].Line
+		if li == 0 || lj == 0 {
+			return li != 0 && lj == 0
+		}
+		return li < lj
+	})
+}
+
+// Summary returns the problems as lines for people, at most max of them:
+// problems with the same message (one warning for each of many services)
+// are one line that names how many more there are and the first few.
+func (ps Problems) Summary(max int) []string {
+	var order []string
+	groups := map[string][]Problem{}
+	for _, p := range ps {
+		if _, ok := groups[p.Msg]; !ok {
+			order = append(order, p.Msg)
+		}
+		groups[p.Msg] = append(groups[p.Msg], p)
+	}
+	var out []string
+	shown := 0
+	for i, msg := range order {
+		if i == max {
+			out = append(out, fmt.Sprintf("… %d more not shown (%d in all)", len(ps)-shown, len(ps)))
+			break
+		}
+		shown += len(groups[msg])
+		g := groups[msg]
+		line := g[0].String()
+		if len(g) > 1 {
+			var more []string
+			for _, p := range g[1:min(len(g), 4)] {
+				w := p.Path
+				if p.Line > 0 {
+					w += fmt.Sprintf(" (line %d)", p.Line)
+				}
+				more = append(more, w)
+			}
+			if len(g) > 4 {
+				more = append(more, "…")
+			}
+			line += fmt.Sprintf(" [the same for %d more: %s]", len(g)-1, strings.Join(more, ", "))
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
 var configSchema = strictyaml.Schema{
-	Doc: "lb.yaml",
-	Types: map[string]reflect.Type{
-		"Config":                   reflect.TypeOf(Config{}),
-		"Tunnel":                   reflect.TypeOf(Tunnel{}),
-		"Limits":                   reflect.TypeOf(Limits{}),
-		"Service":                  reflect.TypeOf(Service{}),
-		"ConnectionTrackingPolicy": reflect.TypeOf(ConnectionTrackingPolicy{}),
-		"FailoverPolicy":           reflect.TypeOf(FailoverPolicy{}),
-		"ConnectionDraining":       reflect.TypeOf(ConnectionDraining{}),
-		"HealthCheck":              reflect.TypeOf(HealthCheck{}),
-		"BackendGroup":             reflect.TypeOf(BackendGroup{}),
-		"Endpoint":                 reflect.TypeOf(Endpoint{}),
-		"BackendState":             reflect.TypeOf(BackendState{}),
-	},
+	Doc:      "lb.yaml",
+	SizeHint: "the largest configuration a datapath holds (16384 services, 65536 endpoints) is 4 to 8 MiB",
 	Labels: map[string]string{
 		"Config":       "the top level",
 		"Service":      "a service",
 		"BackendGroup": "a backend group",
 		"Endpoint":     "an endpoint",
 		"BackendState": "an endpoint's state (name: {healthy: true|false, weight: 0..1000})",
+		"Ports":        "ports",
 	},
 }
 
-// locator finds the line of a field path in the parsed YAML tree.
-type locator struct{ root *yaml.Node }
+// locator finds the line of a field path in the parsed YAML tree, and
+// knows which paths the decoder left unset.
+type locator struct {
+	root  *yaml.Node
+	unset strictyaml.Unset
+}
 
 func (l locator) line(keys []any) int { return strictyaml.LineOf(l.root, keys) }

@@ -9,7 +9,8 @@
 //     reported at once, by line and field path;
 //   - state.go: health and weights (health.yaml);
 //   - eligible.go: the eligible set (R-ELIG-1..4);
-//   - maglev.go: the weighted Maglev ring (R-MAGLEV);
+//   - maglev.go, ringfill.go: the weighted Maglev ring and the fills that
+//     share its slots among the backends' permutations (R-MAGLEV);
 //   - hash.go: the tuple byte layout and CRC32 shared by all datapaths (R-HASH);
 //   - ir.go, compile.go: the target-independent IR (VIP, service, ring and
 //     backend tables) with epochs (R-EPOCH) and draining (R-DRAIN);

@@ -190,6 +190,12 @@ type ServiceRow struct {
 type RingRows struct {
 	ServiceID uint32      `json:"serviceID"`
 	Halves    [2][]uint32 `json:"halves"`
+
+	// view is the compiler's Ring of the active half, kept for the next
+	// compile: when the ring's inputs (viewKey) are unchanged, it is
+	// reused instead of rebuilt from 65537 slots.
+	view    *Ring
+	viewKey uint64
 }
 
 // BackendRow is one backend of one service.

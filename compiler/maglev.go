@@ -5,7 +5,7 @@ import (
 	"sort"
 )
 
-// probeBatch bounds the probes of one scheduler turn; see BuildRing.
+// probeBatch bounds the probes of one scheduler turn; see fillProbeStride.
 const probeBatch = 64
 
 // RingMember is one backend of a ring: its name seeds its permutation, its
@@ -17,6 +17,8 @@ type RingMember struct {
 
 // Ring is a weighted Maglev lookup table (R-MAGLEV).
 type Ring struct {
+	// Fill is the algorithm that filled the ring.
+	Fill RingFill
 	// Slots holds, per slot, an index into Members; -1 when empty.
 	Slots []int32
 	// Members are the ring's backends sorted by name; slot owners index it.
@@ -26,26 +28,19 @@ type Ring struct {
 }
 
 // BuildRing builds the Maglev table of m slots (m prime or a power of two)
-// over members. With weighted false every member counts as weight 1.
+// over members with the given fill (empty means FillEarliestRank). With
+// weighted false every member counts as weight 1.
 //
-// The result depends only on the members' names and weights and on m, not
-// on their order. Each member gets exactly its largest-remainder share of m
-// by weight (R-MAGLEV-2): a weight-0 member gets no slot, and small ratios
-// such as 1:2 are kept. Slots are claimed in Maglev's manner, each member
-// walking its own permutation (offset + j·skip mod m, computed lazily rather
-// than precomputed as an N×m table), in the order of a stride scheduler so
-// that members with larger shares claim proportionally more often.
-func BuildRing(members []RingMember, m int, weighted bool) (*Ring, error) {
-	return buildRing(members, m, weighted, false)
-}
-
-// buildRing is BuildRing, or with classic set, classic Maglev with the
-// same quotas: turns ordered by slots claimed, each turn skipping ahead to
-// the next free slot. Benchmarks compare the two in the same run.
-func buildRing(members []RingMember, m int, weighted bool, classic bool) (*Ring, error) {
-	batch := probeBatch
-	if classic {
-		batch = m + 1
+// The result depends only on the members' names and weights, m and the
+// fill, not on the members' order. Each member gets its exact share of m by
+// weight, the floor or the ceiling of m·weight/Σweights (R-MAGLEV-2): a
+// weight-0 member gets no slot, and small ratios such as 1:2 are kept. Each
+// member walks its own Maglev permutation (offset + j·skip mod m, from the
+// hash of its name, computed as it goes rather than stored as an N×m
+// table); the fill decides how the walks share the slots.
+func BuildRing(members []RingMember, m int, weighted bool, fill RingFill) (*Ring, error) {
+	if err := checkFill(fill); err != nil {
+		return nil, err
 	}
 	if m < 1 {
 		return nil, fmt.Errorf("ring size %d: must be positive", m)
@@ -62,7 +57,7 @@ func buildRing(members []RingMember, m int, weighted bool, classic bool) (*Ring,
 		}
 	}
 	n := len(ms)
-	r := &Ring{Slots: make([]int32, m), Members: ms, Counts: make([]int, n)}
+	r := &Ring{Slots: make([]int32, m), Members: ms, Counts: make([]int, n), Fill: fill.orDefault()}
 	for i := range r.Slots {
 		r.Slots[i] = -1
 	}
@@ -70,6 +65,7 @@ func buildRing(members []RingMember, m int, weighted bool, classic bool) (*Ring,
 		return r, nil
 	}
 	w := make([]int, n)
+	allZero := true
 	for i, x := range ms {
 		if x.Weight < 0 {
 			return nil, fmt.Errorf("ring member %q: weight %d is negative", x.Name, x.Weight)
@@ -78,26 +74,58 @@ func buildRing(members []RingMember, m int, weighted bool, classic bool) (*Ring,
 		if weighted {
 			w[i] = x.Weight
 		}
+		allZero = allZero && w[i] == 0
 	}
-	quota := Apportion(m, w)
-
-	// Per-member permutation state: next position and step.
-	pos := make([]uint32, n)
-	skip := make([]uint32, n)
-	um := uint32(m)
-	for i, x := range ms {
-		h := nameHash(x.Name)
-		a, b := splitmix(h), splitmix(h^0x9e3779b97f4a7c15)
-		pos[i] = uint32(a % uint64(m))
-		if pow2 {
-			if m == 1 {
-				skip[i] = 0
-			} else {
-				skip[i] = uint32(b%uint64(m/2))*2 + 1
-			}
-		} else {
-			skip[i] = uint32(b%uint64(m-1)) + 1
+	if allZero {
+		// R-MAGLEV-2: an all-zero set is served as if unweighted.
+		for i := range w {
+			w[i] = 1
 		}
+	}
+	ps := make([]perm, n)
+	for i, x := range ms {
+		ps[i] = permOf(x.Name, m)
+	}
+	if r.Fill == FillProbeStride {
+		fillProbeStride(r, Apportion(m, w), ps)
+		return r, nil
+	}
+	uw := make([]uint64, n)
+	for i := range w {
+		uw[i] = uint64(w[i])
+	}
+	fillEarliestRank(r, uw, ps)
+	return r, nil
+}
+
+// permOf derives a member's permutation from its name: FNV-1a, then two
+// splitmix64 outputs for offset and skip. Power-of-two rings take odd skips.
+func permOf(name string, m int) perm {
+	h := nameHash(name)
+	a, b := splitmix(h), splitmix(h^0x9e3779b97f4a7c15)
+	p := perm{off: uint32(a % uint64(m))}
+	switch {
+	case m == 1:
+		p.skip = 0
+	case m&(m-1) == 0:
+		p.skip = uint32(b%uint64(m/2))*2 + 1
+	default:
+		p.skip = uint32(b%uint64(m-1)) + 1
+	}
+	return p
+}
+
+// fillProbeStride is FillProbeStride: slots are claimed in Maglev's manner,
+// each member walking its own permutation, in the order of a stride
+// scheduler so that members with larger quotas claim proportionally more
+// often.
+func fillProbeStride(r *Ring, quota []int, ps []perm) {
+	n := len(ps)
+	m := len(r.Slots)
+	um := uint32(m)
+	pos := make([]uint32, n)
+	for i := range ps {
+		pos[i] = ps[i].off
 	}
 
 	// The scheduler's virtual time is a member's probe count over its
@@ -106,10 +134,10 @@ func buildRing(members []RingMember, m int, weighted bool, classic bool) (*Ring,
 	// member does not push its whole sequence ahead of others. A turn
 	// probes at most probeBatch positions, then yields. Together they cut
 	// the slots moved beyond the minimum by about 40 % against classic
-	// Maglev (BenchmarkDisruption) at the same build cost.
+	// Maglev.
 	probes := make([]int, n)
 	var s scheduler
-	for i := range ms {
+	for i := range ps {
 		if quota[i] > 0 {
 			s.items = append(s.items, turn{key: 1 / float64(quota[i]), idx: int32(i)})
 		}
@@ -122,9 +150,9 @@ func buildRing(members []RingMember, m int, weighted bool, classic bool) (*Ring,
 	for filled := 0; filled < m; {
 		i := s.items[0].idx
 		p := pos[i]
-		for k := 0; k < batch; k++ {
+		for k := 0; k < probeBatch; k++ {
 			cur := p
-			if p += skip[i]; p >= um {
+			if p += ps[i].skip; p >= um {
 				p -= um
 			}
 			probes[i]++
@@ -138,17 +166,12 @@ func buildRing(members []RingMember, m int, weighted bool, classic bool) (*Ring,
 		}
 		pos[i] = p
 		if r.Counts[i] < quota[i] {
-			t := probes[i]
-			if classic {
-				t = r.Counts[i]
-			}
-			s.items[0].key = float64(t+1) / float64(quota[i])
+			s.items[0].key = float64(probes[i]+1) / float64(quota[i])
 			s.down(0)
 		} else {
 			s.popTop()
 		}
 	}
-	return r, nil
 }
 
 // Apportion splits m slots by weight with the largest-remainder method;

@@ -92,24 +92,25 @@ func (st State) SetWeight(name string, w int) {
 	st[name] = s
 }
 
-var stateSchema = strictyaml.Schema{Doc: "health.yaml", Types: configSchema.Types, Labels: configSchema.Labels}
+var stateSchema = strictyaml.Schema{Doc: "health.yaml", Labels: configSchema.Labels}
 
 // LoadState parses a health.yaml (endpoint name → {healthy, weight}) and
 // checks it against the configuration: unknown names and weights outside
-// 0..1000 are errors, all reported at once.
+// 0..1000 are errors, all reported at once with what cannot be decoded.
 func LoadState(file string, data []byte, cfg *Config) (State, error) {
 	st := State{}
 	root, issues := strictyaml.Decode(data, &st, stateSchema)
-	if len(issues) > 0 {
-		ps := issuesToProblems(file, issues)
-		for i := range ps {
-			if strings.Contains(ps[i].Msg, "but this field wants a mapping") && !strings.Contains(ps[i].Msg, "{healthy") {
-				ps[i].Msg += " (each entry is name: {healthy: true|false, weight: 0..1000})"
-			}
+	ps := decodeProblems(file, root, issues)
+	for i := range ps {
+		if strings.Contains(ps[i].Msg, "but this field wants") && strings.Count(ps[i].Path, ": ") == 0 && !strings.Contains(ps[i].Msg, "{healthy") {
+			ps[i].Msg += " (each entry is name: {healthy: true|false, weight: 0..1000})"
 		}
+	}
+	if root == nil {
 		return nil, ps
 	}
-	loc := locator{root: root}
+	unset := strictyaml.UnsetPaths(issues)
+	loc := locator{root: root, unset: unset}
 	known := map[string]bool{}
 	if cfg != nil {
 		for _, s := range cfg.Services {
@@ -125,17 +126,17 @@ func LoadState(file string, data []byte, cfg *Config) (State, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var ps Problems
 	for _, n := range names {
 		s := st[n]
 		if cfg != nil && !known[n] {
-			ps = append(ps, Problem{File: file, Line: loc.line([]any{n}), Path: n, Msg: "no endpoint of that name in the configuration; check the spelling"})
+			ps = append(ps, Problem{File: file, Line: loc.line([]any{n}), Path: strictyaml.Clip(n), Msg: "no endpoint of that name in the configuration; check the spelling"})
 		}
-		if s.Weight != nil && (*s.Weight < 0 || *s.Weight > MaxWeight) {
-			ps = append(ps, Problem{File: file, Line: loc.line([]any{n, "weight"}), Path: n + ": weight", Msg: fmt.Sprintf("%d out of range 0..%d", *s.Weight, MaxWeight)})
+		if s.Weight != nil && (*s.Weight < 0 || *s.Weight > MaxWeight) && !unset.Covers([]any{n, "weight"}) {
+			ps = append(ps, Problem{File: file, Line: loc.line([]any{n, "weight"}), Path: strictyaml.Clip(n) + ": weight", Msg: fmt.Sprintf("%d out of range 0..%d", *s.Weight, MaxWeight)})
 		}
 	}
 	if len(ps) > 0 {
+		ps.sortByLine()
 		return nil, ps
 	}
 	return st, nil

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+
+	"github.com/lbc-dev/lbc/internal/strictyaml"
 )
 
 // issue is a problem before the file name and line are known.
@@ -20,13 +22,19 @@ type issueList []issue
 func (is issueList) problems() Problems { return is.located("", locator{}) }
 
 // located adds the file name and, where the YAML tree is known, the line.
+// It leaves out problems of fields the decoder could not decode: it has
+// reported them, and the zero value left in their place is no news.
 func (is issueList) located(file string, loc locator) Problems {
-	out := make(Problems, len(is))
-	for i, x := range is {
-		out[i] = Problem{File: file, Path: x.path, Msg: x.msg}
-		if loc.root != nil {
-			out[i].Line = loc.line(x.keys)
+	out := make(Problems, 0, len(is))
+	for _, x := range is {
+		if loc.unset.Covers(x.keys) {
+			continue
 		}
+		p := Problem{File: file, Path: x.path, Msg: x.msg}
+		if loc.root != nil {
+			p.Line = loc.line(x.keys)
+		}
+		out = append(out, p)
 	}
 	return out
 }
@@ -39,13 +47,13 @@ type at struct {
 }
 
 func (a at) field(name string) at {
-	return at{keys: append(append([]any{}, a.keys...), name), label: joinLabel(a.label, name)}
+	return at{keys: append(append([]any{}, a.keys...), name), label: joinLabel(a.label, strictyaml.Clip(name))}
 }
 
 func (a at) item(list string, i int, kind, name string) at {
 	l := fmt.Sprintf("%s[%d]", list, i)
-	if name != "" {
-		l = fmt.Sprintf("%s %q", kind, name)
+	if name != "" && kind != "" {
+		l = fmt.Sprintf("%s %q", kind, strictyaml.Clip(name))
 	}
 	return at{keys: append(append([]any{}, a.keys...), list, i), label: joinLabel(a.label, l)}
 }
@@ -60,14 +68,31 @@ func joinLabel(a, b string) string {
 type validator struct {
 	errs  issueList
 	warns issueList
+	// tunnelNeeds counts, per family (0: IPv4, 1: IPv6), the IP-in-IP
+	// endpoints that need a tunnel source the file does not give: one
+	// field to set, reported once however many endpoints need it.
+	tunnelNeeds [2]struct {
+		n     int
+		first string
+	}
 }
 
 func (v *validator) errf(a at, format string, args ...any) {
-	v.errs = append(v.errs, issue{keys: a.keys, path: a.label, msg: fmt.Sprintf(format, args...)})
+	v.errs = append(v.errs, issue{keys: a.keys, path: a.label, msg: fmt.Sprintf(format, clipArgs(args)...)})
 }
 
 func (v *validator) warnf(a at, format string, args ...any) {
-	v.warns = append(v.warns, issue{keys: a.keys, path: a.label, msg: fmt.Sprintf(format, args...)})
+	v.warns = append(v.warns, issue{keys: a.keys, path: a.label, msg: fmt.Sprintf(format, clipArgs(args)...)})
+}
+
+// clipArgs shortens the strings a message echoes from the file.
+func clipArgs(args []any) []any {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = strictyaml.Clip(s)
+		}
+	}
+	return args
 }
 
 // Validate checks a configuration built in code (Load validates files).
@@ -84,21 +109,30 @@ var nameRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$
 func validate(cfg *Config) *validator {
 	v := &validator{}
 	top := at{}
-	v.tunnel(top.field("tunnel"), cfg.Tunnel)
+	v.tunnel(top.field("tunnel"), cfg.Tunnel, cfg)
 	lim := cfg.Limits
 	for _, f := range []struct {
 		name string
 		val  int
-	}{{"maxEndpoints", lim.MaxEndpoints}, {"maxPrimaryGroups", lim.MaxPrimaryGroups}, {"maxFailoverGroups", lim.MaxFailoverGroups}} {
+	}{{"maxServices", lim.MaxServices}, {"maxEndpoints", lim.MaxEndpoints}, {"maxPrimaryGroups", lim.MaxPrimaryGroups}, {"maxFailoverGroups", lim.MaxFailoverGroups}} {
 		if f.val < 0 || f.val > 100000 {
 			v.errf(top.field("limits").field(f.name), "%d out of range 0..100000 (0 means the default)", f.val)
 		}
 	}
+	if lim.MaxConnections < 0 || lim.MaxConnections > 1_000_000_000 {
+		v.errf(top.field("limits").field("maxConnections"), "%d out of range 0..1000000000 (0: not checked)", lim.MaxConnections)
+	}
 	if len(cfg.Services) == 0 {
 		v.errf(top.field("services"), "no services; add at least one (see examples/)")
 	}
+	n := len(cfg.Services)
+	if maxS := orDefault(lim.MaxServices, DefaultMaxServices); maxS > 0 && maxS <= 100000 && n > maxS {
+		v.errf(top.field("services"), "%d services, over the limit of %d (R-LIMIT); raise limits.maxServices if your datapath has room (lb.p4's service table holds %d, XDP's 16384); the services after the first %d are not checked",
+			n, maxS, DefaultMaxServices, maxS)
+		n = maxS
+	}
 	names := map[string]int{}
-	for i := range cfg.Services {
+	for i := range cfg.Services[:n] {
 		s := &cfg.Services[i]
 		a := top.item("services", i, "service", s.Name)
 		if prev, dup := names[s.Name]; dup && s.Name != "" {
@@ -107,21 +141,91 @@ func validate(cfg *Config) *validator {
 		names[s.Name] = i
 		v.service(a, s, cfg)
 	}
-	v.overlaps(cfg)
+	v.overlaps(cfg, n)
+	for fam, need := range v.tunnelNeeds {
+		if need.n == 0 {
+			continue
+		}
+		f, family := "sourceIPv4", "IPv4"
+		if fam == 1 {
+			f, family = "sourceIPv6", "IPv6"
+		}
+		which := fmt.Sprintf("%d %s endpoints use IP-in-IP (the first: %s)", need.n, family, need.first)
+		if need.n == 1 {
+			which = fmt.Sprintf("1 %s endpoint uses IP-in-IP (%s)", family, need.first)
+		}
+		a := top.field("tunnel").field(f)
+		v.errs = append(v.errs, issue{keys: a.keys, path: a.label,
+			msg: fmt.Sprintf("missing; %s, which needs an outer source address: set tunnel.%s at the top level", which, f)})
+	}
 	return v
 }
 
-func (v *validator) tunnel(a at, t Tunnel) {
+func (v *validator) tunnel(a at, t Tunnel, cfg *Config) {
+	if t.MTU != 0 && (t.MTU < MinMTU || t.MTU > MaxMTU) {
+		v.errf(a.field("mtu"), "%d out of range %d..%d bytes (leave it out for the interface's MTU)", t.MTU, MinMTU, MaxMTU)
+	} else if t.MTU != 0 && t.MTU < MinMTU+40 && hasIPIPv6Backend(cfg) {
+		v.errf(a.field("mtu"), "%d leaves an IPv6 packet encapsulated to an IPv6 backend less than IPv6's minimum MTU of %d (40 bytes of outer header, R-MTU); use at least %d", t.MTU, MinMTU, MinMTU+40)
+	}
 	if t.SourceIPv4 != "" {
 		if ip, err := netip.ParseAddr(t.SourceIPv4); err != nil || !ip.Unmap().Is4() {
 			v.errf(a.field("sourceIPv4"), "%q is not an IPv4 address", t.SourceIPv4)
+		} else if why := notHostAddr(ip.Unmap()); why != "" {
+			v.errf(a.field("sourceIPv4"), "%s cannot be an outer source address: %s; use an address of this host that backends can reply to", ip.Unmap(), why)
 		}
 	}
 	if t.SourceIPv6 != "" {
 		if ip, err := netip.ParseAddr(t.SourceIPv6); err != nil || !ip.Is6() || ip.Is4In6() {
 			v.errf(a.field("sourceIPv6"), "%q is not an IPv6 address", t.SourceIPv6)
+		} else if why := notHostAddr(ip); why != "" {
+			v.errf(a.field("sourceIPv6"), "%s cannot be an outer source address: %s; use an address of this host that backends can reply to", ip, why)
 		}
 	}
+}
+
+// hasIPIPv6Backend reports an IPv6 backend that IP-in-IP reaches.
+func hasIPIPv6Backend(cfg *Config) bool {
+	for i := range cfg.Services {
+		s := &cfg.Services[i]
+		if s.Encap() != EncapIPIP {
+			continue
+		}
+		for _, g := range s.Backends {
+			for _, e := range g.Endpoints {
+				if ip, err := netip.ParseAddr(e.IP); err == nil && ip.Unmap().Is6() {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// notUnicast says why ip cannot be the address of one machine, or "".
+func notUnicast(ip netip.Addr) string {
+	switch {
+	case ip.IsUnspecified():
+		return "it is the unspecified address"
+	case ip.IsMulticast():
+		return "it is a multicast address"
+	case ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "it is the broadcast address"
+	}
+	return ""
+}
+
+// notHostAddr is notUnicast, and also refuses loopback: a VIP or a tunnel
+// source is reached over the network, which never carries loopback
+// addresses. (A backend may be on loopback: lbc run's health checks and
+// tests use that.)
+func notHostAddr(ip netip.Addr) string {
+	if why := notUnicast(ip); why != "" {
+		return why
+	}
+	if ip.IsLoopback() {
+		return "it is a loopback address, which never leaves a host"
+	}
+	return ""
 }
 
 func oneOf(val string, allowed ...string) bool {
@@ -155,8 +259,8 @@ func (v *validator) service(a at, s *Service, cfg *Config) {
 		v.errf(a.field("vip"), "missing; give the service's virtual IP (IPv4 or IPv6)")
 	} else if ip, err := netip.ParseAddr(s.VIP); err != nil {
 		v.errf(a.field("vip"), "%q is not an IP address", s.VIP)
-	} else if ip = ip.Unmap(); ip.IsUnspecified() || ip.IsMulticast() || ip.IsLoopback() {
-		v.errf(a.field("vip"), "%s cannot be a VIP (unspecified, multicast or loopback)", ip)
+	} else if ip = ip.Unmap(); notHostAddr(ip) != "" {
+		v.errf(a.field("vip"), "%s cannot be a VIP: %s; clients must be able to send to it", ip, notHostAddr(ip))
 	} else if ip.Zone() != "" {
 		v.errf(a.field("vip"), "%s: a VIP has no zone", ip)
 	}
@@ -170,12 +274,22 @@ func (v *validator) service(a at, s *Service, cfg *Config) {
 	case s.Protocol != ProtoL3Default && !s.Ports.All && len(s.Ports.List) == 0:
 		v.errf(a.field("ports"), "missing; list the ports (e.g. [80, 443] or [\"8000-8080\"]) or write ALL")
 	}
-	seen := map[uint16]bool{}
+	seen := make(map[uint16]bool, len(s.Ports.List))
+	var twice []string
 	for _, p := range s.Ports.List {
 		if seen[p] {
-			v.errf(a.field("ports"), "port %d listed twice", p)
+			twice = append(twice, fmt.Sprint(p))
 		}
 		seen[p] = true
+	}
+	if len(twice) == 1 {
+		v.errf(a.field("ports"), "port %s listed twice", twice[0])
+	} else if len(twice) > 1 {
+		n := len(twice)
+		if n > 5 {
+			twice = append(twice[:5], "…")
+		}
+		v.errf(a.field("ports"), "%d ports listed twice (%s); list each port once", n, strings.Join(twice, ", "))
 	}
 	v.enum(a.field("sessionAffinity"), s.SessionAffinity, AffinityNone, AffinityClientIP, AffinityClientIPProto, AffinityClientIPPortProto)
 	if ct := s.ConnectionTrackingPolicy; ct != nil {
@@ -203,6 +317,7 @@ func (v *validator) service(a at, s *Service, cfg *Config) {
 	v.enum(a.field("loadBalancingScheme"), s.LoadBalancingScheme, SchemeExternal, SchemeInternal)
 	v.backends(a, s, cfg)
 	v.ring(a.field("ringSize"), s)
+	v.enum(a.field("ringFill"), string(s.RingFill), string(FillEarliestRank), string(FillProbeStride))
 	if s.Protocol == ProtoUDP || s.Protocol == ProtoL3Default {
 		aff := s.Affinity()
 		if !s.Ports.All && s.Protocol == ProtoUDP || !(aff == AffinityClientIP || aff == AffinityClientIPProto) || s.TrackingMode() != TrackPerSession {
@@ -296,8 +411,8 @@ func (v *validator) backends(a at, s *Service, cfg *Config) {
 				v.errf(ea.field("ip"), "missing; give the backend's IP address")
 			case err != nil:
 				v.errf(ea.field("ip"), "%q is not an IP address", e.IP)
-			case ip.Unmap().IsUnspecified() || ip.IsMulticast():
-				v.errf(ea.field("ip"), "%s cannot be a backend address", ip)
+			case notUnicast(ip.Unmap()) != "":
+				v.errf(ea.field("ip"), "%s cannot be a backend address: %s", ip.Unmap(), notUnicast(ip.Unmap()))
 			default:
 				ip = ip.Unmap()
 				if other, dup := ips[ip]; dup {
@@ -308,11 +423,14 @@ func (v *validator) backends(a at, s *Service, cfg *Config) {
 					v.errf(ea.field("ip"), "%s is the service's VIP; give the backend's own address", ip)
 				}
 				if s.Encap() == EncapIPIP {
-					if ip.Is4() && cfg.Tunnel.SourceIPv4 == "" {
-						v.errf(ea.field("ip"), "IP-in-IP to an IPv4 backend needs an outer source: set tunnel.sourceIPv4 at the top level")
+					fam, src := 0, cfg.Tunnel.SourceIPv4
+					if ip.Is6() {
+						fam, src = 1, cfg.Tunnel.SourceIPv6
 					}
-					if ip.Is6() && cfg.Tunnel.SourceIPv6 == "" {
-						v.errf(ea.field("ip"), "IP-in-IP to an IPv6 backend needs an outer source: set tunnel.sourceIPv6 at the top level")
+					if need := &v.tunnelNeeds[fam]; src == "" {
+						if need.n++; need.n == 1 {
+							need.first = ea.label
+						}
 					}
 				}
 				if s.Encap() == EncapL2DSR && vip.IsValid() && ip.Is4() != vip.Is4() {
@@ -412,13 +530,13 @@ func nextPow2(n int) int {
 // overlaps rejects two services that would claim the same packet. More
 // specific keys win in the datapath (port, then ALL ports, then
 // L3_DEFAULT), so only keys of the same kind can collide.
-func (v *validator) overlaps(cfg *Config) {
+func (v *validator) overlaps(cfg *Config, n int) {
 	type claim struct {
 		svc  int
 		port uint16
 	}
 	byKey := map[string]claim{}
-	for i := range cfg.Services {
+	for i := range cfg.Services[:n] {
 		s := &cfg.Services[i]
 		vip := s.VIPAddr()
 		if !vip.IsValid() || s.Protocol == "" {

@@ -46,6 +46,9 @@ type Options struct {
 	VerifyInterval time.Duration
 	// Metrics receives the controller's metrics; nil: none.
 	Metrics *Metrics
+	// Announcer, if set, is told after every update which VIPs this node
+	// can serve (BGP: announce or withdraw them).
+	Announcer Announcer
 }
 
 // Controller keeps datapaths programmed as health, weights and the
@@ -64,6 +67,8 @@ type Controller struct {
 	// Owned by the Run goroutine.
 	cfg       *compiler.Config
 	cfgSum    [32]byte // of the last file tried, good or bad
+	watchErr  string   // why the file could not be read at the last watch tick
+	rejected  error    // why the last file tried was rejected; nil: it runs
 	ir        *compiler.IR
 	tgts      []*target
 	committed *compiler.IR
@@ -160,6 +165,7 @@ func New(opts Options) (*Controller, error) {
 			ts.st.Primary = a.Primary()
 		}
 		c.tgts = append(c.tgts, ts)
+		c.m.addTarget(ts.st.Name, ts.st.Primary)
 	}
 	c.m.watch(func() []TargetStatus { ts, _ := c.targetStatuses(); return ts }, c.counters)
 	return c, nil
@@ -197,6 +203,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.m.setConfig(c.cfg)
 	c.mon.SetTargets(ctx, health.TargetsOf(c.cfg))
+	// Take each target's change signal before the first update reads
+	// Primary, so that a change in between is not lost.
+	changes := make([]<-chan struct{}, len(c.tgts))
+	for i, ts := range c.tgts {
+		if ts.arb != nil {
+			changes[i] = ts.arb.MastershipChanges()
+		}
+	}
 	if err := c.update(ctx, "start"); err != nil {
 		return err
 	}
@@ -206,20 +220,24 @@ func (c *Controller) Run(ctx context.Context) error {
 	monDone := make(chan struct{})
 	go func() { c.mon.Run(monCtx); close(monDone) }()
 	defer func() { stopMon(); <-monDone }()
-	for _, ts := range c.tgts {
+	for i, ts := range c.tgts {
 		if ts.arb != nil {
-			go c.forwardMastership(ctx, ts.arb)
+			go c.forwardMastership(ctx, ts.arb, changes[i])
 		}
 	}
 	return c.loop(ctx)
 }
 
-func (c *Controller) forwardMastership(ctx context.Context, a Arbitrated) {
+// forwardMastership signals c.mastership at each change of a's mastership.
+// It takes the next signal before passing this one on, so no change falls
+// between two signals.
+func (c *Controller) forwardMastership(ctx context.Context, a Arbitrated, ch <-chan struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-a.MastershipChanges():
+		case <-ch:
+			ch = a.MastershipChanges()
 			select {
 			case c.mastership <- struct{}{}:
 			default:
@@ -270,8 +288,11 @@ func (c *Controller) loop(ctx context.Context) error {
 			retry.set(c.clock, c.opts.RetryInterval)
 		}
 	}
-	after := func(err error) {
-		_ = err // logged where it happened
+	// after re-arms the timers once an update or reload ran. Its error
+	// was logged and counted where it happened (update: compile, push and
+	// read-back; reload: a rejected file), and shows in Status and
+	// /healthz; a failed push is retried by armRetry.
+	after := func(error) {
 		armDrain()
 		armRetry()
 	}
@@ -307,7 +328,7 @@ func (c *Controller) loop(ctx context.Context) error {
 			after(c.update(ctx, "mastership"))
 		case <-watch.c():
 			watch.set(c.clock, c.opts.WatchInterval)
-			if changed, _ := c.fileChanged(); changed {
+			if c.fileChanged() {
 				after(c.reload(ctx, false))
 			}
 		case <-verify.c():
@@ -380,18 +401,37 @@ func (c *Controller) load() (*compiler.Config, [32]byte, error) {
 		}
 		return nil, sum, err
 	}
-	for _, w := range dec.Warnings {
-		c.log.Warn("configuration warning", "problem", w.String())
+	for _, w := range dec.Warnings.Summary(20) {
+		c.log.Warn("configuration warning", "problem", w)
 	}
 	return dec.Config, sum, nil
 }
 
-func (c *Controller) fileChanged() (bool, error) {
+// fileChanged reports whether the configuration file differs from the
+// last one tried. A file that cannot be read (deleted, moved, no
+// permission) is not a change: the running configuration stays, and the
+// error is logged and counted once, shown in Status until the file can be
+// read again.
+func (c *Controller) fileChanged() bool {
 	data, err := os.ReadFile(c.opts.ConfigPath)
 	if err != nil {
-		return false, err
+		if msg := err.Error(); msg != c.watchErr {
+			c.watchErr = msg
+			c.log.Error("cannot read the configuration file; the running configuration stays", "file", c.opts.ConfigPath, "err", msg)
+			c.m.error("config-read")
+			c.setReloadError(fmt.Errorf("watch: %w", err))
+		}
+		return false
 	}
-	return sha256.Sum256(data) != c.cfgSum, nil
+	changed := sha256.Sum256(data) != c.cfgSum
+	if c.watchErr != "" {
+		c.watchErr = ""
+		c.log.Info("configuration file readable again", "file", c.opts.ConfigPath, "changed", changed)
+		if !changed {
+			c.setReloadError(c.rejected) // back to what the file's own reload said
+		}
+	}
+	return changed
 }
 
 func (c *Controller) reload(ctx context.Context, force bool) error {
@@ -402,6 +442,7 @@ func (c *Controller) reload(ctx context.Context, force bool) error {
 		}
 		c.log.Error("configuration rejected; the running configuration stays", "file", c.opts.ConfigPath, "err", err.Error())
 		c.m.reload("rejected")
+		c.rejected = err
 		c.setReloadError(err)
 		return err
 	}
@@ -411,6 +452,7 @@ func (c *Controller) reload(ctx context.Context, force bool) error {
 	c.cfg, c.cfgSum = cfg, sum
 	c.log.Info("configuration loaded", "file", c.opts.ConfigPath, "services", len(cfg.Services))
 	c.m.reload("applied")
+	c.rejected = nil
 	c.setReloadError(nil)
 	c.m.setConfig(cfg)
 	c.mon.SetTargets(ctx, health.TargetsOf(cfg))

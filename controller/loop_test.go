@@ -332,6 +332,17 @@ func TestRDRAIN_TimerDeletesDrainedBackend(t *testing.T) {
 	if _, ring := pushed(t, r.sims[0].IR(), "web"); strings.Contains(join(ring), "vm-d2") {
 		t.Fatal("a draining backend is still on the ring (takes new connections)")
 	}
+	// The log and the status date the deadline (RFC 3339), not a float
+	// of seconds since the epoch. The rig's clock starts at 1.8e9 s.
+	until := r.clk.Now().Add(30 * time.Second).UTC()
+	want := `detail="keeps its entries for 30s (R-DRAIN)" until=` + until.Format(time.RFC3339Nano)
+	if logs := r.logs.String(); !strings.Contains(logs, want) || strings.Contains(logs, "e+09") {
+		t.Errorf("draining-start log lacks %s (or has a float time):\n%s", want, logs)
+	}
+	st := r.c.Status(r.ctx)
+	if ev := st.Events[len(st.Events)-1]; ev.Kind != controller.EventDrainStart || !ev.Until.Equal(until) {
+		t.Errorf("status event %+v, want draining-start until %s", ev, until)
+	}
 	r.clk.Advance(29 * time.Second)
 	if err := r.c.Sync(r.ctx); err != nil {
 		t.Fatal(err)
@@ -399,10 +410,10 @@ func TestPushFailureRetried(t *testing.T) {
 		`lbc_backend_healthy{backend="vm-a2",service="web"} 1`,
 		`lbc_service_eligible_backends{service="web"} 3`,
 		`lbc_service_decision{decision="primary",rule="R-ELIG-3d",service="web"} 1`,
-		`lbc_pushes_total{result="error",target="sim"} 1`,
+		`lbc_pushes_total{result="error",target="sim",target_instance=""} 1`,
 		`lbc_errors_total{kind="push"} 1`,
-		`lbc_push_duration_seconds_count{target="sim"}`,
-		`lbc_push_entities_total{op="insert",table="ring",target="sim"} 2042`,
+		`lbc_push_duration_seconds_count{target="sim",target_instance=""}`,
+		`lbc_push_entities_total{op="insert",table="ring",target="sim",target_instance=""} 2042`,
 		`lbc_health_probes_total{result="failed",service="web"}`,
 	} {
 		if !strings.Contains(string(body), want) {

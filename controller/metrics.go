@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ type Metrics struct {
 	countersFn func(context.Context) []targetCounters
 	// Label sets of the last publish, to delete what is gone.
 	prevSvcs      map[string]bool
+	prevWeights   map[[2]string]bool
 	prevBackends  map[[2]string]bool
 	prevDecisions map[[3]string]bool
 }
@@ -62,22 +64,22 @@ func NewMetrics() *Metrics {
 		return v
 	}
 	m.backendHealthy = g("lbc_backend_healthy", "1 if the backend passes its health check (after thresholds).", "service", "backend")
-	m.backendWeight = g("lbc_backend_weight", "Weight of the backend (WEIGHTED_MAGLEV: from X-Load-Balancing-Endpoint-Weight).", "service", "backend")
+	m.backendWeight = g("lbc_backend_weight", "Weight of the backend of a WEIGHTED_MAGLEV service (from X-Load-Balancing-Endpoint-Weight); absent for backends of unweighted services.", "service", "backend")
 	m.eligible = g("lbc_service_eligible_backends", "Backends that may take new connections (R-ELIG).", "service")
 	m.decision = g("lbc_service_decision", "1 for the service's current eligible-set decision (primary, failover, last-resort, drop) and the rule that chose it.", "service", "decision", "rule")
 	m.epoch = g("lbc_service_epoch", "Conntrack epoch of the service; it moves on failover/failback with disableConnectionDrainOnFailover (R-EPOCH).", "service")
 	m.failovers = c("lbc_failovers_total", "Switches of the eligible set to failover backends (R-ELIG-5).", "service")
 	m.failbacks = c("lbc_failbacks_total", "Switches of the eligible set back to primaries (R-ELIG-5).", "service")
 	m.events = c("lbc_events_total", "Controller events by kind (failover, failback, epoch, draining-start, ...).", "kind")
-	m.pushes = c("lbc_pushes_total", "Pushes of a non-empty diff to a target.", "target", "result")
-	m.entities = c("lbc_push_entities_total", "Table entries written, by table and operation.", "target", "table", "op")
+	m.pushes = c("lbc_pushes_total", "Pushes of a non-empty diff to a target.", "target", "target_instance", "result")
+	m.entities = c("lbc_push_entities_total", "Table entries written, by table and operation.", "target", "target_instance", "table", "op")
 	m.pushSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "lbc_push_duration_seconds",
 		Help:    "Time to apply one diff to a target.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-	}, []string{"target"})
+	}, []string{"target", "target_instance"})
 	m.reg.MustRegister(m.pushSeconds)
-	m.errors = c("lbc_errors_total", "Errors by kind (compile, push, read, commit, drift).", "kind")
+	m.errors = c("lbc_errors_total", "Errors by kind: "+strings.Join(errorKinds, ", ")+".", "kind")
 	m.reloads = c("lbc_config_reloads_total", "Configuration reloads by result (applied, rejected).", "result")
 	m.probes = c("lbc_health_probes_total", "Health probes by service and result (ok, failed).", "service", "result")
 	m.probeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -86,12 +88,55 @@ func NewMetrics() *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 	}, []string{"type"})
 	m.reg.MustRegister(m.probeSeconds)
-	m.primary = g("lbc_target_primary", "1 if this controller is the primary writer of the target (P4Runtime arbitration).", "target")
+	m.primary = g("lbc_target_primary", "1 if this controller may write the target: always for a target it alone writes (sim, xdp), the P4Runtime arbitration's answer for a shared switch.", "target", "target_instance")
 	m.services = prometheus.NewGauge(prometheus.GaugeOpts{Name: "lbc_config_services", Help: "Services in the running configuration."})
 	m.reg.MustRegister(m.services)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(datapathCollector{m})
+	// Counters exist from the start, at zero, so that rate() and alerts
+	// see the first increment.
+	for _, k := range errorKinds {
+		m.errors.WithLabelValues(k)
+	}
+	for _, r := range []string{"applied", "rejected"} {
+		m.reloads.WithLabelValues(r)
+	}
+	for _, k := range EventKinds {
+		m.events.WithLabelValues(k)
+	}
 	return m
+}
+
+// errorKinds are the values of lbc_errors_total's kind label.
+var errorKinds = []string{
+	"compile",     // the configuration and health did not compile
+	"push",        // a target refused a diff
+	"read",        // a target could not be read back
+	"commit",      // a target could not store names
+	"drift",       // a target's tables differed from what was pushed
+	"config-read", // the watched configuration file could not be read
+	"counters",    // a target's counters could not be read at a scrape
+}
+
+// targetLabels splits a target's name ("xdp eth1", "bmv2 127.0.0.1:9559",
+// "sim") into the target label, its kind, and target_instance, where it is
+// ("" for a lone sim): a label value with a space is awkward in queries.
+func targetLabels(name string) (kind, instance string) {
+	kind, instance, _ = strings.Cut(name, " ")
+	return kind, instance
+}
+
+// addTarget creates a target's series: push counters at zero and whether
+// this controller may write it.
+func (m *Metrics) addTarget(name string, primary bool) {
+	if m == nil {
+		return
+	}
+	k, i := targetLabels(name)
+	for _, r := range []string{"ok", "error"} {
+		m.pushes.WithLabelValues(k, i, r)
+	}
+	m.setPrimary(name, primary)
 }
 
 // Registry is where the metrics are registered.
@@ -152,7 +197,8 @@ func (m *Metrics) setPrimary(target string, p bool) {
 	if p {
 		v = 1
 	}
-	m.primary.WithLabelValues(target).Set(v)
+	k, i := targetLabels(target)
+	m.primary.WithLabelValues(k, i).Set(v)
 }
 
 func (m *Metrics) event(e Event) {
@@ -177,21 +223,23 @@ func (m *Metrics) push(target string, d compiler.Diff, took time.Duration, err e
 		res = "error"
 		m.errors.WithLabelValues("push").Inc()
 	}
-	m.pushes.WithLabelValues(target, res).Inc()
-	m.pushSeconds.WithLabelValues(target).Observe(took.Seconds())
+	tk, ti := targetLabels(target)
+	m.pushes.WithLabelValues(tk, ti, res).Inc()
+	m.pushSeconds.WithLabelValues(tk, ti).Observe(took.Seconds())
 	for table, n := range d.Counts() {
 		for op, k := range n {
 			if k > 0 {
-				m.entities.WithLabelValues(target, table, compiler.Op(op).String()).Add(float64(k))
+				m.entities.WithLabelValues(tk, ti, table, compiler.Op(op).String()).Add(float64(k))
 			}
 		}
 	}
 }
 
-// publish sets the gauges from the IR. Series of services and backends
-// that are gone are deleted after the new values are set, so that a
-// concurrent scrape never sees a gap.
-func (m *Metrics) publish(ir *compiler.IR) {
+// publish sets the gauges from the IR; weighted names the WEIGHTED_MAGLEV
+// services (only their backends have a weight). Series of services and
+// backends that are gone are deleted after the new values are set, so that
+// a concurrent scrape never sees a gap.
+func (m *Metrics) publish(ir *compiler.IR, weighted map[string]bool) {
 	if m == nil || ir == nil {
 		return
 	}
@@ -200,6 +248,7 @@ func (m *Metrics) publish(ir *compiler.IR) {
 	m.ir = ir
 	svcs := map[string]bool{}
 	bes := map[[2]string]bool{}
+	weights := map[[2]string]bool{}
 	decisions := map[[3]string]bool{}
 	for i := range ir.Services {
 		s := &ir.Services[i]
@@ -208,6 +257,8 @@ func (m *Metrics) publish(ir *compiler.IR) {
 		m.eligible.WithLabelValues(s.Name).Set(float64(len(s.Eligible)))
 		m.decision.WithLabelValues(s.Name, s.Decision, s.Rule).Set(1)
 		m.epoch.WithLabelValues(s.Name).Set(float64(s.Epoch))
+		m.failovers.WithLabelValues(s.Name) // at zero until the first
+		m.failbacks.WithLabelValues(s.Name)
 	}
 	for j := range ir.Backends {
 		b := &ir.Backends[j]
@@ -221,12 +272,22 @@ func (m *Metrics) publish(ir *compiler.IR) {
 			h = 1
 		}
 		m.backendHealthy.WithLabelValues(s.Name, b.Name).Set(h)
-		m.backendWeight.WithLabelValues(s.Name, b.Name).Set(float64(b.Weight))
+		if weighted[s.Name] {
+			weights[[2]string{s.Name, b.Name}] = true
+			m.backendWeight.WithLabelValues(s.Name, b.Name).Set(float64(b.Weight))
+		}
 	}
 	for k := range m.prevSvcs {
 		if !svcs[k] {
 			m.eligible.DeleteLabelValues(k)
 			m.epoch.DeleteLabelValues(k)
+			m.failovers.DeleteLabelValues(k)
+			m.failbacks.DeleteLabelValues(k)
+		}
+	}
+	for k := range m.prevWeights {
+		if !weights[k] {
+			m.backendWeight.DeleteLabelValues(k[0], k[1])
 		}
 	}
 	for k := range m.prevDecisions {
@@ -237,27 +298,28 @@ func (m *Metrics) publish(ir *compiler.IR) {
 	for k := range m.prevBackends {
 		if !bes[k] {
 			m.backendHealthy.DeleteLabelValues(k[0], k[1])
-			m.backendWeight.DeleteLabelValues(k[0], k[1])
 		}
 	}
-	m.prevSvcs, m.prevBackends, m.prevDecisions = svcs, bes, decisions
+	m.prevSvcs, m.prevBackends, m.prevDecisions, m.prevWeights = svcs, bes, decisions, weights
 }
 
 // datapathCollector reads the targets' own counters at scrape time.
 type datapathCollector struct{ m *Metrics }
 
+// The datapath series carry the target's kind and instance (targetLabels).
 var (
-	dpPackets   = prometheus.NewDesc("lbc_datapath_packets_total", "Packets the datapath matched to the service.", []string{"target", "service"}, nil)
-	dpBytes     = prometheus.NewDesc("lbc_datapath_bytes_total", "Bytes the datapath matched to the service.", []string{"target", "service"}, nil)
-	dpNewConns  = prometheus.NewDesc("lbc_datapath_new_connections_total", "New connections (selections from the ring) per service.", []string{"target", "service"}, nil)
-	dpSessions  = prometheus.NewDesc("lbc_datapath_sessions", "Live conntrack entries per service, where the datapath counts them.", []string{"target", "service"}, nil)
-	dpBePkts    = prometheus.NewDesc("lbc_datapath_backend_packets_total", "Packets sent to the backend.", []string{"target", "service", "backend"}, nil)
-	dpBeConns   = prometheus.NewDesc("lbc_datapath_backend_new_connections_total", "New connections sent to the backend.", []string{"target", "service", "backend"}, nil)
-	dpDrops     = prometheus.NewDesc("lbc_datapath_drops_total", "Packets dropped, by reason.", []string{"target", "reason"}, nil)
-	dpPunts     = prometheus.NewDesc("lbc_datapath_fallback_punts_total", "Packets sent out the fallback port (fragments, unparsed protocols).", []string{"target"}, nil)
-	tgtDiverged = prometheus.NewDesc("lbc_target_diverged", "1 if the target's tables differ from the other targets' or from what was last read back.", []string{"target"}, nil)
-	tgtDigest   = prometheus.NewDesc("lbc_target_digest_info", "The digest of the tables the target holds, as a label (equal digests: same backend for every new flow).", []string{"target", "digest"}, nil)
-	dpErrors    = prometheus.NewDesc("lbc_datapath_counter_read_errors", "1 if reading the target's counters failed at this scrape.", []string{"target"}, nil)
+	dpPackets   = prometheus.NewDesc("lbc_datapath_packets_total", "Packets the datapath matched to the service.", []string{"target", "target_instance", "service"}, nil)
+	dpBytes     = prometheus.NewDesc("lbc_datapath_bytes_total", "Bytes the datapath matched to the service.", []string{"target", "target_instance", "service"}, nil)
+	dpNewConns  = prometheus.NewDesc("lbc_datapath_new_connections_total", "New connections (selections from the ring) per service.", []string{"target", "target_instance", "service"}, nil)
+	dpSessions  = prometheus.NewDesc("lbc_datapath_sessions", "Live conntrack entries per service, where the datapath counts them (XDP: a walk of its conntrack at each scrape; absent where the datapath cannot count them).", []string{"target", "target_instance", "service"}, nil)
+	dpBePkts    = prometheus.NewDesc("lbc_datapath_backend_packets_total", "Packets sent to the backend.", []string{"target", "target_instance", "service", "backend"}, nil)
+	dpBeConns   = prometheus.NewDesc("lbc_datapath_backend_new_connections_total", "New connections sent to the backend.", []string{"target", "target_instance", "service", "backend"}, nil)
+	dpDrops     = prometheus.NewDesc("lbc_datapath_drops_total", "Packets dropped, by reason.", []string{"target", "target_instance", "reason"}, nil)
+	dpPunts     = prometheus.NewDesc("lbc_datapath_fallback_punts_total", "Packets sent out the fallback port (fragments, unparsed protocols).", []string{"target", "target_instance"}, nil)
+	dpTooBig    = prometheus.NewDesc("lbc_datapath_too_big_total", "Packets answered with ICMP fragmentation needed / packet too big instead of forwarded (R-MTU).", []string{"target", "target_instance"}, nil)
+	tgtDiverged = prometheus.NewDesc("lbc_target_diverged", "1 if the target's tables differ from the other targets' or from what was last read back.", []string{"target", "target_instance"}, nil)
+	tgtDigest   = prometheus.NewDesc("lbc_target_digest_info", "The digest of the tables the target holds, as a label (equal digests: same backend for every new flow).", []string{"target", "target_instance", "digest"}, nil)
+	dpUp        = prometheus.NewDesc("lbc_datapath_counters_up", "1 if the target's counters were read at this scrape, 0 if reading them failed (each failure also counts in lbc_errors_total{kind=\"counters\"}).", []string{"target", "target_instance"}, nil)
 )
 
 func (datapathCollector) Describe(chan<- *prometheus.Desc) {} // unchecked: series depend on the IR
@@ -275,8 +337,9 @@ func (d datapathCollector) Collect(ch chan<- prometheus.Metric) {
 			if t.Diverged {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(tgtDiverged, prometheus.GaugeValue, v, t.Name)
-			ch <- prometheus.MustNewConstMetric(tgtDigest, prometheus.GaugeValue, 1, t.Name, t.Digest)
+			k, i := targetLabels(t.Name)
+			ch <- prometheus.MustNewConstMetric(tgtDiverged, prometheus.GaugeValue, v, k, i)
+			ch <- prometheus.MustNewConstMetric(tgtDigest, prometheus.GaugeValue, 1, k, i, t.Digest)
 		}
 	}
 	svcName := map[uint32]string{}
@@ -294,33 +357,38 @@ func (d datapathCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, tc := range countersFn(ctx) {
-		name, c := tc.Name, tc.Counters
+		k, i := targetLabels(tc.Name)
+		c := tc.Counters
 		if tc.Err != nil {
-			ch <- prometheus.MustNewConstMetric(dpErrors, prometheus.GaugeValue, 1, name)
+			d.m.error("counters")
+			ch <- prometheus.MustNewConstMetric(dpUp, prometheus.GaugeValue, 0, k, i)
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(dpErrors, prometheus.GaugeValue, 0, name)
+		ch <- prometheus.MustNewConstMetric(dpUp, prometheus.GaugeValue, 1, k, i)
 		for id, s := range c.Services {
 			n, ok := svcName[id]
 			if !ok {
 				continue
 			}
-			ch <- prometheus.MustNewConstMetric(dpPackets, prometheus.CounterValue, float64(s.Packets), name, n)
-			ch <- prometheus.MustNewConstMetric(dpBytes, prometheus.CounterValue, float64(s.Bytes), name, n)
-			ch <- prometheus.MustNewConstMetric(dpNewConns, prometheus.CounterValue, float64(s.NewConnections), name, n)
-			ch <- prometheus.MustNewConstMetric(dpSessions, prometheus.GaugeValue, float64(s.Sessions), name, n)
+			ch <- prometheus.MustNewConstMetric(dpPackets, prometheus.CounterValue, float64(s.Packets), k, i, n)
+			ch <- prometheus.MustNewConstMetric(dpBytes, prometheus.CounterValue, float64(s.Bytes), k, i, n)
+			ch <- prometheus.MustNewConstMetric(dpNewConns, prometheus.CounterValue, float64(s.NewConnections), k, i, n)
+			if s.HasSessions { // a datapath that cannot count them exports none, not a false 0
+				ch <- prometheus.MustNewConstMetric(dpSessions, prometheus.GaugeValue, float64(s.Sessions), k, i, n)
+			}
 		}
 		for id, b := range c.Backends {
 			n, ok := beName[id]
 			if !ok {
 				continue
 			}
-			ch <- prometheus.MustNewConstMetric(dpBePkts, prometheus.CounterValue, float64(b.Packets), name, n.svc, n.name)
-			ch <- prometheus.MustNewConstMetric(dpBeConns, prometheus.CounterValue, float64(b.NewConnections), name, n.svc, n.name)
+			ch <- prometheus.MustNewConstMetric(dpBePkts, prometheus.CounterValue, float64(b.Packets), k, i, n.svc, n.name)
+			ch <- prometheus.MustNewConstMetric(dpBeConns, prometheus.CounterValue, float64(b.NewConnections), k, i, n.svc, n.name)
 		}
 		for reason, v := range c.Drops {
-			ch <- prometheus.MustNewConstMetric(dpDrops, prometheus.CounterValue, float64(v), name, reason)
+			ch <- prometheus.MustNewConstMetric(dpDrops, prometheus.CounterValue, float64(v), k, i, reason)
 		}
-		ch <- prometheus.MustNewConstMetric(dpPunts, prometheus.CounterValue, float64(c.FallbackPunts), name)
+		ch <- prometheus.MustNewConstMetric(dpPunts, prometheus.CounterValue, float64(c.FallbackPunts), k, i)
+		ch <- prometheus.MustNewConstMetric(dpTooBig, prometheus.CounterValue, float64(c.TooBig), k, i)
 	}
 }

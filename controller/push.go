@@ -33,6 +33,7 @@ func (c *Controller) update(ctx context.Context, why string) error {
 	}
 	c.commit(ctx, r)
 	c.publish(r.Events, nil)
+	c.announce()
 	if len(errs) > 0 {
 		return fmt.Errorf("push: %v", errs)
 	}
@@ -129,7 +130,7 @@ func sameInfo(a, b *compiler.IR) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	if a.NextServiceID != b.NextServiceID || a.NextBackendID != b.NextBackendID || len(a.Services) != len(b.Services) || len(a.Backends) != len(b.Backends) || a.TunnelSource4 != b.TunnelSource4 || a.TunnelSource6 != b.TunnelSource6 {
+	if a.NextServiceID != b.NextServiceID || a.NextBackendID != b.NextBackendID || len(a.Services) != len(b.Services) || len(a.Backends) != len(b.Backends) || a.TunnelSource4 != b.TunnelSource4 || a.TunnelSource6 != b.TunnelSource6 || a.MTU != b.MTU {
 		return false
 	}
 	for i := range a.Services {
@@ -160,6 +161,11 @@ func (c *Controller) verify(ctx context.Context) bool {
 		if err != nil {
 			c.m.error("read")
 			c.log.Error("verify: cannot read target back", "target", ts.t.Name(), "err", err)
+			// A datapath that cannot be read back may be gone: it is
+			// failing (healthz, withdrawal) until a read or push works.
+			ts.st.LastError = fmt.Sprintf("read back: %v", err)
+			drifted = true
+			ts.held = nil
 			continue
 		}
 		want, have := c.digest(ts.held), Digest(got)
@@ -173,6 +179,7 @@ func (c *Controller) verify(ctx context.Context) bool {
 		}
 	}
 	c.publish(nil, nil)
+	c.announce()
 	return drifted
 }
 
@@ -185,6 +192,9 @@ func (c *Controller) logEvents(evs []Event) {
 			attrs = append(attrs, "backend", e.Backend)
 		}
 		attrs = append(attrs, "detail", e.Detail)
+		if e.Deadline != 0 {
+			attrs = append(attrs, "until", wallTime(e.Deadline).Format(time.RFC3339Nano))
+		}
 		switch e.Kind {
 		case EventFailover, EventFailback, EventEpoch, EventNoBackends:
 			c.log.Warn(e.Kind, attrs...) // R-ELIG-5, R-EPOCH

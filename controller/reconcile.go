@@ -27,12 +27,19 @@ const (
 	EventNoBackends    = "no-backends"    // the eligible set became empty: new connections are dropped
 )
 
+// EventKinds lists every event kind (lbc_events_total's kind label).
+var EventKinds = []string{EventFailover, EventFailback, EventEpoch, EventDrainStart, EventDrainEnd, EventBackendAdd, EventBackendRemove, EventEligible, EventNoBackends}
+
 // Event is one change an operator cares about.
 type Event struct {
 	Kind    string `json:"kind"`
 	Service string `json:"service"`
 	Backend string `json:"backend,omitempty"`
 	Detail  string `json:"detail"`
+	// Deadline is when a draining backend's entries stop being valid, on
+	// the compile clock (draining-start only; 0 otherwise). The controller
+	// logs it as a date, replay as trace time.
+	Deadline time.Duration `json:"-"`
 }
 
 func (e Event) String() string {
@@ -67,11 +74,12 @@ func Reconcile(cfg *compiler.Config, st compiler.State, prev *compiler.IR, now t
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciled{IR: res.IR, Result: res, Diff: compiler.DiffIR(prev, res.IR), Events: Events(prev, res.IR)}, nil
+	return &Reconciled{IR: res.IR, Result: res, Diff: compiler.DiffIR(prev, res.IR), Events: Events(prev, res.IR, now)}, nil
 }
 
-// Events lists what changed from prev to next, per service in ID order.
-func Events(prev, next *compiler.IR) []Event {
+// Events lists what changed from prev to next at time now (the compile
+// clock), per service in ID order.
+func Events(prev, next *compiler.IR, now time.Duration) []Event {
 	if prev == nil {
 		prev = &compiler.IR{}
 	}
@@ -123,7 +131,8 @@ func Events(prev, next *compiler.IR) []Event {
 		case o == nil && px.Service(b.ServiceID) != nil:
 			out = append(out, Event{Kind: EventBackendAdd, Service: svcName(b.ServiceID), Backend: b.Name, Detail: b.IP.String()})
 		case o != nil && b.Draining && !o.Draining:
-			out = append(out, Event{Kind: EventDrainStart, Service: svcName(b.ServiceID), Backend: b.Name, Detail: fmt.Sprintf("keeps its entries until t=%gs", b.Deadline.Seconds())})
+			out = append(out, Event{Kind: EventDrainStart, Service: svcName(b.ServiceID), Backend: b.Name, Deadline: b.Deadline,
+				Detail: fmt.Sprintf("keeps its entries for %s (R-DRAIN)", (b.Deadline - now).Round(time.Millisecond))})
 		}
 	}
 	var gone []*compiler.BackendRow

@@ -28,6 +28,8 @@ type Status struct {
 	// ECMP needs it); a target that differs is marked Diverged.
 	DigestsAgree bool         `json:"digestsAgree"`
 	Events       []TimedEvent `json:"events"`
+	// Announce is the routing announcer's view (lbc run --bgp).
+	Announce *AnnounceStatus `json:"announce,omitempty"`
 }
 
 // ServiceStatus is one service's decision and backends.
@@ -46,11 +48,13 @@ type ServiceStatus struct {
 
 // BackendStatus is one backend: health, weight, its share of the ring.
 type BackendStatus struct {
-	Name          string    `json:"name"`
-	ID            uint32    `json:"id"`
-	IP            string    `json:"ip"`
-	Healthy       bool      `json:"healthy"`
-	Weight        int       `json:"weight"`
+	Name    string `json:"name"`
+	ID      uint32 `json:"id"`
+	IP      string `json:"ip"`
+	Healthy bool   `json:"healthy"`
+	// Weight is the backend's weight in a WEIGHTED_MAGLEV service; nil
+	// (absent in JSON) in an unweighted one.
+	Weight        *int      `json:"weight,omitempty"`
 	Failover      bool      `json:"failover"`
 	Draining      bool      `json:"draining"`
 	DrainDeadline time.Time `json:"drainDeadline,omitzero"`
@@ -86,6 +90,8 @@ type TargetStatus struct {
 type TimedEvent struct {
 	At time.Time `json:"at"`
 	Event
+	// Until is a draining backend's deadline (draining-start).
+	Until time.Time `json:"until,omitzero"`
 }
 
 const maxEvents = 200
@@ -99,12 +105,37 @@ type snapshot struct {
 	events     []TimedEvent
 	reloadErr  string
 	compileErr string
+	weighted   map[string]bool // WEIGHTED_MAGLEV services by name
+}
+
+// wallTime is a deadline of the controller's compile clock (time since
+// the Unix epoch, targets.WallClock) as a date.
+func wallTime(d time.Duration) time.Time { return time.Unix(0, int64(d)).UTC() }
+
+// weightedServices names the WEIGHTED_MAGLEV services of cfg: only their
+// backends have a weight (in an unweighted service, weight 0 would read
+// as "no new connections").
+func weightedServices(cfg *compiler.Config) map[string]bool {
+	out := map[string]bool{}
+	if cfg == nil {
+		return out
+	}
+	for i := range cfg.Services {
+		if cfg.Services[i].Weighted() {
+			out[cfg.Services[i].Name] = true
+		}
+	}
+	return out
 }
 
 func (c *Controller) recordEvent(e Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.snap.events = append(c.snap.events, TimedEvent{At: c.clock.Now(), Event: e})
+	te := TimedEvent{At: c.clock.Now(), Event: e}
+	if e.Deadline != 0 {
+		te.Until = wallTime(e.Deadline)
+	}
+	c.snap.events = append(c.snap.events, te)
 	if n := len(c.snap.events); n > maxEvents {
 		c.snap.events = append([]TimedEvent(nil), c.snap.events[n-maxEvents:]...)
 	}
@@ -127,12 +158,14 @@ func (c *Controller) publish(_ []Event, compileErr error) {
 		ts[i] = t.st
 		held[i] = t.held
 	}
-	c.m.publish(c.ir) // before the snapshot: a reader that sees it sees the gauges
+	weighted := weightedServices(c.cfg)
+	c.m.publish(c.ir, weighted) // before the snapshot: a reader that sees it sees the gauges
 	c.mu.Lock()
 	c.snap.ready = true
 	c.snap.ir = c.ir
 	c.snap.tgts = ts
 	c.snap.held = held
+	c.snap.weighted = weighted
 	c.snap.compileErr = ""
 	if compileErr != nil {
 		c.snap.compileErr = compileErr.Error()
@@ -213,6 +246,10 @@ func (c *Controller) Status(ctx context.Context) Status {
 	if out.Events == nil {
 		out.Events = []TimedEvent{}
 	}
+	if a := c.opts.Announcer; a != nil {
+		as := a.AnnounceStatus()
+		out.Announce = &as
+	}
 	var ctrs *targets.Counters
 	for _, ts := range c.tgts {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -247,12 +284,16 @@ func (c *Controller) Status(ctx context.Context) Status {
 			if b.ServiceID != s.ID {
 				continue
 			}
-			bs := BackendStatus{Name: b.Name, ID: b.ID, IP: b.IP.String(), Healthy: b.Healthy, Weight: b.Weight, Failover: b.Failover, Draining: b.Draining}
+			bs := BackendStatus{Name: b.Name, ID: b.ID, IP: b.IP.String(), Healthy: b.Healthy, Failover: b.Failover, Draining: b.Draining}
+			if sn.weighted[s.Name] {
+				w := b.Weight
+				bs.Weight = &w
+			}
 			if b.Draining {
-				bs.DrainDeadline = time.Unix(0, int64(b.Deadline)).UTC()
+				bs.DrainDeadline = wallTime(b.Deadline)
 			}
 			if b.Deadline != 0 {
-				bs.Deadline, bs.DeadlineRule = time.Unix(0, int64(b.Deadline)).UTC(), b.DeadlineRule
+				bs.Deadline, bs.DeadlineRule = wallTime(b.Deadline), b.DeadlineRule
 			}
 			if len(slots) > 0 && !s.NoBackends {
 				bs.RingShare = float64(share[b.ID]) / float64(len(slots))
@@ -290,12 +331,15 @@ func (c *Controller) StatusHandler() http.Handler {
 	})
 }
 
-// HealthzHandler answers 200 once the first push is done and no target's
-// last push failed, else 503 with the reason.
+// HealthzHandler answers 200 once the first push is done, the last compile
+// worked and no target's last push failed, else 503 with the reason. With
+// an announcer, it also needs one established routing session (a node
+// without one attracts no traffic), and the body lists the sessions and
+// announced VIPs.
 func (c *Controller) HealthzHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
-		ready := c.snap.ready
+		ready, compileErr := c.snap.ready, c.snap.compileErr
 		var failing []string
 		for _, t := range c.snap.tgts {
 			if t.LastError != "" {
@@ -303,18 +347,33 @@ func (c *Controller) HealthzHandler() http.Handler {
 			}
 		}
 		c.mu.Unlock()
+		var as *AnnounceStatus
+		if a := c.opts.Announcer; a != nil {
+			x := a.AnnounceStatus()
+			as = &x
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		switch {
 		case !ready:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("starting: first push not done\n"))
+		case compileErr != "":
+			// The tables are those of the last good compile: stale.
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("compile failing; the datapaths keep their last tables: " + compileErr + "\n"))
 		case len(failing) > 0:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			for _, f := range failing {
 				w.Write([]byte("push failing: " + f + "\n"))
 			}
+		case as != nil && !as.Healthy:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(as.Protocol + ": " + as.Problem + "\n"))
 		default:
 			w.Write([]byte("ok\n"))
+		}
+		if as != nil {
+			writeAnnounce(w, as)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"time"
 
 	"github.com/cilium/ebpf"
 )
@@ -26,10 +27,16 @@ type LoadOptions struct {
 	// input-restoring wrappers Bench and BenchPass (benchmarks only).
 	Bench bool
 	// ConntrackEntries and RingEntries override the map sizes (0: the
-	// defaults in bpf/lb.c, 262144 and 1<<20). They take effect only when
-	// the maps are created, not when pinned maps are reused.
+	// defaults in bpf/lb.c, 262144 and 1<<20; the ring table holds both
+	// halves of every service's ring). They take effect only when the maps
+	// are created, not when pinned maps are reused.
 	ConntrackEntries uint32
 	RingEntries      uint32
+	// TestTick is the tick of the test build's virtual clock (default
+	// 1 ns: exact boundaries). Run converts virtual time to whole ticks,
+	// as jiffies count them, so a coarser tick reproduces production's
+	// tick precision under a test clock.
+	TestTick time.Duration
 }
 
 // Datapath is a loaded XDP program and its maps.
@@ -48,13 +55,22 @@ type Datapath struct {
 
 	// Test build only.
 	Clock, Verdicts *ebpf.Map
-	// Bench build only.
-	Bench, BenchPass *ebpf.Program
-	test             bool
+	// Bench build only: the load balancer, the minimal reference program
+	// (Min) and XDP_PASS, each through the wrapper that restores the input
+	// after every run; BenchNewFlow also gives every run a new source
+	// address (a new flow).
+	Bench, BenchNewFlow, BenchMin, BenchPass, Min *ebpf.Program
+	test                                          bool
 
-	// Slots of service and backend rows in their arrays (slots.go),
-	// loaded from the maps on first use.
+	// The memory mappings of the row and ring arrays (rowmem.go).
+	svcMem, beMem, ringMem *rowMem
+	// Slots of service and backend rows in their arrays (slots.go) and
+	// the services' ring regions (rings.go), loaded from the maps on
+	// first use.
 	svcSlots, beSlots *slots
+	regions           *regions
+	// clock is the program's clock (clock.go).
+	clock tickClock
 }
 
 type objects struct {
@@ -75,13 +91,16 @@ type objects struct {
 
 type benchObjects struct {
 	objects
-	Bench     *ebpf.Program `ebpf:"lbc_bench"`
-	BenchPass *ebpf.Program `ebpf:"lbc_bench_pass"`
+	Bench        *ebpf.Program `ebpf:"lbc_bench"`
+	BenchNewFlow *ebpf.Program `ebpf:"lbc_bench_newflow"`
+	BenchMin     *ebpf.Program `ebpf:"lbc_bench_min"`
+	BenchPass    *ebpf.Program `ebpf:"lbc_bench_pass"`
+	Min          *ebpf.Program `ebpf:"lbc_min"`
 }
 
 type testObjects struct {
 	objects
-	Clock    *ebpf.Map `ebpf:"clock_ns"`
+	Clock    *ebpf.Map `ebpf:"clock_ticks"`
 	Verdicts *ebpf.Map `ebpf:"verdicts"`
 }
 
@@ -131,7 +150,7 @@ func Load(opts LoadOptions) (*Datapath, error) {
 		var bo benchObjects
 		err = spec.LoadAndAssign(&bo, &copts)
 		o = &bo.objects
-		dp.Bench, dp.BenchPass = bo.Bench, bo.BenchPass
+		dp.Bench, dp.BenchNewFlow, dp.BenchMin, dp.BenchPass, dp.Min = bo.Bench, bo.BenchNewFlow, bo.BenchMin, bo.BenchPass, bo.Min
 	default:
 		var po objects
 		err = spec.LoadAndAssign(&po, &copts)
@@ -150,6 +169,19 @@ func Load(opts LoadOptions) (*Datapath, error) {
 	dp.Prog, dp.Pass, dp.Decap = o.Prog, o.Pass, o.Decap
 	dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config = o.Vips, o.Services, o.Rings, o.Backends, o.Conntrack, o.Config
 	dp.Stats, dp.ServiceStats, dp.BackendStats, dp.VipFilter = o.Stats, o.ServiceStats, o.BackendStats, o.VipFilter
+	if err := dp.mapMemory(); err != nil {
+		dp.Close()
+		return nil, err
+	}
+	if opts.Test {
+		dp.clock = tickClock{tick: opts.TestTick}
+		if dp.clock.tick <= 0 {
+			dp.clock.tick = time.Nanosecond
+		}
+	} else if err := dp.setupClock(); err != nil {
+		dp.Close()
+		return nil, err
+	}
 	// Reused pinned maps: make the filter cover the VIPs they hold.
 	if err := dp.syncVIPFilter(); err != nil {
 		dp.Close()
@@ -157,6 +189,47 @@ func Load(opts LoadOptions) (*Datapath, error) {
 	}
 	return dp, nil
 }
+
+func (dp *Datapath) mapMemory() error {
+	var err error
+	if dp.svcMem, err = mapRows(dp.Services); err != nil {
+		return err
+	}
+	if dp.beMem, err = mapRows(dp.Backends); err != nil {
+		return err
+	}
+	if dp.ringMem, err = mapRows(dp.Rings); err != nil {
+		return err
+	}
+	return nil
+}
+
+// setupClock takes the clock from the config map when a previous load
+// measured it (pinned maps), else measures it and records it there.
+func (dp *Datapath) setupClock() error {
+	var v configVal
+	if err := dp.Config.Lookup(uint32(0), &v); err != nil {
+		return fmt.Errorf("read config map: %w", err)
+	}
+	if v.TickNs != 0 {
+		dp.clock = tickClock{tick: time.Duration(v.TickNs), base: v.TickBase}
+		return nil
+	}
+	c, err := measureClock(100 * time.Millisecond)
+	if err != nil {
+		return fmt.Errorf("measure the kernel's tick (bpf_jiffies64): %w", err)
+	}
+	dp.clock = c
+	v.TickNs, v.TickBase = uint64(c.tick), c.base
+	if err := dp.Config.Put(uint32(0), &v); err != nil {
+		return fmt.Errorf("write config map: %w", err)
+	}
+	return nil
+}
+
+// Tick is the length of one tick of the program's clock: 1/HZ in
+// production (bpf_jiffies64), the configured test tick in the test build.
+func (dp *Datapath) Tick() time.Duration { return dp.clock.tick }
 
 // OpenPinned opens the maps pinned in dir without loading a program, for
 // reading and writing the tables of a datapath another process attached.
@@ -171,16 +244,27 @@ func OpenPinned(dir string) (*Datapath, error) {
 		}
 		*ptrs[i] = m
 	}
+	if err := dp.mapMemory(); err != nil {
+		dp.Close()
+		return nil, err
+	}
+	if err := dp.setupClock(); err != nil {
+		dp.Close()
+		return nil, err
+	}
 	return dp, nil
 }
 
 // Close releases the handles; pinned maps and attached links stay.
 func (dp *Datapath) Close() error {
-	for _, c := range []interface{ Close() error }{dp.Prog, dp.Pass, dp.Decap, dp.Bench, dp.BenchPass} {
-		if p, ok := c.(*ebpf.Program); ok && p != nil {
+	for _, p := range []*ebpf.Program{dp.Prog, dp.Pass, dp.Decap, dp.Bench, dp.BenchNewFlow, dp.BenchMin, dp.BenchPass, dp.Min} {
+		if p != nil {
 			p.Close()
 		}
 	}
+	dp.svcMem.close()
+	dp.beMem.close()
+	dp.ringMem.close()
 	for _, m := range []*ebpf.Map{dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config, dp.Stats, dp.ServiceStats, dp.BackendStats, dp.VipFilter, dp.Clock, dp.Verdicts} {
 		if m != nil {
 			m.Close()
@@ -198,7 +282,15 @@ type Config struct {
 	// EgressIfindex, when non-zero, redirects forwarded packets there
 	// (XDP_REDIRECT) instead of sending them back out (XDP_TX).
 	EgressIfindex uint32
+	// MTU is the egress MTU IP-in-IP packets must fit (R-MTU); 0 turns the
+	// check off. At least MinMTU.
+	MTU uint16
 }
+
+// MinMTU is the smallest egress MTU the datapath accepts: every IPv4 host
+// takes 576-byte datagrams, and a packet too big for a smaller one could
+// be shorter than the part an ICMP answer quotes.
+const MinMTU = 576
 
 // SetConfig writes the config map.
 func (dp *Datapath) SetConfig(c Config) error {
@@ -224,6 +316,15 @@ func (dp *Datapath) SetConfig(c Config) error {
 		copy(v.GwMac[:], c.GatewayMAC)
 	}
 	v.EgressIfindex = c.EgressIfindex
+	if c.MTU != 0 && c.MTU < MinMTU {
+		return fmt.Errorf("egress MTU %d: below %d, the smallest the datapath accepts (R-MTU); set mtu: in the configuration or raise the interface's MTU", c.MTU, MinMTU)
+	}
+	v.Mtu = c.MTU
+	// The clock's record is the loader's; keep it.
+	var old configVal
+	if err := dp.Config.Lookup(uint32(0), &old); err == nil {
+		v.TickNs, v.TickBase = old.TickNs, old.TickBase
+	}
 	if err := dp.Config.Put(uint32(0), &v); err != nil {
 		return fmt.Errorf("write config map: %w", err)
 	}
@@ -247,5 +348,6 @@ func (dp *Datapath) ReadConfig() (Config, error) {
 		c.GatewayMAC = net.HardwareAddr(v.GwMac[:])
 	}
 	c.EgressIfindex = v.EgressIfindex
+	c.MTU = v.Mtu
 	return c, nil
 }

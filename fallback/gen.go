@@ -2,13 +2,14 @@ package fallback
 
 // The XDP objects are generated from bpf/lb.c and committed; `make bpf`
 // regenerates them (clang, llvm-strip and libbpf headers needed).
-//   lb:     the production program (bpf_ktime_get_ns clock).
-//   lbtest: the same source with -DLBC_TEST: "now" comes from the `clock`
-//           map and each verdict is recorded in the `verdict` map, for
+//   lb:     the production program (bpf_jiffies64 clock).
+//   lbtest: the same source with -DLBC_TEST: "now" comes from the `clock_ticks`
+//           map and each verdict is recorded in the `verdicts` map, for
 //           `lbc replay --target xdp` and the differential test.
-//   lbbench: the production program plus two wrappers (-DLBC_BENCH) that
+//   lbbench: the production program plus wrappers (-DLBC_BENCH) that
 //           restore the input after each run, for Program.Benchmark with
-//           Repeat > 1 (benchmarks only).
+//           Repeat > 1, and lbc_min, the minimal reference program
+//           (benchmarks only).
 
 //go:generate go run ./internal/crctable bpf/crc32_table.h
 //go:generate go tool bpf2go -target bpfel -go-package fallback -output-dir $BPF2GO_OUT lb bpf/lb.c -- -O2 -g -Wall -I/usr/include/x86_64-linux-gnu

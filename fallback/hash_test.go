@@ -52,11 +52,27 @@ func TestRHASH_VectorsInBPF(t *testing.T) {
 	if len(vecs) == 0 {
 		t.Fatal("no hash vectors")
 	}
-	dp := loadTest(t)
+	// Rings of up to 2^20 slots, both halves.
+	dp, err := fallback.Load(fallback.LoadOptions{Test: true, RingEntries: 1 << 21})
+	if err != nil {
+		t.Fatalf("load the test build: %v", err)
+	}
+	defer dp.Close()
 	if err := dp.SetConfig(fallback.Config{TunnelSource4: netip.MustParseAddr("192.0.2.1"), TunnelSource6: netip.MustParseAddr("2001:db8::1")}); err != nil {
 		t.Fatal(err)
 	}
-	var held *compiler.IR
+	// A first ring with the last slot of the largest size set gives the
+	// service a region that every later ring fits (no move between the
+	// vectors' rings).
+	held := &compiler.IR{
+		Services: []compiler.ServiceRow{{ID: 1, Name: "h", RingSize: 1 << 20, IdleTimeoutSec: 60}},
+		Rings:    []compiler.RingRows{{ServiceID: 1, Halves: [2][]uint32{make([]uint32, 1<<20), nil}}},
+		Backends: []compiler.BackendRow{{ID: 7, ServiceID: 1, Name: "b", IP: netip.MustParseAddr("10.9.0.1"), Healthy: true}},
+	}
+	held.Rings[0].Halves[0][1<<20-1] = 7
+	if _, err := dp.Apply(compiler.DiffIR(nil, held).Changes, nil); err != nil {
+		t.Fatal(err)
+	}
 	runs := 0
 	for i, v := range vecs {
 		src, dst := netip.MustParseAddr(v.Src), netip.MustParseAddr(v.Dst)
@@ -83,7 +99,7 @@ func TestRHASH_VectorsInBPF(t *testing.T) {
 				Rings:    []compiler.RingRows{{ServiceID: svcID, Halves: [2][]uint32{ring, nil}}},
 				Backends: []compiler.BackendRow{{ID: beID, ServiceID: svcID, Name: "b", IP: backendIP, Healthy: true}},
 			}
-			if _, err := dp.Apply(compiler.DiffIR(held, ir).Changes); err != nil {
+			if _, err := dp.Apply(compiler.DiffIR(held, ir).Changes, nil); err != nil {
 				t.Fatal(err)
 			}
 			held = ir

@@ -14,19 +14,25 @@ import (
 )
 
 type lbBackend struct {
-	_       structs.HostLayout
-	Id      uint32
-	Service uint32
-	Addr    [16]uint8
-	Mac     [6]uint8
-	Family  uint8
-	Flags   uint8
+	_        structs.HostLayout
+	Id       uint32
+	Service  uint32
+	Deadline uint64
+	Addr     [16]uint8
+	Mac      [6]uint8
+	Family   uint8
+	Flags    uint8
 }
 
 type lbBeStats struct {
 	_        structs.HostLayout
 	Packets  uint64
 	NewConns uint64
+}
+
+type lbCounters struct {
+	_ structs.HostLayout
+	N [15]uint64
 }
 
 type lbCtKey struct {
@@ -40,7 +46,6 @@ type lbCtKey struct {
 	Dport   uint16
 	Src     [16]uint8
 	Dst     [16]uint8
-	_       [4]byte
 }
 
 type lbCtVal struct {
@@ -57,15 +62,12 @@ type lbLbConfig struct {
 	Src4          [4]uint8
 	Src6          [16]uint8
 	GwMac         [6]uint8
-	Pad           [2]uint8
+	Mtu           uint16
 	EgressIfindex uint32
 	Flags         uint32
-}
-
-type lbRingKey struct {
-	_       structs.HostLayout
-	Service uint32
-	Slot    uint32
+	_             [4]byte
+	TickNs        uint64
+	TickBase      int64
 }
 
 type lbRingVal struct {
@@ -77,9 +79,11 @@ type lbRingVal struct {
 type lbService struct {
 	_          structs.HostLayout
 	Id         uint32
-	RingSize   uint32
 	Epoch      uint32
-	IdleSec    uint32
+	Ring       uint64
+	Idle       uint64
+	RingBase   uint32
+	RingCap    uint32
 	ActiveHalf uint8
 	Flags      uint8
 	Encap      uint8
@@ -91,6 +95,7 @@ type lbService struct {
 		Persist  uint8
 		Pad      uint8
 	}
+	IdleSec uint32
 }
 
 type lbSvcStats struct {

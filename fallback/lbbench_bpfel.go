@@ -14,19 +14,25 @@ import (
 )
 
 type lbbenchBackend struct {
-	_       structs.HostLayout
-	Id      uint32
-	Service uint32
-	Addr    [16]uint8
-	Mac     [6]uint8
-	Family  uint8
-	Flags   uint8
+	_        structs.HostLayout
+	Id       uint32
+	Service  uint32
+	Deadline uint64
+	Addr     [16]uint8
+	Mac      [6]uint8
+	Family   uint8
+	Flags    uint8
 }
 
 type lbbenchBeStats struct {
 	_        structs.HostLayout
 	Packets  uint64
 	NewConns uint64
+}
+
+type lbbenchCounters struct {
+	_ structs.HostLayout
+	N [15]uint64
 }
 
 type lbbenchCtKey struct {
@@ -40,7 +46,6 @@ type lbbenchCtKey struct {
 	Dport   uint16
 	Src     [16]uint8
 	Dst     [16]uint8
-	_       [4]byte
 }
 
 type lbbenchCtVal struct {
@@ -57,15 +62,12 @@ type lbbenchLbConfig struct {
 	Src4          [4]uint8
 	Src6          [16]uint8
 	GwMac         [6]uint8
-	Pad           [2]uint8
+	Mtu           uint16
 	EgressIfindex uint32
 	Flags         uint32
-}
-
-type lbbenchRingKey struct {
-	_       structs.HostLayout
-	Service uint32
-	Slot    uint32
+	_             [4]byte
+	TickNs        uint64
+	TickBase      int64
 }
 
 type lbbenchRingVal struct {
@@ -77,9 +79,11 @@ type lbbenchRingVal struct {
 type lbbenchService struct {
 	_          structs.HostLayout
 	Id         uint32
-	RingSize   uint32
 	Epoch      uint32
-	IdleSec    uint32
+	Ring       uint64
+	Idle       uint64
+	RingBase   uint32
+	RingCap    uint32
 	ActiveHalf uint8
 	Flags      uint8
 	Encap      uint8
@@ -91,6 +95,7 @@ type lbbenchService struct {
 		Persist  uint8
 		Pad      uint8
 	}
+	IdleSec uint32
 }
 
 type lbbenchSvcStats struct {
@@ -119,21 +124,25 @@ type lbbenchVipVal struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lbbenchMapBackendStats  = "backend_stats"
-	lbbenchMapBackends      = "backends"
-	lbbenchMapConfig        = "config"
-	lbbenchMapConntrack     = "conntrack"
-	lbbenchMapRings         = "rings"
-	lbbenchMapServiceStats  = "service_stats"
-	lbbenchMapServices      = "services"
-	lbbenchMapStats         = "stats"
-	lbbenchMapVipFilter     = "vip_filter"
-	lbbenchMapVips          = "vips"
-	lbbenchProgLbcBench     = "lbc_bench"
-	lbbenchProgLbcBenchPass = "lbc_bench_pass"
-	lbbenchProgLbcDecap     = "lbc_decap"
-	lbbenchProgLbcPass      = "lbc_pass"
-	lbbenchProgLbcXdp       = "lbc_xdp"
+	lbbenchMapBackendStats     = "backend_stats"
+	lbbenchMapBackends         = "backends"
+	lbbenchMapBenchSeq         = "bench_seq"
+	lbbenchMapConfig           = "config"
+	lbbenchMapConntrack        = "conntrack"
+	lbbenchMapRings            = "rings"
+	lbbenchMapServiceStats     = "service_stats"
+	lbbenchMapServices         = "services"
+	lbbenchMapStats            = "stats"
+	lbbenchMapVipFilter        = "vip_filter"
+	lbbenchMapVips             = "vips"
+	lbbenchProgLbcBench        = "lbc_bench"
+	lbbenchProgLbcBenchMin     = "lbc_bench_min"
+	lbbenchProgLbcBenchNewflow = "lbc_bench_newflow"
+	lbbenchProgLbcBenchPass    = "lbc_bench_pass"
+	lbbenchProgLbcDecap        = "lbc_decap"
+	lbbenchProgLbcMin          = "lbc_min"
+	lbbenchProgLbcPass         = "lbc_pass"
+	lbbenchProgLbcXdp          = "lbc_xdp"
 )
 
 // loadLbbench returns the embedded CollectionSpec for lbbench.
@@ -178,11 +187,14 @@ type lbbenchSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbbenchProgramSpecs struct {
-	LbcBench     *ebpf.ProgramSpec `ebpf:"lbc_bench"`
-	LbcBenchPass *ebpf.ProgramSpec `ebpf:"lbc_bench_pass"`
-	LbcDecap     *ebpf.ProgramSpec `ebpf:"lbc_decap"`
-	LbcPass      *ebpf.ProgramSpec `ebpf:"lbc_pass"`
-	LbcXdp       *ebpf.ProgramSpec `ebpf:"lbc_xdp"`
+	LbcBench        *ebpf.ProgramSpec `ebpf:"lbc_bench"`
+	LbcBenchMin     *ebpf.ProgramSpec `ebpf:"lbc_bench_min"`
+	LbcBenchNewflow *ebpf.ProgramSpec `ebpf:"lbc_bench_newflow"`
+	LbcBenchPass    *ebpf.ProgramSpec `ebpf:"lbc_bench_pass"`
+	LbcDecap        *ebpf.ProgramSpec `ebpf:"lbc_decap"`
+	LbcMin          *ebpf.ProgramSpec `ebpf:"lbc_min"`
+	LbcPass         *ebpf.ProgramSpec `ebpf:"lbc_pass"`
+	LbcXdp          *ebpf.ProgramSpec `ebpf:"lbc_xdp"`
 }
 
 // lbbenchMapSpecs contains maps before they are loaded into the kernel.
@@ -191,6 +203,7 @@ type lbbenchProgramSpecs struct {
 type lbbenchMapSpecs struct {
 	BackendStats *ebpf.MapSpec `ebpf:"backend_stats"`
 	Backends     *ebpf.MapSpec `ebpf:"backends"`
+	BenchSeq     *ebpf.MapSpec `ebpf:"bench_seq"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
 	Rings        *ebpf.MapSpec `ebpf:"rings"`
@@ -229,6 +242,7 @@ func (o *lbbenchObjects) Close() error {
 type lbbenchMaps struct {
 	BackendStats *ebpf.Map `ebpf:"backend_stats"`
 	Backends     *ebpf.Map `ebpf:"backends"`
+	BenchSeq     *ebpf.Map `ebpf:"bench_seq"`
 	Config       *ebpf.Map `ebpf:"config"`
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
 	Rings        *ebpf.Map `ebpf:"rings"`
@@ -243,6 +257,7 @@ func (m *lbbenchMaps) Close() error {
 	return _LbbenchClose(
 		m.BackendStats,
 		m.Backends,
+		m.BenchSeq,
 		m.Config,
 		m.Conntrack,
 		m.Rings,
@@ -264,18 +279,24 @@ type lbbenchVariables struct {
 //
 // It can be passed to loadLbbenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbbenchPrograms struct {
-	LbcBench     *ebpf.Program `ebpf:"lbc_bench"`
-	LbcBenchPass *ebpf.Program `ebpf:"lbc_bench_pass"`
-	LbcDecap     *ebpf.Program `ebpf:"lbc_decap"`
-	LbcPass      *ebpf.Program `ebpf:"lbc_pass"`
-	LbcXdp       *ebpf.Program `ebpf:"lbc_xdp"`
+	LbcBench        *ebpf.Program `ebpf:"lbc_bench"`
+	LbcBenchMin     *ebpf.Program `ebpf:"lbc_bench_min"`
+	LbcBenchNewflow *ebpf.Program `ebpf:"lbc_bench_newflow"`
+	LbcBenchPass    *ebpf.Program `ebpf:"lbc_bench_pass"`
+	LbcDecap        *ebpf.Program `ebpf:"lbc_decap"`
+	LbcMin          *ebpf.Program `ebpf:"lbc_min"`
+	LbcPass         *ebpf.Program `ebpf:"lbc_pass"`
+	LbcXdp          *ebpf.Program `ebpf:"lbc_xdp"`
 }
 
 func (p *lbbenchPrograms) Close() error {
 	return _LbbenchClose(
 		p.LbcBench,
+		p.LbcBenchMin,
+		p.LbcBenchNewflow,
 		p.LbcBenchPass,
 		p.LbcDecap,
+		p.LbcMin,
 		p.LbcPass,
 		p.LbcXdp,
 	)

@@ -14,19 +14,25 @@ import (
 )
 
 type lbtestBackend struct {
-	_       structs.HostLayout
-	Id      uint32
-	Service uint32
-	Addr    [16]uint8
-	Mac     [6]uint8
-	Family  uint8
-	Flags   uint8
+	_        structs.HostLayout
+	Id       uint32
+	Service  uint32
+	Deadline uint64
+	Addr     [16]uint8
+	Mac      [6]uint8
+	Family   uint8
+	Flags    uint8
 }
 
 type lbtestBeStats struct {
 	_        structs.HostLayout
 	Packets  uint64
 	NewConns uint64
+}
+
+type lbtestCounters struct {
+	_ structs.HostLayout
+	N [15]uint64
 }
 
 type lbtestCtKey struct {
@@ -40,7 +46,6 @@ type lbtestCtKey struct {
 	Dport   uint16
 	Src     [16]uint8
 	Dst     [16]uint8
-	_       [4]byte
 }
 
 type lbtestCtVal struct {
@@ -57,15 +62,12 @@ type lbtestLbConfig struct {
 	Src4          [4]uint8
 	Src6          [16]uint8
 	GwMac         [6]uint8
-	Pad           [2]uint8
+	Mtu           uint16
 	EgressIfindex uint32
 	Flags         uint32
-}
-
-type lbtestRingKey struct {
-	_       structs.HostLayout
-	Service uint32
-	Slot    uint32
+	_             [4]byte
+	TickNs        uint64
+	TickBase      int64
 }
 
 type lbtestRingVal struct {
@@ -77,9 +79,11 @@ type lbtestRingVal struct {
 type lbtestService struct {
 	_          structs.HostLayout
 	Id         uint32
-	RingSize   uint32
 	Epoch      uint32
-	IdleSec    uint32
+	Ring       uint64
+	Idle       uint64
+	RingBase   uint32
+	RingCap    uint32
 	ActiveHalf uint8
 	Flags      uint8
 	Encap      uint8
@@ -91,6 +95,7 @@ type lbtestService struct {
 		Persist  uint8
 		Pad      uint8
 	}
+	IdleSec uint32
 }
 
 type lbtestSvcStats struct {
@@ -108,7 +113,7 @@ type lbtestVerdict struct {
 	Backend uint32
 	Ct      uint8
 	Drop    uint8
-	Pad     [2]uint8
+	Mtu     uint16
 }
 
 type lbtestVipKey struct {
@@ -131,7 +136,7 @@ type lbtestVipVal struct {
 const (
 	lbtestMapBackendStats = "backend_stats"
 	lbtestMapBackends     = "backends"
-	lbtestMapClockNs      = "clock_ns"
+	lbtestMapClockTicks   = "clock_ticks"
 	lbtestMapConfig       = "config"
 	lbtestMapConntrack    = "conntrack"
 	lbtestMapRings        = "rings"
@@ -199,7 +204,7 @@ type lbtestProgramSpecs struct {
 type lbtestMapSpecs struct {
 	BackendStats *ebpf.MapSpec `ebpf:"backend_stats"`
 	Backends     *ebpf.MapSpec `ebpf:"backends"`
-	ClockNs      *ebpf.MapSpec `ebpf:"clock_ns"`
+	ClockTicks   *ebpf.MapSpec `ebpf:"clock_ticks"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
 	Rings        *ebpf.MapSpec `ebpf:"rings"`
@@ -239,7 +244,7 @@ func (o *lbtestObjects) Close() error {
 type lbtestMaps struct {
 	BackendStats *ebpf.Map `ebpf:"backend_stats"`
 	Backends     *ebpf.Map `ebpf:"backends"`
-	ClockNs      *ebpf.Map `ebpf:"clock_ns"`
+	ClockTicks   *ebpf.Map `ebpf:"clock_ticks"`
 	Config       *ebpf.Map `ebpf:"config"`
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
 	Rings        *ebpf.Map `ebpf:"rings"`
@@ -255,7 +260,7 @@ func (m *lbtestMaps) Close() error {
 	return _LbtestClose(
 		m.BackendStats,
 		m.Backends,
-		m.ClockNs,
+		m.ClockTicks,
 		m.Config,
 		m.Conntrack,
 		m.Rings,

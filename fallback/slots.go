@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/cilium/ebpf"
 )
@@ -109,32 +108,17 @@ func scanArray[V any](m *ebpf.Map, fn func(slot uint32, v *V)) error {
 }
 
 // scanRows calls fn for every row of a service or backend array whose ID
-// (the value's first word, as id returns it) is not 0. The arrays are mmapable: reading
-// them through the mapping costs no syscall per element (a batch lookup
-// of the 65,536 backend rows took ≈ 15 ms here).
-func scanRows[V any](m *ebpf.Map, id func(*V) uint32, fn func(slot uint32, v *V)) error {
-	mem, err := m.Memory()
-	if err != nil {
-		// Not mmapable: element by element.
-		return scanArray(m, func(slot uint32, v *V) {
-			if id(v) != 0 {
-				fn(slot, v)
-			}
-		})
-	}
-	vsize := m.ValueSize()
-	stride := (vsize + 7) &^ 7 // array elements are 8-byte aligned
-	buf := make([]byte, int(stride)*int(m.MaxEntries()))
-	if _, err := mem.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
+// (the value's first word) is not 0, reading the rows through the
+// array's memory mapping: no syscall per element (a batch lookup of the
+// 65,536 backend rows took ≈ 15 ms here).
+func scanRows[V any](rm *rowMem, fn func(slot uint32, v *V)) error {
 	var v V
-	for slot := uint32(0); slot < m.MaxEntries(); slot++ {
-		row := buf[slot*stride : slot*stride+vsize]
-		if binary.LittleEndian.Uint32(row) == 0 {
+	for slot := uint32(0); slot < rm.n; slot++ {
+		off := slot * rm.stride
+		if binary.LittleEndian.Uint32(rm.mem[off:]) == 0 {
 			continue
 		}
-		if _, err := binary.Decode(row, binary.LittleEndian, &v); err != nil {
+		if _, err := binary.Decode(rm.mem[off:off+rm.vsize], binary.LittleEndian, &v); err != nil {
 			return fmt.Errorf("row %d: %w", slot, err)
 		}
 		fn(slot, &v)
@@ -142,30 +126,39 @@ func scanRows[V any](m *ebpf.Map, id func(*V) uint32, fn func(slot uint32, v *V)
 	return nil
 }
 
-// loadIndex rebuilds the slot indexes from the service and backend arrays.
-func (dp *Datapath) loadIndex() error {
+// loadIndex rebuilds the slot indexes and the ring regions from the
+// service and backend arrays, and calls the functions given (if any) for
+// every live row.
+func (dp *Datapath) loadIndex(onService func(*serviceVal), onBackend func(*backendVal)) error {
 	svc := newSlots(dp.Services.MaxEntries())
-	if err := scanRows(dp.Services, serviceID, func(slot uint32, v *serviceVal) {
+	regs := newRegions(dp.Rings.MaxEntries())
+	if err := scanRows(dp.svcMem, func(slot uint32, v *serviceVal) {
 		svc.byID[v.Id], svc.bySlot[slot] = slot, v.Id
+		if v.RingCap > 0 {
+			regs.byService[v.Id] = region{base: v.RingBase, cap: v.RingCap}
+		}
+		if onService != nil {
+			onService(v)
+		}
 	}); err != nil {
 		return fmt.Errorf("read services: %w", err)
 	}
 	be := newSlots(dp.Backends.MaxEntries())
-	if err := scanRows(dp.Backends, backendID, func(slot uint32, v *backendVal) {
+	if err := scanRows(dp.beMem, func(slot uint32, v *backendVal) {
 		be.byID[v.Id], be.bySlot[slot] = slot, v.Id
+		if onBackend != nil {
+			onBackend(v)
+		}
 	}); err != nil {
 		return fmt.Errorf("read backends: %w", err)
 	}
-	dp.svcSlots, dp.beSlots = svc, be
+	dp.svcSlots, dp.beSlots, dp.regions = svc, be, regs
 	return nil
 }
 
-func serviceID(v *serviceVal) uint32 { return v.Id }
-func backendID(v *backendVal) uint32 { return v.Id }
-
 func (dp *Datapath) index() error {
-	if dp.svcSlots != nil && dp.beSlots != nil {
+	if dp.svcSlots != nil && dp.beSlots != nil && dp.regions != nil {
 		return nil
 	}
-	return dp.loadIndex()
+	return dp.loadIndex(nil, nil)
 }

@@ -3,6 +3,7 @@ package fallback_test
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/fallback"
@@ -45,7 +46,7 @@ func TestRDRAIN_ReusedSlotIsNotTheOldBackend(t *testing.T) {
 	}
 	push := func(old, new *compiler.IR) {
 		t.Helper()
-		if _, err := dp.Apply(compiler.DiffIR(old, new).Changes); err != nil {
+		if _, err := dp.Apply(compiler.DiffIR(old, new).Changes, nil); err != nil {
 			t.Fatal(err)
 		}
 		held, err := dp.ReadTables()
@@ -60,7 +61,7 @@ func TestRDRAIN_ReusedSlotIsNotTheOldBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(now uint64, wantCT uint8, wantBackend uint32) {
+	run := func(now time.Duration, wantCT uint8, wantBackend uint32) {
 		t.Helper()
 		r, err := dp.Run(frame, now)
 		if err != nil {

@@ -3,6 +3,7 @@ package fallback
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
 )
@@ -13,7 +14,6 @@ type (
 	vipKey     = lbVipKey
 	vipVal     = lbVipVal
 	serviceVal = lbService
-	ringKey    = lbRingKey
 	ringVal    = lbRingVal
 	backendVal = lbBackend
 	ctKey      = lbCtKey
@@ -34,8 +34,6 @@ const (
 
 	cfgHaveSrc4 = 1
 	cfgHaveSrc6 = 2
-
-	halfBit = 1 << 31
 )
 
 func addr16(a netip.Addr) [16]byte {
@@ -55,8 +53,15 @@ func decodeVIPKey(k vipKey) compiler.VIPKey {
 	return compiler.VIPKey{VIP: addrFrom16(k.Addr), Port: k.Port, Proto: k.Proto, Kind: compiler.MatchKind(k.Kind)}
 }
 
-func encodeService(s *compiler.ServiceRow) serviceVal {
-	v := serviceVal{Id: s.ID, RingSize: s.RingSize, Epoch: s.Epoch, IdleSec: s.IdleTimeoutSec, ActiveHalf: s.ActiveHalf, Encap: s.Encap}
+// encodeService builds a service row; reg is the service's region of
+// the rings array (zero when it has none: the ring word then says size 0,
+// and lookups drop).
+func encodeService(s *compiler.ServiceRow, reg region, clk tickClock) serviceVal {
+	v := serviceVal{Id: s.ID, Epoch: s.Epoch, ActiveHalf: s.ActiveHalf, Encap: s.Encap, IdleSec: s.IdleTimeoutSec,
+		Idle: IdleTicks(time.Duration(s.IdleTimeoutSec)*time.Second, clk.tick), RingBase: reg.base, RingCap: reg.cap}
+	if reg.cap > 0 && s.RingSize > 0 && s.ActiveHalf < 2 {
+		v.Ring = ringWord(reg, s.ActiveHalf, s.RingSize)
+	}
 	if s.SynNew {
 		v.Flags |= svcSynNew
 	}
@@ -76,8 +81,14 @@ func encodeService(s *compiler.ServiceRow) serviceVal {
 	return v
 }
 
+// ringWord is the service row's `ring`: the index of the active half's
+// first slot, and the ring size in the high half.
+func ringWord(reg region, half uint8, size uint32) uint64 {
+	return uint64(size)<<32 | uint64(reg.base+uint32(half)*reg.cap)
+}
+
 func decodeService(v serviceVal) compiler.ServiceRow {
-	s := compiler.ServiceRow{ID: v.Id, RingSize: v.RingSize, Epoch: v.Epoch, IdleTimeoutSec: v.IdleSec, ActiveHalf: v.ActiveHalf, Encap: v.Encap,
+	s := compiler.ServiceRow{ID: v.Id, RingSize: uint32(v.Ring >> 32), Epoch: v.Epoch, IdleTimeoutSec: v.IdleSec, ActiveHalf: v.ActiveHalf, Encap: v.Encap,
 		SynNew: v.Flags&svcSynNew != 0, NoBackends: v.Flags&svcNoBackends != 0, AllUnhealthy: v.Flags&svcAllUnhealthy != 0}
 	for c := range s.Classes {
 		s.Classes[c] = compiler.ClassPolicy{Affinity: compiler.TupleKind(v.Classes[c].Affinity), Track: compiler.TupleKind(v.Classes[c].Track), Persist: v.Classes[c].Persist != 0}
@@ -85,19 +96,14 @@ func decodeService(v serviceVal) compiler.ServiceRow {
 	return s
 }
 
-func encodeRingKey(e *compiler.RingEntry) (ringKey, error) {
-	if e.Half > 1 || e.Slot >= halfBit {
-		return ringKey{}, fmt.Errorf("ring service %d half %d slot %d: out of range", e.ServiceID, e.Half, e.Slot)
-	}
-	return ringKey{Service: e.ServiceID, Slot: uint32(e.Half)<<31 | e.Slot}, nil
-}
-
-func encodeBackend(b *compiler.BackendRow) (backendVal, error) {
+// encodeBackend builds a backend row; deadline is its deadline in the
+// program's ticks (0: none).
+func encodeBackend(b *compiler.BackendRow, deadline uint64) (backendVal, error) {
 	ip := b.IP.Unmap()
 	if !ip.IsValid() {
 		return backendVal{}, fmt.Errorf("backend %d %q: no IP address", b.ID, b.Name)
 	}
-	v := backendVal{Id: b.ID, Addr: addr16(ip), Mac: b.MAC, Family: 6, Service: b.ServiceID}
+	v := backendVal{Id: b.ID, Addr: addr16(ip), Mac: b.MAC, Family: 6, Service: b.ServiceID, Deadline: deadline}
 	if ip.Is4() {
 		v.Family = 4
 	}

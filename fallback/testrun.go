@@ -3,6 +3,7 @@ package fallback
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cilium/ebpf"
 )
@@ -15,6 +16,7 @@ const (
 	ActForward = 0
 	ActDrop    = 1
 	ActNotOurs = 2
+	ActTooBig  = 3
 
 	CTNone      = 0
 	CTHit       = 1
@@ -35,12 +37,14 @@ type RunResult struct {
 	Verdict Verdict
 }
 
-// Run runs frame through the test build at virtual time nowNS.
-func (dp *Datapath) Run(frame []byte, nowNS uint64) (RunResult, error) {
+// Run runs frame through the test build at virtual time now: the
+// program's clock reads the tick in progress then (now / TestTick, rounded
+// down, as jiffies count whole ticks).
+func (dp *Datapath) Run(frame []byte, now time.Duration) (RunResult, error) {
 	if !dp.test {
 		return RunResult{}, errors.New("fallback: Run needs the test build (LoadOptions.Test)")
 	}
-	if err := dp.Clock.Put(uint32(0), nowNS); err != nil {
+	if err := dp.Clock.Put(uint32(0), dp.clock.ticksOf(int64(now))); err != nil {
 		return RunResult{}, fmt.Errorf("set clock: %w", err)
 	}
 	sentinel := Verdict{Action: 0xff}

@@ -72,18 +72,18 @@ func TestVIPFilterSharedBit(t *testing.T) {
 	onlyB.Services[0].ID, onlyB.VIPs[0].ServiceID, onlyB.Rings[0].ServiceID, onlyB.Backends[0].ServiceID = 2, 2, 2, 2
 	onlyB.Backends[0].ID, onlyB.Rings[0].Halves[0] = 20, []uint32{20, 20, 20}
 	onlyB.Backends[0].IP = netip.AddrFrom4([4]byte{10, 0, 0, 2})
-	if _, err := dp.Apply(compiler.DiffIR(nil, both).Changes); err != nil {
+	if _, err := dp.Apply(compiler.DiffIR(nil, both).Changes, nil); err != nil {
 		t.Fatal(err)
 	}
 	send(a, fallback.ActForward)
 	send(b, fallback.ActForward)
 	send(netip.MustParseAddr("203.0.113.99"), fallback.ActNotOurs)
-	if _, err := dp.Apply(compiler.DiffIR(both, onlyB).Changes); err != nil {
+	if _, err := dp.Apply(compiler.DiffIR(both, onlyB).Changes, nil); err != nil {
 		t.Fatal(err)
 	}
 	send(b, fallback.ActForward) // the shared bit must stay set
 	send(a, fallback.ActNotOurs)
-	if _, err := dp.Apply(compiler.DiffIR(onlyB, &compiler.IR{}).Changes); err != nil {
+	if _, err := dp.Apply(compiler.DiffIR(onlyB, &compiler.IR{}).Changes, nil); err != nil {
 		t.Fatal(err)
 	}
 	send(b, fallback.ActNotOurs)

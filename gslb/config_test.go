@@ -69,7 +69,7 @@ func TestLoadErrorsNameFieldAndFix(t *testing.T) {
 		want       []string // substrings, one problem each, all reported at once
 	}{
 		{"unknown field with its line", strings.Replace(minimal, "service: web", "service: web\n    tll: 30", 1),
-			[]string{`gslb.yaml:8: unknown field "tll" in a name; known fields: answers, name, service, sites, ttl`}},
+			[]string{`gslb.yaml:8: name "www.example.com".tll: unknown field (did you mean "ttl"?); known fields of a name: answers, name, service, sites, ttl`}},
 		{"both final steps", strings.Replace(minimal, "[health, capacity, static]", "[health, least-selected, static]", 1),
 			[]string{"policy.steps: ", "not both"}},
 		{"step the mode cannot run", strings.Replace(minimal, "mode: gslb+slb", "mode: gslb-only", 1),
@@ -80,8 +80,10 @@ func TestLoadErrorsNameFieldAndFix(t *testing.T) {
 			[]string{"metrics: missing; mode gslb+slb polls every site"}},
 		{"bad duration", minimal + "metrics: {interval: soon}\n",
 			[]string{`"soon" is not a duration`}},
+		{"several problems at once: decoding hides no check", strings.NewReplacer("service: web", "service: web\n    tll: 30\n    answers: many", "192.0.2.1", "192.0.2").Replace(minimal),
+			[]string{`tll: unknown field`, `answers: "many" is text`, `"192.0.2" is not a unicast IP address`}},
 		{"wrong type", strings.Replace(minimal, "service: web", "service: web\n    answers: many", 1),
-			[]string{`value "many" is a str, but this field wants a whole number`}},
+			[]string{`gslb.yaml:8: name "www.example.com".answers: "many" is text, but this field wants a whole number`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,5 +102,21 @@ func TestLoadErrorsNameFieldAndFix(t *testing.T) {
 				t.Errorf("want every problem at once, got %d", len(ps))
 			}
 		})
+	}
+}
+
+// A huge value is echoed by its start and size, never whole.
+func TestLoadClipsEchoedValues(t *testing.T) {
+	huge := strings.Repeat("z", 1<<20)
+	y := strings.NewReplacer("site: a,", "site: "+huge+",", "192.0.2.1", huge, "service: web", "service: web\n    ttl: "+huge).Replace(minimal)
+	_, err := Load("gslb.yaml", []byte(y))
+	ps, ok := err.(compiler.Problems)
+	if !ok || len(ps) < 3 {
+		t.Fatalf("want the problems of the site reference, the address and the ttl, got %.2000v", err)
+	}
+	for _, p := range ps {
+		if s := p.String(); len(s) > 600 {
+			t.Errorf("problem of %d bytes: %.300s", len(s), s)
+		}
 	}
 }

@@ -2,8 +2,10 @@ package gslb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -55,6 +57,7 @@ type Engine struct {
 	poller *metrics.Poller
 	rtt    RTTSource
 	geo    Locator
+	noGeo  string // why G-4 has no database, when it has none
 	static map[string]metrics.SiteReport
 	now    func() time.Time
 	log    *slog.Logger
@@ -115,11 +118,19 @@ func New(cfg *Config, o Options) (*Engine, error) {
 	if e.pol.Has(policy.GeoProximity) {
 		e.geo = o.Geo
 		if e.geo == nil {
-			db, err := geo.Open(cfg.Policy.GeoProximity.Database)
-			if err != nil {
+			path := cfg.Policy.GeoProximity.Database
+			db, err := geo.Open(path)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				// Like any step without its data, G-4 passes the
+				// candidates on; the server still answers.
+				e.noGeo = fmt.Sprintf("no geo database: %s does not exist", path)
+				e.log.Warn("geo-proximity (G-4) is skipped on every query: its database does not exist; set policy.geoProximity.database or --geo-db (lbc gslb demo-geodb writes a demo one)", "database", path)
+			case err != nil:
 				return nil, fmt.Errorf("policy.geoProximity.database: %w", err)
+			default:
+				e.geo, e.closer = db, db
 			}
-			e.geo, e.closer = db, db
 		}
 	}
 	return e, nil
@@ -156,6 +167,15 @@ func (e *Engine) PollOnce(ctx context.Context) {
 // Poller returns the metrics poller, nil when there is none.
 func (e *Engine) Poller() *metrics.Poller { return e.poller }
 
+// Notes says what the engine runs without, e.g. G-4 without its
+// database; nil when it has everything the policy asks for.
+func (e *Engine) Notes() []string {
+	if e.noGeo != "" {
+		return []string{"G-4 geo-proximity is skipped on every query: " + e.noGeo}
+	}
+	return nil
+}
+
 // Close releases the geolocation database.
 func (e *Engine) Close() error {
 	if e.closer != nil {
@@ -176,7 +196,8 @@ func (e *Engine) Name(fqdn string) *NameConfig { return e.names[fqdn] }
 // Query is one question to the engine.
 type Query struct {
 	Name string // canonical (Fqdn)
-	// Family is 4 (A) or 6 (AAAA); 0 considers every address.
+	// Family is 4 (A) or 6 (AAAA); 0 (ANY) considers every address and
+	// answers with up to the name's answers addresses of each family.
 	Family   int
 	Resolver netip.Addr
 	// ECS is the EDNS Client Subnet, if the query carried one.
@@ -251,7 +272,7 @@ func (e *Engine) Select(ctx context.Context, q Query) Result {
 	// filters (G-1, G-2), without touching the selection state.
 	rest := survivors(d, cands)
 	state := d.Next
-	for len(r.Addrs) < nc.Answers {
+	for !r.full(nc.Answers) {
 		rest = without(rest, d.Site)
 		if len(rest) == 0 {
 			break
@@ -275,13 +296,42 @@ func (e *Engine) Select(ctx context.Context, q Query) Result {
 	return r
 }
 
+// add appends site's addresses up to limit per family: a query for both
+// families (ANY) gets up to limit of each.
 func (r *Result) add(site string, as []netip.Addr, limit int) {
-	r.Sites = append(r.Sites, site)
+	added := false
 	for _, a := range as {
-		if len(r.Addrs) < limit {
+		if r.count(a.Is4()) < limit {
 			r.Addrs = append(r.Addrs, a)
+			added = true
 		}
 	}
+	if added {
+		r.Sites = append(r.Sites, site)
+	}
+}
+
+// count is the number of IPv4 (or IPv6) addresses in the answer.
+func (r *Result) count(v4 bool) int {
+	n := 0
+	for _, a := range r.Addrs {
+		if a.Is4() == v4 {
+			n++
+		}
+	}
+	return n
+}
+
+// full reports whether the answer holds limit addresses of every family
+// the query asked for.
+func (r *Result) full(limit int) bool {
+	switch r.Query.Family {
+	case 4:
+		return r.count(true) >= limit
+	case 6:
+		return r.count(false) >= limit
+	}
+	return r.count(true) >= limit && r.count(false) >= limit
 }
 
 // survivors are the candidates left after the filtering steps.
@@ -341,6 +391,9 @@ func (e *Engine) context(ctx context.Context, q Query, in *policy.Input) {
 		default:
 			in.Query.RTT, in.Query.RTTNote = e.rtt.Measure(ctx, q.Resolver)
 		}
+	}
+	if e.pol.Has(policy.GeoProximity) && e.geo == nil && e.noGeo != "" {
+		in.Query.ClientKey = e.noGeo
 	}
 	if e.pol.Has(policy.GeoProximity) && e.geo != nil {
 		key, label := q.Resolver, "resolver "+q.Resolver.String()

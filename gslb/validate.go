@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lbc-dev/lbc/gslb/policy"
+	"github.com/lbc-dev/lbc/internal/strictyaml"
 	"github.com/miekg/dns"
 )
 
@@ -24,9 +25,9 @@ type at struct {
 }
 
 func (a at) field(name string) at {
-	l := name
+	l := strictyaml.Clip(name)
 	if a.label != "" {
-		l = a.label + "." + name
+		l = a.label + "." + l
 	}
 	return at{keys: append(append([]any{}, a.keys...), name), label: l}
 }
@@ -34,7 +35,7 @@ func (a at) field(name string) at {
 func (a at) item(list string, i int, name string) at {
 	l := fmt.Sprintf("%s[%d]", list, i)
 	if name != "" {
-		l = fmt.Sprintf("%s %q", strings.TrimSuffix(list, "s"), name)
+		l = fmt.Sprintf("%s %q", strings.TrimSuffix(list, "s"), strictyaml.Clip(name))
 	}
 	if a.label != "" {
 		l = a.label + ": " + l
@@ -42,9 +43,19 @@ func (a at) item(list string, i int, name string) at {
 	return at{keys: append(append([]any{}, a.keys...), list, i), label: l}
 }
 
+// index is the i-th item of a list of plain values.
+func (a at) index(i int) at {
+	return at{keys: append(append([]any{}, a.keys...), i), label: fmt.Sprintf("%s[%d]", a.label, i)}
+}
+
 type validator struct{ is []issue }
 
 func (v *validator) errf(a at, format string, args ...any) {
+	for i, x := range args {
+		if s, ok := x.(string); ok {
+			args[i] = strictyaml.Clip(s) // a 50 MB value is not echoed whole
+		}
+	}
 	v.is = append(v.is, issue{keys: a.keys, path: a.label, msg: fmt.Sprintf(format, args...)})
 }
 
@@ -120,7 +131,7 @@ func (v *validator) zones(top at, c *Config) {
 		seen[n] = i
 		for j, ns := range z.Nameservers {
 			if !validDomain(ns) {
-				v.errf(a.field("nameservers").field(fmt.Sprint(j)), "%q is not a host name", ns)
+				v.errf(a.field("nameservers").index(j), "%q is not a host name", ns)
 			}
 		}
 		if z.Hostmaster != "" && !validDomain(z.Hostmaster) {
@@ -244,7 +255,7 @@ func (v *validator) names(top at, c *Config, sites map[string]*SiteConfig) {
 			for k, s := range r.Addresses {
 				ip, err := netip.ParseAddr(s)
 				if err != nil || ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() {
-					v.errf(ra.field("addresses").field(fmt.Sprint(k)), "%q is not a unicast IP address", s)
+					v.errf(ra.field("addresses").index(k), "%q is not a unicast IP address", s)
 				}
 			}
 			if w := *r.Weight; w < 0 || w > 1000 {

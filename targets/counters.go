@@ -12,14 +12,20 @@ type Counters struct {
 	// FallbackPunts counts packets sent out the fallback port (P4 targets:
 	// fragments and protocols the switch does not parse).
 	FallbackPunts uint64
+	// TooBig counts packets answered with ICMP fragmentation needed or
+	// packet too big instead of being forwarded (R-MTU; XDP).
+	TooBig uint64
 }
 
 // ServiceCounters are one service's counters.
 type ServiceCounters struct {
 	Packets, Bytes, NewConnections uint64
 	// Sessions is the number of live conntrack entries, where the datapath
-	// can count them (0 otherwise).
-	Sessions uint64
+	// can count them; HasSessions says whether it did (a datapath that
+	// cannot count them must not report 0: the GSLB's maxSessions step
+	// would take it for an idle site).
+	Sessions    uint64
+	HasSessions bool
 }
 
 // BackendCounters are one backend's counters.

@@ -68,47 +68,52 @@ type Packet struct {
 // and, on a miss, pick the backend from the ring by that flow's affinity
 // tuple. The error itself is never tracked.
 
-// DefaultPayload is the payload length of a packet whose PayloadLen is 0:
-// what a replay's frame carries after the transport header.
-const DefaultPayload = 16
-
-// IPLen is the length of the IP packet a replay builds from p (the IP
-// header, an IPv6 Fragment header, the transport header where the piece
-// carries one, the payload): what R-MTU measures against the egress MTU.
-func (p Packet) IPLen() int {
-	n := p.PayloadLen
-	if n <= 0 {
-		n = DefaultPayload
-	}
-	if p.Frag <= FragFirst {
-		switch p.Proto {
-		case compiler.IPProtoTCP:
-			n += 20
-		case compiler.IPProtoUDP:
-			n += 8
-		case compiler.IPProtoICMP, compiler.IPProtoICMPv6:
-			n += 8
-			if p.Inner != nil {
-				// The quoted IP header and 8 bytes, instead of the payload.
-				n = 8 + 8 + 20
-				if p.Inner.Src.Is6() && !p.Inner.Src.Is4In6() {
-					n = 8 + 8 + 40
-				}
-			}
-		}
-	}
-	if p.Src.Unmap().Is4() {
-		return 20 + n
-	}
-	if p.Frag != FragNone {
-		n += 8
-	}
-	return 40 + n
-}
-
 // IsSYN reports a TCP SYN with ACK clear (R-CT-1).
 func (p Packet) IsSYN() bool {
 	return p.Proto == compiler.IPProtoTCP && p.Flags&FlagSYN != 0 && p.Flags&FlagACK == 0 && p.Frag <= FragFirst
+}
+
+// DefaultPayloadLen is the payload of a packet whose PayloadLen is 0.
+const DefaultPayloadLen = 16
+
+// IPLen is the length of the packet's IP datagram as a datapath receives
+// it (what R-MTU adds the encapsulation overhead to): the IPv4 header (20)
+// or the IPv6 header (40, and 8 for the Fragment header of a fragment),
+// the transport header where the packet carries one (TCP 20, UDP 8, ICMP
+// 8; none for other protocols and non-first fragments), and the payload:
+// PayloadLen bytes (DefaultPayloadLen when 0), or for an ICMP error the
+// quoted packet's IP header and first 8 bytes.
+func (p Packet) IPLen() int {
+	n := 20
+	if !p.Src.Unmap().Is4() {
+		n = 40
+		if p.Fragmented() {
+			n += 8
+		}
+	}
+	payload := p.PayloadLen
+	if payload <= 0 {
+		payload = DefaultPayloadLen
+	}
+	if p.Frag == FragMiddle || p.Frag == FragLast {
+		return n + payload
+	}
+	switch p.Proto {
+	case compiler.IPProtoTCP:
+		n += 20
+	case compiler.IPProtoUDP:
+		n += 8
+	case compiler.IPProtoICMP, compiler.IPProtoICMPv6:
+		n += 8
+		if p.Inner != nil {
+			q := 20
+			if !p.Inner.Src.Unmap().Is4() {
+				q = 40
+			}
+			return n + q + 8
+		}
+	}
+	return n + payload
 }
 
 // Fragmented reports whether the packet is any piece of a fragmented datagram.

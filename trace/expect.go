@@ -19,7 +19,7 @@ import (
 // or the same backend as an earlier labelled packet.
 type Expect struct {
 	// Packets.
-	Action  string   `json:"action,omitempty"`  // forward, drop, not-ours, fallback
+	Action  string   `json:"action,omitempty"`  // forward, drop, not-ours, fallback, too-big
 	Backend string   `json:"backend,omitempty"` // exactly this backend (implies forward)
 	In      []string `json:"in,omitempty"`      // a backend of this set (implies forward)
 	NotIn   []string `json:"notIn,omitempty"`   // forwarded, but not to any of these
@@ -28,6 +28,9 @@ type Expect struct {
 	CT      string   `json:"ct,omitempty"`      // hit, miss, new, untracked
 	Drop    string   `json:"drop,omitempty"`    // drop reason (implies drop)
 	Rules   []string `json:"rules,omitempty"`   // rule IDs the decision must cite
+	// MTU is the next-hop MTU a too-big answer announces (R-MTU; implies
+	// action too-big).
+	MTU *int `json:"mtu,omitempty"`
 
 	// Packets and events: the service the packet matched, or whose
 	// eligible set Eligible gives (may be omitted with one service).
@@ -41,7 +44,7 @@ type Expect struct {
 	Epoch  *uint32   `json:"epoch,omitempty"` // the service's epoch after the event
 }
 
-var actions = []string{"forward", "drop", "not-ours", "fallback"}
+var actions = []string{"forward", "drop", "not-ours", "fallback", "too-big"}
 
 func (e *Expect) validate(event bool) error {
 	// A list given empty would assert nothing (or nothing that can hold),
@@ -60,24 +63,32 @@ func (e *Expect) validate(event bool) error {
 			return fmt.Errorf("%s: empty list; %s", l.name, l.fix)
 		}
 	}
-	pkt := e.Action != "" || e.Backend != "" || len(e.In) > 0 || len(e.NotIn) > 0 || e.Same != "" || e.NotSame != "" || e.CT != "" || e.Drop != "" || len(e.Rules) > 0
+	pkt := e.Action != "" || e.Backend != "" || len(e.In) > 0 || len(e.NotIn) > 0 || e.Same != "" || e.NotSame != "" || e.CT != "" || e.Drop != "" || len(e.Rules) > 0 || e.MTU != nil
 	ev := len(e.Eligible) > 0 || e.Events != nil || e.Epoch != nil
 	switch {
 	case event && pkt:
 		return errors.New("an event line expects eligible, events, epoch (and service), not a packet's outcome")
 	case !event && ev:
-		return errors.New("a packet line expects action, backend, in, notIn, same, notSame, ct, drop, rules (and service)")
+		return errors.New("a packet line expects action, backend, in, notIn, same, notSame, ct, drop, mtu, rules (and service)")
 	case !pkt && !ev && e.Service == "":
 		return errors.New("empty expectation")
 	}
 	if e.Action != "" && !slices.Contains(actions, e.Action) {
-		return fmt.Errorf("action %q: want forward, drop, not-ours or fallback", e.Action)
+		return fmt.Errorf("action %q: want forward, drop, not-ours, fallback or too-big", e.Action)
+	}
+	if e.MTU != nil {
+		if *e.MTU < 1 || *e.MTU > 65535 {
+			return fmt.Errorf("mtu %d out of range 1..65535", *e.MTU)
+		}
+		if e.Action != "" && e.Action != "too-big" {
+			return errors.New("mtu is what a too-big answer announces: it implies action too-big")
+		}
 	}
 	if e.CT != "" && !slices.Contains([]string{targets.CTHit, targets.CTMiss, targets.CTNew, targets.CTUntracked}, e.CT) {
 		return fmt.Errorf("ct %q: want hit, miss, new or untracked", e.CT)
 	}
 	fwd := e.Backend != "" || len(e.In) > 0 || len(e.NotIn) > 0 || e.Same != "" || e.NotSame != ""
-	if fwd && (e.Drop != "" || (e.Action != "" && e.Action != "forward")) {
+	if fwd && (e.Drop != "" || e.MTU != nil || (e.Action != "" && e.Action != "forward")) {
 		return errors.New("a backend expectation implies forward; it cannot also expect a drop or another action")
 	}
 	if e.Drop != "" && e.Action != "" && e.Action != "drop" {
@@ -98,6 +109,8 @@ func (e *Expect) Check(v targets.Verdict, labels map[string]string) error {
 	case want != "":
 	case e.Drop != "":
 		want = "drop"
+	case e.MTU != nil:
+		want = "too-big"
 	case e.Backend != "" || len(e.In) > 0 || len(e.NotIn) > 0 || e.Same != "" || e.NotSame != "":
 		want = "forward"
 	}
@@ -128,6 +141,9 @@ func (e *Expect) Check(v targets.Verdict, labels map[string]string) error {
 	}
 	if e.Drop != "" && v.DropReason != e.Drop {
 		fail("drop reason %q, want %q", v.DropReason, e.Drop)
+	}
+	if e.MTU != nil && int(v.MTU) != *e.MTU {
+		fail("mtu %d, want %d", v.MTU, *e.MTU)
 	}
 	if e.Service != "" && v.Service != e.Service {
 		fail("service %q, want %q", v.Service, e.Service)

@@ -35,6 +35,14 @@ func MarshalLine(l Line) ([]byte, error) {
 			n := p.PayloadLen
 			r.Len = &n
 		}
+		if p.VLAN != 0 {
+			v := int(p.VLAN)
+			r.VLAN = &v
+		}
+		if p.DF && p.Src.Is4() {
+			df := true
+			r.DF = &df
+		}
 		if isICMP(p.Proto) && (p.ICMPType != 0 || p.ICMPCode != 0 || p.Inner != nil) {
 			ty, co := int(p.ICMPType), int(p.ICMPCode)
 			r.Type, r.Code = &ty, &co

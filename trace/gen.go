@@ -18,16 +18,16 @@ type GenOptions struct {
 	Clients  int     // distinct client addresses per address family
 	Duration float64 // seconds the trace spans
 	// Events adds health flaps, weight changes (weighted services) and
-	// removals and re-additions of endpoints.
+	// removals and re-additions of endpoints: at least one health flap on
+	// every service whose entries may stop persisting on an unhealthy
+	// backend (NEVER_PERSIST, and UDP under DEFAULT_FOR_PROTOCOL), and
+	// about a quarter of the flows live across an event, with several
+	// packets after it, so that re-selected entries are used again.
 	Events bool
-	// LiveFlows, with Events, keeps this many flows of the service live
-	// across each health flap: packets shortly before the backend goes
-	// down, several after (a flow on the failed backend is re-selected
-	// under NEVER_PERSIST, and for UDP under DEFAULT_FOR_PROTOCOL, and
-	// must then stay on its new backend: R-PERSIST, R-CT-3) and several
-	// after it recovers. The flows are TCP or UDP as the service takes
-	// them, spread over clients so that some land on the failed backend.
-	LiveFlows int
+	// Oversize adds UDP datagrams and TCP segments of 1,400 to 1,480 bytes
+	// of payload with DF set (IPv4; IPv6 always counts as DF), around and
+	// above what fits a 1,500-byte MTU once encapsulated (R-MTU).
+	Oversize bool
 }
 
 // Generate returns a seeded, realistic trace for cfg: many clients; TCP
@@ -35,7 +35,9 @@ type GenOptions struct {
 // datagrams, some fragmented (first, middle, last; occasionally out of
 // order); ESP, GRE and ICMP echo to L3_DEFAULT services; ICMP errors
 // quoting live TCP flows; packets to no service; IPv4 and IPv6 as the
-// VIPs are. The same seed and configuration give the same trace.
+// VIPs are; one packet in eight tagged with an 802.1Q VLAN (R-VLAN: it
+// must change nothing). The same seed and configuration give the same
+// trace.
 func Generate(cfg *compiler.Config, o GenOptions) []Line {
 	if o.Packets <= 0 {
 		o.Packets = 1000
@@ -50,17 +52,25 @@ func Generate(cfg *compiler.Config, o GenOptions) []Line {
 	for i := range cfg.Services {
 		g.svcs = append(g.svcs, &cfg.Services[i])
 	}
+	var evs []genEvent
+	if o.Events {
+		evs = g.events()
+	}
 	for len(g.lines) < o.Packets && len(g.svcs) > 0 {
-		g.flow()
+		if len(evs) > 0 && g.r.IntN(4) == 0 {
+			g.liveFlow(evs[g.r.IntN(len(evs))])
+		} else {
+			g.flow()
+		}
 	}
 	// Trim to the count and order by time (stable: a flow's packets keep
 	// their order).
 	sort.SliceStable(g.lines, func(i, j int) bool { return g.lines[i].T < g.lines[j].T })
 	g.lines = g.lines[:min(len(g.lines), o.Packets)]
-	if o.Events {
-		g.lines = append(g.lines, g.events(cfg)...)
-		sort.SliceStable(g.lines, func(i, j int) bool { return g.lines[i].T < g.lines[j].T })
+	for _, e := range evs {
+		g.lines = append(g.lines, e.line)
 	}
+	sort.SliceStable(g.lines, func(i, j int) bool { return g.lines[i].T < g.lines[j].T })
 	return g.lines
 }
 
@@ -83,7 +93,18 @@ func (g *gen) client(v6 bool) netip.Addr {
 }
 
 func (g *gen) add(t float64, p targets.Packet) {
+	if g.r.IntN(8) == 0 {
+		p.VLAN = [...]uint16{10, 100, 4094}[g.r.IntN(3)] // R-VLAN: changes nothing
+	}
 	g.lines = append(g.lines, Line{T: g.at(t), Packet: &p})
+}
+
+// oversize makes p, sometimes, a full-size packet with DF set (R-MTU).
+func (g *gen) oversize(p targets.Packet) targets.Packet {
+	if g.o.Oversize && g.r.IntN(10) == 0 {
+		p.PayloadLen, p.DF = 1400+g.r.IntN(81), p.Src.Is4()
+	}
+	return p
 }
 
 var commonPorts = []uint16{53, 80, 123, 443, 500, 4500, 5000, 8080}
@@ -132,7 +153,7 @@ func (g *gen) flow() {
 		g.add(t, flags(targets.FlagSYN))
 		t += gap()
 		for n := g.r.IntN(6) + 1; n > 0; n-- {
-			g.add(t, flags(targets.FlagACK|uint8(g.r.IntN(2))*targets.FlagPSH))
+			g.add(t, g.oversize(flags(targets.FlagACK|uint8(g.r.IntN(2))*targets.FlagPSH)))
 			t += gap()
 		}
 		g.live = append(g.live, p.Tuple())
@@ -160,7 +181,7 @@ func (g *gen) flow() {
 				g.fragments(t, p)
 			} else {
 				p.PayloadLen = 64 + g.r.IntN(1200)
-				g.add(t, p)
+				g.add(t, g.oversize(p))
 			}
 			t += gap()
 		}
@@ -185,14 +206,24 @@ func (g *gen) flow() {
 	}
 }
 
-// fragments emits a datagram in 2..4 pieces, sometimes out of order.
+// fragments emits a datagram in 2..4 pieces, sometimes out of order, cut
+// as a host on a 1500-byte link cuts them: every piece but the last is a
+// 1500-byte IP packet (the first carries the UDP header; IPv6 pieces the
+// Fragment header, in multiples of 8 bytes).
 func (g *gen) fragments(t float64, p targets.Packet) {
 	id := g.r.Uint32() & 0xffff
 	n := 2 + g.r.IntN(3)
+	first, middle := 1500-20-8, 1500-20
+	if p.Dst.Is6() {
+		first, middle = 1448-8, 1448
+	}
 	var ps []targets.Packet
 	for i := 0; i < n; i++ {
 		q := p
-		q.FragID, q.PayloadLen = id, 1480
+		q.FragID, q.PayloadLen = id, middle
+		if i == 0 {
+			q.PayloadLen = first
+		}
 		switch {
 		case i == 0:
 			q.Frag = targets.FragFirst
@@ -223,9 +254,24 @@ func (g *gen) icmpError(t float64, f compiler.Tuple) {
 	g.add(t, p)
 }
 
+// genEvent is a generated event and the service it concerns.
+type genEvent struct {
+	line Line
+	svc  *compiler.Service
+}
+
+// mayStopPersisting reports a service whose entries on an unhealthy
+// backend are diverted (R-PERSIST): NEVER_PERSIST, or UDP (which does not
+// persist under DEFAULT_FOR_PROTOCOL).
+func mayStopPersisting(s *compiler.Service) bool {
+	return s.Persistence() == compiler.PersistNever || (s.Persistence() == compiler.PersistDefault && s.Protocol != compiler.ProtoTCP)
+}
+
 // events emits health flaps, weight changes and remove/add cycles that
-// keep the configuration valid (a group never loses its last endpoint).
-func (g *gen) events(cfg *compiler.Config) []Line {
+// keep the configuration valid (a group never loses its last endpoint):
+// first one health flap on every service whose entries may stop
+// persisting, then random ones.
+func (g *gen) events() []genEvent {
 	type ep struct {
 		svc      *compiler.Service
 		group    string
@@ -243,10 +289,35 @@ func (g *gen) events(cfg *compiler.Config) []Line {
 	if len(eps) == 0 {
 		return nil
 	}
-	var out []Line
-	n := max(2, int(g.o.Duration/20))
+	var out []genEvent
+	add := func(s *compiler.Service, t float64, e *Event) {
+		out = append(out, genEvent{line: Line{T: t, Event: e}, svc: s})
+	}
 	busy := map[string]bool{}     // one pending event pair per endpoint
 	removing := map[string]bool{} // one removal per group, so none empties
+	flap := func(x ep) {
+		t := g.at(g.r.Float64() * g.o.Duration * 0.8)
+		back := g.at(t + 5 + g.r.Float64()*g.o.Duration*0.3)
+		add(x.svc, t, &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: false})
+		add(x.svc, back, &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: true})
+	}
+	for _, s := range g.svcs {
+		if !mayStopPersisting(s) {
+			continue
+		}
+		var mine []ep
+		for _, x := range eps {
+			if x.svc == s && !busy[x.e.Name] {
+				mine = append(mine, x)
+			}
+		}
+		if len(mine) > 0 {
+			x := mine[g.r.IntN(len(mine))]
+			busy[x.e.Name] = true
+			flap(x)
+		}
+	}
+	n := max(2, int(g.o.Duration/20))
 	for i := 0; i < n; i++ {
 		x := eps[g.r.IntN(len(eps))]
 		if busy[x.e.Name] {
@@ -257,64 +328,51 @@ func (g *gen) events(cfg *compiler.Config) []Line {
 		back := g.at(t + 5 + g.r.Float64()*g.o.Duration*0.3)
 		switch k := g.r.IntN(10); {
 		case k < 6:
-			out = append(out, Line{T: t, Event: &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: false}},
-				Line{T: back, Event: &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: true}})
-			out = append(out, g.liveFlows(x.svc, t, back)...)
+			flap(x)
 		case k < 8 && x.svc.Weighted():
-			out = append(out, Line{T: t, Event: &Event{Kind: EventWeight, Backend: x.e.Name, Weight: g.r.IntN(3) * 100}},
-				Line{T: back, Event: &Event{Kind: EventWeight, Backend: x.e.Name, Weight: 100 + g.r.IntN(900)}})
+			add(x.svc, t, &Event{Kind: EventWeight, Backend: x.e.Name, Weight: g.r.IntN(3) * 100})
+			add(x.svc, back, &Event{Kind: EventWeight, Backend: x.e.Name, Weight: 100 + g.r.IntN(900)})
 		case x.groupLen > 1 && !removing[x.svc.Name+"/"+x.group]:
 			removing[x.svc.Name+"/"+x.group] = true
-			out = append(out, Line{T: t, Event: &Event{Kind: EventRemove, Backend: x.e.Name}},
-				Line{T: back, Event: &Event{Kind: EventAdd, Group: x.group, Service: x.svc.Name, Endpoint: x.e}})
+			add(x.svc, t, &Event{Kind: EventRemove, Backend: x.e.Name})
+			add(x.svc, back, &Event{Kind: EventAdd, Group: x.group, Service: x.svc.Name, Endpoint: x.e})
 		default:
-			out = append(out, Line{T: t, Event: &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: false}},
-				Line{T: back, Event: &Event{Kind: EventHealth, Backend: x.e.Name, Healthy: true}})
-			out = append(out, g.liveFlows(x.svc, t, back)...)
+			flap(x)
 		}
 	}
 	return out
 }
 
-// liveFlows emits GenOptions.LiveFlows flows of s that are live across a
-// health flap (down at t, up at back): three packets before t, four after
-// it and three after back, 50–150 ms apart, so that no gap comes near an
-// idle timeout. TCP flows open with a SYN; every packet is unfragmented.
-func (g *gen) liveFlows(s *compiler.Service, t, back float64) []Line {
-	var out []Line
+// liveFlow emits a flow of the event's service that is live across the
+// event: its first packets before it, then several packets after it, so
+// that an entry re-selected by the event (R-PERSIST, R-DRAIN, R-EPOCH) is
+// used again.
+func (g *gen) liveFlow(ev genEvent) {
+	s := ev.svc
 	vip := s.VIPAddr()
-	for i := 0; i < g.o.LiveFlows; i++ {
-		proto := uint8(compiler.IPProtoTCP)
-		switch s.Protocol {
-		case compiler.ProtoUDP:
-			proto = compiler.IPProtoUDP
-		case compiler.ProtoL3Default:
-			if g.r.IntN(2) == 0 {
-				proto = compiler.IPProtoUDP
-			}
-		}
-		p := targets.Packet{Src: g.client(vip.Is6()), Dst: vip, Proto: proto, SrcPort: uint16(1024 + g.r.IntN(64511)), DstPort: g.port(s)}
-		step := func() float64 { return 0.05 + g.r.Float64()*0.1 }
-		emit := func(at float64, n int, first uint8) {
-			for k := 0; k < n; k++ {
-				q := p
-				if proto == compiler.IPProtoTCP {
-					q.Flags = targets.FlagACK
-					if k == 0 && first != 0 {
-						q.Flags = first
-					}
-				} else {
-					q.PayloadLen = 64 + g.r.IntN(512)
-				}
-				at += step()
-				out = append(out, Line{T: g.at(at), Packet: &q})
-			}
-		}
-		emit(max(0, t-0.5), 3, targets.FlagSYN)
-		emit(t, 4, 0)
-		emit(back, 3, 0)
+	src := g.client(vip.Is6())
+	te := ev.line.T
+	t := max(0, te-0.05-g.r.Float64()*2)
+	p := targets.Packet{Src: src, Dst: vip, Proto: compiler.IPProtoTCP, SrcPort: uint16(1024 + g.r.IntN(64511)), DstPort: g.port(s)}
+	if s.Protocol == compiler.ProtoUDP || (s.Protocol == compiler.ProtoL3Default && g.r.IntN(2) == 0) {
+		p.Proto = compiler.IPProtoUDP
 	}
-	return out
+	next := func(f uint8) targets.Packet {
+		q := p
+		if q.Proto == compiler.IPProtoTCP {
+			q.Flags = f
+		} else {
+			q.PayloadLen = 64 + g.r.IntN(512)
+		}
+		return q
+	}
+	g.add(t, next(targets.FlagSYN))
+	g.add(t+0.01, next(targets.FlagACK))
+	t = te + 0.001
+	for n := 3 + g.r.IntN(4); n > 0; n-- {
+		t += 0.01 + g.r.Float64()*0.05
+		g.add(t, next(targets.FlagACK))
+	}
 }
 
 // Describe is a one-line summary of a generated trace, for logs.

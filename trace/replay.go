@@ -10,6 +10,7 @@ import (
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/controller"
 	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/targets/chain"
 )
 
 // Output is one line of replay output: a packet's verdict, or what an
@@ -22,8 +23,12 @@ type Output struct {
 	Service string   `json:"service,omitempty"`
 	Backend string   `json:"backend,omitempty"`
 	Drop    string   `json:"drop,omitempty"`
+	MTU     uint16   `json:"mtu,omitempty"` // too-big: the next-hop MTU announced (R-MTU)
 	CT      string   `json:"ct,omitempty"`
 	Rule    []string `json:"rule,omitempty"`
+	// Hops is what each datapath of a chain (a switch and its fallback,
+	// targets/chain) did, when the packet went through more than one.
+	Hops []Hop `json:"hops,omitempty"`
 
 	Event   string             `json:"event,omitempty"`
 	Changes *int               `json:"changes,omitempty"` // table writes of the event's diff
@@ -33,6 +38,17 @@ type Output struct {
 	Mismatch string `json:"mismatch,omitempty"`
 
 	Verdict targets.Verdict `json:"-"`
+}
+
+// Hop is one datapath's part of a packet's fate.
+type Hop struct {
+	Target  string `json:"target"`
+	Action  string `json:"action"`
+	Service string `json:"service,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	CT      string `json:"ct,omitempty"`
+	Drop    string `json:"drop,omitempty"`
+	MTU     uint16 `json:"mtu,omitempty"`
 }
 
 // EventDeadline is the Output.Event of a reconcile at a draining deadline.
@@ -49,6 +65,7 @@ type Summary struct {
 	Drops      map[string]int `json:"drops"`
 	NotOurs    int            `json:"notOurs"`
 	Fallback   int            `json:"fallback"`
+	TooBig     int            `json:"tooBig"` // answered with ICMP too big (R-MTU)
 	Events     int            `json:"events"`
 	Expected   int            `json:"expected"`   // lines with an expectation
 	Mismatches int            `json:"mismatches"` // of which failed
@@ -197,6 +214,16 @@ func (r *Replayer) packet(ctx context.Context, l Line) (Output, error) {
 		return Output{}, fmt.Errorf("%s: %w", r.tgt.Name(), err)
 	}
 	o := Output{Line: l.No, T: l.T, Action: v.Action.String(), Service: v.Service, CT: v.CT, Rule: Rules(v), Verdict: v}
+	if c, ok := r.pt.(*chain.Datapath); ok && len(c.Hops()) > 1 {
+		for _, h := range c.Hops() {
+			hv := h.Verdict
+			oh := Hop{Target: h.Target, Action: hv.Action.String(), Service: hv.Service, CT: hv.CT, Drop: hv.DropReason, MTU: hv.MTU}
+			if hv.Action == targets.Forward || hv.Action == targets.TooBig {
+				oh.Backend = hv.Backend
+			}
+			o.Hops = append(o.Hops, oh)
+		}
+	}
 	r.sum.Packets++
 	if v.CT != "" {
 		r.sum.CT[v.CT]++
@@ -215,6 +242,9 @@ func (r *Replayer) packet(ctx context.Context, l Line) (Output, error) {
 		r.sum.NotOurs++
 	case targets.Fallback:
 		r.sum.Fallback++
+	case targets.TooBig:
+		o.MTU = v.MTU
+		r.sum.TooBig++
 	}
 	if l.Expect != nil {
 		r.sum.Expected++

@@ -13,7 +13,7 @@ import (
 
 // ParsePacketSpec reads the one-line packet notation of `lbc explain`:
 //
-//	PROTO SRC[:PORT] > DST[:PORT] [FLAGS] [frag=first|middle|last] [id=N] [type=N] [code=N] [quote=PROTO SRC:PORT>DST:PORT]
+//	PROTO SRC[:PORT] > DST[:PORT] [FLAGS] [frag=first|middle|last] [id=N] [len=N] [vlan=N] [df] [type=N] [code=N] [quote=PROTO SRC:PORT>DST:PORT]
 //
 // for example "tcp 198.51.100.7:4242 > 203.0.113.10:80 S",
 // "udp [2001:db8::7]:5000 > [2001:db8::10]:53", "udp 198.51.100.7 > 203.0.113.30 frag=middle id=7",
@@ -43,6 +43,11 @@ func ParsePacketSpec(s string) (targets.Packet, error) {
 	}
 	for _, f := range fields[4:] {
 		k, v, kv := strings.Cut(f, "=")
+		if strings.EqualFold(f, "df") {
+			df := true
+			r.DF = &df
+			continue
+		}
 		if !kv {
 			fl := f
 			r.Flags = &fl
@@ -78,8 +83,12 @@ func ParsePacketSpec(s string) (targets.Packet, error) {
 			if r.Len, err = num(); err != nil {
 				return targets.Packet{}, err
 			}
+		case "vlan":
+			if r.VLAN, err = num(); err != nil {
+				return targets.Packet{}, err
+			}
 		default:
-			return targets.Packet{}, fmt.Errorf("%q: want FLAGS (letters SAFRP), frag=, id=, type=, code=, len= or quote=", f)
+			return targets.Packet{}, fmt.Errorf("%q: want FLAGS (letters SAFRP), frag=, id=, len=, vlan=, df, type=, code= or quote=", f)
 		}
 	}
 	if quote != "" {
@@ -137,6 +146,15 @@ func FormatPacket(p targets.Packet) string {
 	}
 	if p.Frag != targets.FragNone {
 		s += fmt.Sprintf(" frag=%s id=%d", p.Frag, p.FragID)
+	}
+	if p.PayloadLen != 0 {
+		s += fmt.Sprintf(" len=%d", p.PayloadLen)
+	}
+	if p.VLAN != 0 {
+		s += fmt.Sprintf(" vlan=%d", p.VLAN)
+	}
+	if p.DF && p.Src.Is4() {
+		s += " df"
 	}
 	if isICMP(p.Proto) && (p.ICMPType != 0 || p.ICMPCode != 0 || p.Inner != nil) {
 		s += fmt.Sprintf(" type=%d code=%d", p.ICMPType, p.ICMPCode)

@@ -80,7 +80,8 @@ func runTrace(t *testing.T, file string) Header {
 // The per-packet rules of spec/lb-semantics.md that traces must cover.
 var packetRules = []string{
 	"R-CT-1", "R-CT-2", "R-CT-3", "R-CT-4", "R-AFF", "R-TRK", "R-FRAG", "R-AGE",
-	"R-PERSIST", "R-PERSIST-LR", "R-EPOCH", "R-DRAIN", "R-WEIGHT-0", "R-ELIG-3", "R-ELIG-5",
+	"R-PERSIST", "R-PERSIST-LR", "R-PERSIST-CAP", "R-EPOCH", "R-DRAIN", "R-WEIGHT-0", "R-ELIG-3", "R-ELIG-5",
+	"R-MTU", "R-VLAN",
 }
 
 // TestTraces runs every testbench/testdata/*.jsonl through the reference

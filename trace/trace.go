@@ -63,6 +63,8 @@ type rawLine struct {
 	Frag     *string            `json:"frag,omitempty"`
 	ID       *int64             `json:"id,omitempty"`
 	Len      *int               `json:"len,omitempty"`
+	VLAN     *int               `json:"vlan,omitempty"`
+	DF       *bool              `json:"df,omitempty"`
 	Type     *int               `json:"type,omitempty"`
 	Code     *int               `json:"code,omitempty"`
 	Inner    *rawInner          `json:"inner,omitempty"`
@@ -264,11 +266,12 @@ func parseEvent(r *rawLine) (*Event, error) {
 		have := map[string]bool{"backend": r.Backend != "", "healthy": r.Healthy != nil, "weight": r.Weight != nil,
 			"group": r.Group != "", "service": r.Service != "", "endpoint": r.Endpoint != nil,
 			"sport": r.Sport != nil, "dport": r.Dport != nil, "flags": r.Flags != nil, "frag": r.Frag != nil,
-			"id": r.ID != nil, "len": r.Len != nil, "type": r.Type != nil, "code": r.Code != nil, "inner": r.Inner != nil}
+			"id": r.ID != nil, "len": r.Len != nil, "type": r.Type != nil, "code": r.Code != nil, "inner": r.Inner != nil,
+			"vlan": r.VLAN != nil, "df": r.DF != nil}
 		for _, a := range allowed {
 			delete(have, a)
 		}
-		for _, f := range []string{"backend", "healthy", "weight", "group", "service", "endpoint", "sport", "dport", "flags", "frag", "id", "len", "type", "code", "inner"} {
+		for _, f := range []string{"backend", "healthy", "weight", "group", "service", "endpoint", "sport", "dport", "flags", "frag", "id", "len", "type", "code", "inner", "vlan", "df"} {
 			if have[f] {
 				return fmt.Errorf("event %q has no field %q", r.Event, f)
 			}
@@ -350,6 +353,18 @@ func parsePacket(r *rawLine) (*targets.Packet, error) {
 			return nil, fmt.Errorf("len %d out of range 0..65000", *r.Len)
 		}
 		p.PayloadLen = *r.Len
+	}
+	if r.VLAN != nil {
+		if *r.VLAN < 1 || *r.VLAN > 4094 {
+			return nil, fmt.Errorf("vlan %d out of range 1..4094 (leave it out for an untagged frame)", *r.VLAN)
+		}
+		p.VLAN = uint16(*r.VLAN)
+	}
+	if r.DF != nil {
+		if !p.Src.Is4() {
+			return nil, errors.New("df: IPv6 has no DF bit and is never fragmented on the way (it always counts as DF, R-MTU); leave df out")
+		}
+		p.DF = *r.DF
 	}
 	ported := p.Proto == compiler.IPProtoTCP || p.Proto == compiler.IPProtoUDP
 	hasPorts := p.Frag == targets.FragNone || p.Frag == targets.FragFirst

@@ -23,13 +23,14 @@ func TestParsePacketAndEvent(t *testing.T) {
 {"t": 33, "event": "add", "group": "ig-a", "endpoint": {"name": "vm-a3", "ip": "10.0.1.3"}}
 {"t": 34, "src": "2001:db8::1", "dst": "2001:db8::10", "proto": "icmp", "type": 128}
 {"t": 35, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": 132}
+{"t": 36, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": "udp", "sport": 1, "dport": 53, "len": 1472, "vlan": 100, "df": true, "expect": {"mtu": 1480}}
 `
 	lines, err := Parse(strings.NewReader(in), "t.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(lines) != 8 {
-		t.Fatalf("%d lines, want 8", len(lines))
+	if len(lines) != 9 {
+		t.Fatalf("%d lines, want 9", len(lines))
 	}
 	want := targets.Packet{Src: netip.MustParseAddr("198.51.100.7"), Dst: netip.MustParseAddr("203.0.113.10"), Proto: compiler.IPProtoTCP, SrcPort: 4242, DstPort: 80, Flags: targets.FlagSYN}
 	if l := lines[0]; l.No != 2 || l.T != 12.5 || !reflect.DeepEqual(*l.Packet, want) {
@@ -52,6 +53,9 @@ func TestParsePacketAndEvent(t *testing.T) {
 	}
 	if p := lines[7].Packet; p.Proto != 132 {
 		t.Errorf("numeric proto: %+v", p)
+	}
+	if l := lines[8]; l.Packet.VLAN != 100 || !l.Packet.DF || l.Packet.PayloadLen != 1472 || l.Packet.IPLen() != 1500 || *l.Expect.MTU != 1480 {
+		t.Errorf("R-VLAN, R-MTU fields: %+v %+v", l.Packet, l.Expect)
 	}
 }
 
@@ -93,6 +97,12 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 		{`{"t": 2, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": "esp", "expect": {"backend": "a", "drop": "no-backends"}}`, "implies forward"},
 		{`{"t": 2, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": "tcp", "sport": 1, "dport": 2, "type": 3}`, "ICMP fields"},
 		{`{"t": 1, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": "tcp", "sport": 1, "dport": 80} {}`, "more than one JSON value"},
+		{`{"t": 2, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": "esp", "vlan": 4095}`, "vlan 4095 out of range 1..4094"},
+		{`{"t": 2, "src": "2001:db8::7", "dst": "2001:db8::10", "proto": "esp", "df": true}`, "df: IPv6 has no DF bit"},
+		{`{"t": 2, "event": "remove", "backend": "x", "vlan": 7}`, `has no field "vlan"`},
+		{`{"t": 2, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": "esp", "expect": {"action": "forward", "mtu": 1480}}`, "implies action too-big"},
+		{`{"t": 2, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": "esp", "expect": {"backend": "a", "mtu": 1480}}`, "implies forward"},
+		{`{"t": 2, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": "esp", "expect": {"action": "too-small"}}`, "or too-big"},
 	} {
 		in := ok + "\n# comment\n" + tc.line + "\n" + ok
 		_, err := Parse(strings.NewReader(in), "t.jsonl")
@@ -133,6 +143,7 @@ func FuzzParseTrace(f *testing.F) {
 		`{"event": "add", "group": "ig-a", "endpoint": {"name": "vm-a3", "ip": "10.0.1.3"}}`,
 		`{"t": 2, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": 47, "label": "x", "expect": {"in": ["a", "b"], "ct": "miss"}}` + "\n" + `{"t": 3, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": 47, "expect": {"same": "x"}}`,
 		"# comment\n\n{}",
+		`{"t": 4, "src": "198.51.100.7", "dst": "203.0.113.10", "proto": "udp", "sport": 1, "dport": 53, "len": 1472, "vlan": 100, "df": true, "expect": {"action": "too-big", "mtu": 1480, "rules": ["R-MTU"]}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -30,6 +30,7 @@ Examples:
    lbc-testbench list
    sudo lbc-testbench run seed001-failover --out /tmp/seed001
    sudo lbc-testbench run ./my-scenario.yaml --topology mininet --out report/
+   sudo lbc-testbench run fleet-ecmp --out /tmp/fleet   # 3 lbc run nodes, BIRD, ECMP (docs/fleet.md)
 From a source tree: go run ./cmd/lbc-testbench run seed001-failover (or make testbench).
 
 Exit status: 0 when every assertion held, 1 when one failed or the run could
@@ -45,6 +46,10 @@ var testbenchListCommand = &cli.Command{
 			sc, err := scenario.Parse(n+".yaml", data)
 			if err != nil {
 				fmt.Fprintf(c.App.Writer, "%-24s (invalid: %v)\n", n, err)
+				continue
+			}
+			if sc.Fleet != nil {
+				fmt.Fprintf(c.App.Writer, "%-24s %d backends, fleet of %d nodes behind a BGP router (BIRD 2), %d events\n", n, len(sc.BackendNames()), sc.Fleet.Nodes, len(sc.Fleet.Events))
 				continue
 			}
 			fmt.Fprintf(c.App.Writer, "%-24s %d backends, %d steps\n", n, len(sc.BackendNames()), len(sc.Steps))

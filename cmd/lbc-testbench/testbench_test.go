@@ -24,7 +24,7 @@ func TestTestbenchList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"seed001-failover", "weighted-drain", "rolling-restart", "udp-fragments"} {
+	for _, want := range []string{"seed001-failover", "weighted-drain", "rolling-restart", "udp-fragments", "fleet-ecmp"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("list lacks %s:\n%s", want, out)
 		}
@@ -40,7 +40,7 @@ func TestTestbenchRunErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"run"}, "want one SCENARIO"},
-		{[]string{"run", "no-such-scenario"}, "not a shipped scenario (rolling-restart, seed001-failover, udp-fragments, weighted-drain)"},
+		{[]string{"run", "no-such-scenario"}, "not a shipped scenario (fleet-ecmp, rolling-restart, seed001-failover, udp-fragments, weighted-drain)"},
 		{[]string{"run", "seed001-failover", "--bogus", "1"}, "flag --bogus"},
 		{[]string{"run", "seed001-failover", "--out"}, "flag --out needs a value"},
 		{[]string{"run", "seed001-failover", "extra"}, `unexpected argument "extra"`},

@@ -16,13 +16,14 @@ var compileCommand = &cli.Command{
 	Usage:     "compute eligible sets and Maglev rings, and print the datapath tables",
 	UsageText: "lbc compile [-c lb.yaml] [--health health.yaml] [--format text|json]",
 	Description: `Compiles the configuration for the given health state: for each service the
-eligible set and the rule that chose it (R-ELIG), the weighted Maglev ring and
-each backend's share of its slots, and the target-independent tables (VIP,
-service, ring, backend) that 'lbc push' writes.
+eligible set and the rule that chose it (R-ELIG), the weighted Maglev ring
+(its size and the fill that built it: EARLIEST_RANK by default, PROBE_STRIDE
+when the service sets ringFill) and each backend's share of its slots, and the
+target-independent tables (VIP, service, ring, backend) that 'lbc push' writes.
 
 Without -c, the embedded examples/failover.yaml is compiled. --format json
-prints, per service, eligible, decision, rule, ring {size, counts}, epoch, and
-the IR tables under "ir".`,
+prints, per service, eligible, decision, rule, ring {size, activeHalf, fill,
+counts}, epoch, and the IR tables under "ir".`,
 	Flags: []cli.Flag{configFlag, healthFlag,
 		&cli.StringFlag{Name: "format", Value: "text", Usage: "output `FORMAT`: text (for people) or json"},
 	},
@@ -50,6 +51,7 @@ the IR tables under "ir".`,
 type ringJSON struct {
 	Size       int            `json:"size"`
 	ActiveHalf uint8          `json:"activeHalf"`
+	Fill       string         `json:"fill"`
 	Counts     map[string]int `json:"counts"`
 }
 
@@ -71,7 +73,7 @@ func writeCompileJSON(w io.Writer, l *loaded, res *compiler.Result) error {
 	for i, sr := range res.Services {
 		row := res.IR.ServiceByName(sr.Name)
 		sj := serviceJSON{Name: sr.Name, VIP: l.Config.Services[i].VIP, Eligible: row.Eligible, Decision: sr.Decision.Kind, Rule: sr.Decision.Rule, Epoch: row.Epoch,
-			Ring: ringJSON{Size: len(sr.Ring.Slots), ActiveHalf: row.ActiveHalf, Counts: map[string]int{}}}
+			Ring: ringJSON{Size: len(sr.Ring.Slots), ActiveHalf: row.ActiveHalf, Fill: string(sr.Ring.Fill), Counts: map[string]int{}}}
 		if sj.Eligible == nil {
 			sj.Eligible = []string{}
 		}
@@ -105,7 +107,7 @@ func writeCompileText(w io.Writer, l *loaded, res *compiler.Result) {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "service %s  %s %s/%s  %s  affinity %s  %s\n", s.Name, s.VIP, s.Protocol, ports, lb, s.Affinity(), s.TrackingMode())
-		fmt.Fprintf(w, "  decision %s (%s), epoch %d, ring %d slots (half %d)\n", sr.Decision.Kind, sr.Decision.Rule, row.Epoch, len(sr.Ring.Slots), row.ActiveHalf)
+		fmt.Fprintf(w, "  decision %s (%s), epoch %d, ring %d slots (half %d, fill %s)\n", sr.Decision.Kind, sr.Decision.Rule, row.Epoch, len(sr.Ring.Slots), row.ActiveHalf, sr.Ring.Fill)
 		counts := map[string]int{}
 		for k, m := range sr.Ring.Members {
 			counts[m.Name] = sr.Ring.Counts[k]

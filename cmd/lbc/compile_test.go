@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,5 +84,28 @@ func TestValidateReportsAll(t *testing.T) {
 	out, _, err := runLBC(t, "validate", "-c", "../../examples/weighted.yaml")
 	if err != nil || !strings.Contains(out, "ok (2 services, 5 endpoints)") {
 		t.Fatalf("validate good: %q %v", out, err)
+	}
+}
+
+// One warning per service (300 UDP services without R-FRAG-CFG's settings)
+// is one line on stderr, not 300.
+func TestCompileWarningsAggregated(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("tunnel: {sourceIPv4: 192.0.2.1}\nservices:\n")
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&b, "  - {name: u%d, vip: 10.1.%d.%d, protocol: UDP, ports: [53], ringSize: 1021, backends: [{name: g, endpoints: [{name: e%d, ip: 10.2.%d.%d}]}]}\n",
+			i, i/250, i%250+1, i, i/250, i%250+1)
+	}
+	p := filepath.Join(t.TempDir(), "lb.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := runLBC(t, "compile", "-c", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "R-FRAG-CFG") || !strings.Contains(lines[0], "[the same for 299 more: service \"u1\"") {
+		t.Fatalf("warnings:\n%s", stderr)
 	}
 }

@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/lbc-dev/lbc/targets"
@@ -20,8 +24,8 @@ var explainCommand = &cli.Command{
 	Usage:     "show every decision for one packet, with its rule ID",
 	UsageText: `lbc explain -c lb.yaml [--health health.yaml] --packet "tcp 198.51.100.7:4242 > 203.0.113.10:80 S" [--trace t.jsonl] [--at SEC] [--json]`,
 	Description: `Runs one packet through the reference datapath (targets/sim) and prints each
-decision of the per-packet algorithm with the rule of spec/lb-semantics.md
-that made it: the service matched, conntrack admission (R-CT-1/2/3), the
+decision of the per-packet algorithm with the rule of docs/semantics.md that
+made it (each rule ID is a section there: docs/semantics.md#r-ct-1): the service matched, conntrack admission (R-CT-1/2/3), the
 tracking tuple and its bytes (R-TRK), entry validity (R-AGE, R-EPOCH,
 R-DRAIN, R-PERSIST, R-PERSIST-CAP: a backend's deadline and the rule that
 set it), the affinity tuple and its bytes (R-AFF), the CRC32 hash
@@ -41,7 +45,7 @@ runs at --at seconds (default: the trace's last time).`,
 	Flags: []cli.Flag{configFlag, healthFlag,
 		&cli.StringFlag{Name: "packet", Aliases: []string{"p"}, Required: true, Usage: "the `PACKET`, e.g. \"tcp 198.51.100.7:4242 > 203.0.113.10:80 S\""},
 		&cli.StringFlag{Name: "trace", Usage: "replay trace `FILE` first, to build conntrack and state"},
-		&cli.Float64Flag{Name: "at", Value: -1, Usage: "virtual time in `SECONDS` of the packet (default 0, or the trace's last time)"},
+		&cli.StringFlag{Name: "at", Usage: "virtual time in `SECONDS` of the packet, 0..1e9 like a trace's t (default: the trace's last time, or 0)"},
 		fallbackFlag, pushOnlyFlag,
 		&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
 	},
@@ -70,9 +74,11 @@ runs at --at seconds (default: the trace's last time).`,
 				return err
 			}
 		}
-		at := c.Float64("at")
-		if at < 0 {
-			at = last
+		at := last
+		if c.IsSet("at") {
+			if at, err = parseAt(c.String("at")); err != nil {
+				return err
+			}
 		}
 		if at < last {
 			return fmt.Errorf("--at %g is before the trace's last time %g", at, last)
@@ -91,6 +97,22 @@ runs at --at seconds (default: the trace's last time).`,
 		writeExplainText(c.App.Writer, pkt, at, v, det)
 		return nil
 	},
+}
+
+// maxAt is the latest time explain runs a packet at: a trace's times go
+// up to 1e9 s (about 31 years), well inside the datapaths' clocks.
+const maxAt = 1e9
+
+// parseAt reads --at: seconds, finite, in 0..maxAt.
+func parseAt(s string) (float64, error) {
+	at, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("--at %q: want seconds, e.g. --at 12.5", s)
+	case math.IsNaN(at) || math.IsInf(at, 0) || at < 0 || at > maxAt:
+		return 0, fmt.Errorf("--at %s: want seconds in 0..1e9 (the range of a trace's t)", s)
+	}
+	return at, nil
 }
 
 func replayQuietly(ctx context.Context, rp *trace.Replayer, name string) (float64, error) {
@@ -127,14 +149,39 @@ type explainJSON struct {
 	CT         string         `json:"ct,omitempty"`
 	DropReason string         `json:"drop,omitempty"`
 	Steps      []targets.Step `json:"steps"`
-	Detail     sim.Detail     `json:"detail"`
+	// RuleDocs links every rule ID of the steps to its section of
+	// docs/semantics.md.
+	RuleDocs map[string]string `json:"ruleDocs"`
+	Detail   sim.Detail        `json:"detail"`
+}
+
+// semanticsDoc is where the rules are explained, relative to the
+// repository root.
+const semanticsDoc = "docs/semantics.md"
+
+// ruleDoc returns the section of docs/semantics.md that explains a step's
+// rule: R-ELIG-3d is under R-ELIG-3; labels of stages that are no rule
+// (LOOKUP, ENCAP, ...) share one section.
+func ruleDoc(rule string) string {
+	if !strings.HasPrefix(rule, "R-") {
+		return semanticsDoc + "#steps-that-are-not-rules"
+	}
+	id := strings.ToLower(rule)
+	if n := len(id); n > 2 && id[n-1] >= 'a' && id[n-1] <= 'e' && id[n-2] >= '0' && id[n-2] <= '9' {
+		id = id[:n-1] // a branch of R-ELIG-3/4
+	}
+	return semanticsDoc + "#" + id
 }
 
 func writeExplainJSON(w io.Writer, p targets.Packet, at float64, v targets.Verdict, d sim.Detail) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	docs := map[string]string{}
+	for _, s := range v.Steps {
+		docs[s.Rule] = ruleDoc(s.Rule)
+	}
 	return enc.Encode(explainJSON{Packet: trace.FormatPacket(p), T: at, Action: v.Action.String(), Service: v.Service,
-		Backend: v.Backend, BackendID: v.BackendID, CT: v.CT, DropReason: v.DropReason, Steps: v.Steps, Detail: d})
+		Backend: v.Backend, BackendID: v.BackendID, CT: v.CT, DropReason: v.DropReason, Steps: v.Steps, RuleDocs: docs, Detail: d})
 }
 
 func writeExplainText(w io.Writer, p targets.Packet, at float64, v targets.Verdict, d sim.Detail) {
@@ -153,7 +200,20 @@ func writeExplainText(w io.Writer, p targets.Packet, at float64, v targets.Verdi
 			fmt.Fprintf(w, ", ct %s", v.CT)
 		}
 		fmt.Fprintln(w)
+	case targets.TooBig:
+		fmt.Fprintf(w, "verdict too-big: ICMP answer from the VIP, next-hop MTU %d (backend %s), ct %s\n", v.MTU, v.Backend, v.CT)
 	default:
 		fmt.Fprintf(w, "verdict %s\n", v.Action)
+	}
+	var refs []string
+	for _, r := range trace.Rules(v) {
+		if strings.HasPrefix(r, "R-") {
+			if ref := strings.TrimPrefix(ruleDoc(r), semanticsDoc); !slices.Contains(refs, ref) {
+				refs = append(refs, ref)
+			}
+		}
+	}
+	if len(refs) > 0 {
+		fmt.Fprintf(w, "rules: %s %s\n", semanticsDoc, strings.Join(refs, " "))
 	}
 }

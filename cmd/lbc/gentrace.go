@@ -11,23 +11,23 @@ import (
 var genTraceCommand = &cli.Command{
 	Name:      "gen-trace",
 	Usage:     "generate a seeded, realistic packet trace for a configuration",
-	UsageText: "lbc gen-trace -c lb.yaml [--seed N] [--packets N] [--clients N] [--duration SEC] [--events [--live-flows N]] [-o t.jsonl]",
+	UsageText: "lbc gen-trace -c lb.yaml [--seed N] [--packets N] [--clients N] [--duration SEC] [--events] [--oversize] [-o t.jsonl]",
 	Description: `Writes a trace (docs/sim.md) for 'lbc replay': many clients, TCP connections
 (SYN, data, FIN or RST, reused ports), UDP datagrams (some fragmented, some
 fragments out of order), ESP, GRE and ICMP echo to L3_DEFAULT services, ICMP
 errors about live flows, packets to no service; IPv4 and IPv6 as the VIPs
-are. --events adds health flaps, weight changes (weighted services) and
-endpoint removals and re-additions; --live-flows N keeps N flows of the
-service live across each health flap (packets before the failure, after it
-and after the recovery), the flows that R-PERSIST re-selects and that must
-then stay on their new backend. The same seed gives the same trace.`,
+are; one packet in eight with a VLAN tag (R-VLAN). --events adds health
+flaps (one at least on every service whose entries stop persisting on an
+unhealthy backend), weight changes (weighted services) and endpoint removals
+and re-additions, with flows live across them. --oversize adds full-size
+packets with DF set (R-MTU). The same seed gives the same trace.`,
 	Flags: []cli.Flag{configFlag,
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "random `SEED`"},
 		&cli.IntFlag{Name: "packets", Value: 10000, Usage: "`N` packet lines"},
 		&cli.IntFlag{Name: "clients", Value: 500, Usage: "`N` client addresses per address family"},
 		&cli.Float64Flag{Name: "duration", Value: 300, Usage: "`SECONDS` the trace spans"},
 		&cli.BoolFlag{Name: "events", Usage: "add health, weight, remove and add events"},
-		&cli.IntFlag{Name: "live-flows", Usage: "with --events: `N` flows live across each health flap"},
+		&cli.BoolFlag{Name: "oversize", Usage: "add full-size packets with DF set (R-MTU)"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout"},
 	},
 	Action: func(c *cli.Context) error {
@@ -38,11 +38,8 @@ then stay on their new backend. The same seed gives the same trace.`,
 		if c.Int("packets") < 1 || c.Int("clients") < 1 || c.Float64("duration") <= 0 {
 			return fmt.Errorf("--packets, --clients and --duration must be positive")
 		}
-		if n := c.Int("live-flows"); n < 0 || n > 1000 || (n > 0 && !c.Bool("events")) {
-			return fmt.Errorf("--live-flows %d: want 0..1000, with --events (the flows are live across health events)", n)
-		}
 		lines := trace.Generate(l.Config, trace.GenOptions{Seed: c.Uint64("seed"), Packets: c.Int("packets"),
-			Clients: c.Int("clients"), Duration: c.Float64("duration"), Events: c.Bool("events"), LiveFlows: c.Int("live-flows")})
+			Clients: c.Int("clients"), Duration: c.Float64("duration"), Events: c.Bool("events"), Oversize: c.Bool("oversize")})
 		w := c.App.Writer
 		if o := c.String("output"); o != "" {
 			f, err := os.Create(o)

@@ -30,7 +30,7 @@ var gslbConfigFlag = &cli.StringFlag{
 
 var geoDBFlag = &cli.StringFlag{
 	Name:  "geo-db",
-	Usage: "MaxMind-format City database `FILE`; overrides policy.geoProximity.database",
+	Usage: "MaxMind-format City database `FILE` (it must exist); overrides policy.geoProximity.database",
 }
 
 var gslbCommand = &cli.Command{
@@ -56,10 +56,14 @@ policy.mode picks the data the GSLB has (G-MODE): gslb+slb (every step), gslb-on
 Each site's 'lbc run' serves its metrics at /v1/gslb/metrics and RTT probes at
 /v1/gslb/rtt (see docs/gslb.md for the JSON).
 
-Start with:
+Start with (in the source tree; without -c, the embedded examples/gslb.yaml):
+   lbc gslb explain --name www.example.com --client 198.51.100.7 --metrics examples/gslb-sites.json
    lbc gslb demo-geodb --out demo.mmdb
-   lbc gslb explain --geo-db demo.mmdb --name www.example.com --client 198.51.100.7 --metrics sites.json
-   lbc gslb serve -c gslb.yaml --listen 127.0.0.1:5353`,
+   lbc gslb explain --geo-db demo.mmdb --name www.example.com --client 198.51.100.7
+   lbc gslb serve -c examples/gslb.yaml --listen 127.0.0.1:5353
+G-4 needs a MaxMind-format City database: while the one the configuration
+names is absent, G-4 is skipped on every query (and says so); --geo-db FILE
+must exist.`,
 	Subcommands: []*cli.Command{gslbServeCommand, gslbExplainCommand, gslbDemoGeoDBCommand},
 }
 
@@ -83,6 +87,11 @@ func loadGSLB(c *cli.Context) (string, *gslb.Config, error) {
 		return "", nil, problemsError(name, err)
 	}
 	if db := c.String(geoDBFlag.Name); db != "" {
+		// Asked for by name: it must be there (a database named only in
+		// the configuration may be absent: G-4 is then skipped).
+		if _, err := os.Stat(db); err != nil {
+			return "", nil, geoHint(fmt.Errorf("--geo-db: %w", err))
+		}
 		cfg.Policy.GeoProximity.Database = db
 	}
 	return name, cfg, nil
@@ -226,6 +235,9 @@ RTTs, G-3 is skipped.`,
 			return fmt.Errorf("--name: %s is in none of the zones of the configuration (a server answers REFUSED)", q.Name)
 		}
 		r := eng.Select(ctx, q)
+		for _, n := range eng.Notes() {
+			fmt.Fprintln(c.App.ErrWriter, "lbc gslb explain: note:", n)
+		}
 		if c.Bool("json") {
 			var as []string
 			for _, a := range r.Addrs {
@@ -243,7 +255,7 @@ RTTs, G-3 is skipped.`,
 // geoHint adds the fix to a missing geolocation database.
 func geoHint(err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w\n  give a MaxMind-format City database with --geo-db FILE (lbc gslb demo-geodb --out demo.mmdb writes a small demo one), or remove geo-proximity from policy.steps", err)
+		return fmt.Errorf("%w\n  give a MaxMind-format City database with --geo-db FILE (lbc gslb demo-geodb --out demo.mmdb writes a small demo one)", err)
 	}
 	return err
 }

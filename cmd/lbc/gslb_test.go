@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,8 +65,8 @@ func TestGSLBExplainErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-c", bad, "--name", "www.example.com", "--client", "198.51.100.7"}, `bad.yaml:2: unknown field "sitez" in the top level`},
-		{[]string{"--name", "www.example.com", "--client", "198.51.100.7"}, "--geo-db FILE"},
+		{[]string{"-c", bad, "--name", "www.example.com", "--client", "198.51.100.7"}, `bad.yaml:2: sitez: unknown field (did you mean "sites"?); known fields of the top level`},
+		{[]string{"--geo-db", filepath.Join(t.TempDir(), "absent.mmdb"), "--name", "www.example.com", "--client", "198.51.100.7"}, "--geo-db: stat "},
 		{[]string{"--geo-db", db, "--name", "www.example.org", "--client", "198.51.100.7"}, "in none of the zones"},
 		{[]string{"--geo-db", db, "--name", "www.example.com", "--client", "nope"}, "--client"},
 		{[]string{"--geo-db", db, "--name", "www.example.com", "--client", "198.51.100.7", "--rtt", "tokyo=1ms"}, `"tokyo" is not a site`},
@@ -74,6 +76,127 @@ func TestGSLBExplainErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// The commands of docs/gslb.md, the example's header and --help run as
+// written: examples/gslb.yaml names GeoLite2-City.mmdb, which is not
+// shipped, so G-4 is skipped (and says why) while every other step runs.
+func TestGSLBExampleWithoutGeoDatabase(t *testing.T) {
+	out, errw, err := runLBC(t, "gslb", "explain", "-c", "../../examples/gslb.yaml", "--name", "www.example.com", "--client", "198.51.100.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		"G-4  geo-proximity     skipped  [seoul virginia frankfurt] -> [seoul virginia frankfurt] client not located (no geo database: GeoLite2-City.mmdb does not exist)",
+		"decided   G-7 least-selected", "answer    203.0.113.10 (sites seoul), TTL 30",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	if !strings.Contains(errw, "note: G-4 geo-proximity is skipped on every query: no geo database: GeoLite2-City.mmdb does not exist") {
+		t.Errorf("stderr %q lacks the note", errw)
+	}
+}
+
+// docs/gslb.md's explain example, run as written (demo database, shipped
+// site reports), prints what the page shows.
+func TestGSLBDocsExplainExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/gslb.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds [][]string
+	var want []string
+	inExample := false
+	for _, line := range strings.Split(string(doc), "\n") {
+		switch {
+		case strings.HasPrefix(line, "$ lbc gslb "):
+			cmds = append(cmds, strings.Fields(strings.TrimPrefix(line, "$ lbc ")))
+			inExample = strings.Contains(line, " explain ")
+		case inExample && line == "```":
+			inExample = false
+		case inExample:
+			want = append(want, line)
+		}
+	}
+	if len(cmds) != 2 || len(want) < 5 {
+		t.Fatalf("docs/gslb.md: commands %q, output %d lines: want demo-geodb then explain, and its output", cmds, len(want))
+	}
+	dir := t.TempDir()
+	var out string
+	for _, args := range cmds {
+		for i, a := range args {
+			switch {
+			case a == "demo.mmdb":
+				args[i] = filepath.Join(dir, a) // written here, read back by explain
+			case strings.HasPrefix(a, "examples/"):
+				args[i] = "../../" + a
+			}
+		}
+		if out, _, err = runLBC(t, args...); err != nil {
+			t.Fatalf("lbc %s: %v", strings.Join(args, " "), err)
+		}
+	}
+	// The page elides the steps after the deciding one with "...".
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	cut := slices.Index(want, "...")
+	if cut < 0 || len(got) < len(want) {
+		t.Fatalf("output:\n%s\nwant (with ...):\n%s", out, strings.Join(want, "\n"))
+	}
+	head, tail := want[:cut], want[cut+1:]
+	for i, w := range head {
+		if strings.TrimRight(got[i], " ") != strings.TrimRight(w, " ") {
+			t.Errorf("line %d: %q, docs/gslb.md shows %q", i+1, got[i], w)
+		}
+	}
+	for i, w := range tail {
+		g := got[len(got)-len(tail)+i]
+		if strings.TrimRight(g, " ") != strings.TrimRight(w, " ") {
+			t.Errorf("line %q, docs/gslb.md shows %q", g, w)
+		}
+	}
+}
+
+// TestGSLBServeExample runs `lbc gslb serve -c examples/gslb.yaml` as
+// documented (no geo database: G-4 skipped) and asks it over UDP.
+func TestGSLBServeExample(t *testing.T) {
+	pc, ln, err := dnsListenFree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	pc.Close()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		app := newApp()
+		app.ErrWriter = io.Discard
+		done <- app.RunContext(ctx, []string{"lbc", "gslb", "serve", "-c", "../../examples/gslb.yaml", "--listen", addr})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.com.", dns.TypeA)
+	var r *dns.Msg
+	for range 100 { // bounded wait for the listener
+		if r, _, err = (&dns.Client{Net: "udp", Timeout: 200 * time.Millisecond}).Exchange(m, addr); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve stopped: %v", err)
+		case <-time.After(50 * time.Millisecond): // a refused query returns at once
+		}
+	}
+	if err != nil || len(r.Answer) != 1 || !r.Authoritative {
+		t.Fatalf("UDP: %v %v", r, err)
 	}
 }
 

@@ -21,6 +21,10 @@ var healthFlag = &cli.StringFlag{
 	Usage: "health and weight state `FILE` (endpoint: {healthy: bool, weight: 0..1000}); without it every endpoint is healthy",
 }
 
+// maxWarnings bounds the warning lines a command prints; warnings with the
+// same message (one per service) are one line already.
+const maxWarnings = 20
+
 // loaded is a validated configuration and its health state.
 type loaded struct {
 	Name   string
@@ -46,8 +50,8 @@ func loadConfig(c *cli.Context, w io.Writer) (*loaded, error) {
 	if err != nil {
 		return nil, problemsError(name, err)
 	}
-	for _, p := range dec.Warnings {
-		fmt.Fprintln(w, "warning:", p)
+	for _, line := range dec.Warnings.Summary(maxWarnings) {
+		fmt.Fprintln(w, "warning:", line)
 	}
 	l := &loaded{Name: name, Config: dec.Config}
 	if hf := c.String(healthFlag.Name); hf != "" {

@@ -39,8 +39,10 @@ Then program a datapath and keep it right:
    lbc push -c lb.yaml --target bmv2 --addr 127.0.0.1:9559
    lbc run  -c lb.yaml --target bmv2 --metrics 127.0.0.1:9100
 
-lbc help COMMAND (or lbc COMMAND --help) describes a command. The scenario
-testbench is a separate program: lbc-testbench (go run ./cmd/lbc-testbench).`,
+lbc help COMMAND (or lbc COMMAND --help) describes a command. The rules the
+datapaths implement, by ID (R-CT-1, R-ELIG-3, R-PERSIST, ...), are in
+docs/semantics.md. The scenario testbench is a separate program:
+lbc-testbench (go run ./cmd/lbc-testbench).`,
 		Commands: append([]*cli.Command(nil), commands...),
 		Flags:    []cli.Flag{versionFlag},
 	}

@@ -89,3 +89,53 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version with VCS information:\n%s", got)
 	}
 }
+
+// --at takes seconds in a trace's range and says so; without it the packet
+// runs at the trace's last time (0 without a trace).
+func TestExplainAt(t *testing.T) {
+	pkt := "tcp 198.51.100.7:4242 > 203.0.113.10:80 S"
+	for _, tc := range []struct {
+		at, want string
+	}{
+		{"-5", "--at -5: want seconds in 0..1e9"},
+		{"-0.001", "--at -0.001: want seconds in 0..1e9"},
+		{"1e300", "--at 1e300: want seconds in 0..1e9"},
+		{"1000000001", "--at 1000000001: want seconds in 0..1e9"},
+		{"NaN", "--at NaN: want seconds in 0..1e9"},
+		{"Inf", "--at Inf: want seconds in 0..1e9"},
+		{"soon", `--at "soon": want seconds, e.g. --at 12.5`},
+	} {
+		_, _, err := runLBC(t, "explain", "-p", pkt, "--at", tc.at)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--at %s: %v, want %q", tc.at, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "at t=0s"},
+		{[]string{"--at", "12.5"}, "at t=12.5s"},
+		{[]string{"--at", "0"}, "at t=0s"},
+		{[]string{"--at", "1e9"}, "at t=1e+09s"},
+	} {
+		out, _, err := runLBC(t, append([]string{"explain", "-p", pkt}, tc.args...)...)
+		if err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: %v, output lacks %q:\n%s", tc.args, err, tc.want, out)
+		}
+	}
+	help, _, _ := runLBC(t, "explain", "--help")
+	for _, line := range strings.Split(help, "\n") {
+		if strings.Contains(line, "--at SECONDS") && strings.Count(line, "default") != 1 {
+			t.Errorf("explain --help: --at shows %d defaults: %s", strings.Count(line, "default"), line)
+		}
+	}
+}
+
+// The placeholder of status --controller is ADDR, not a phrase.
+func TestStatusHelpPlaceholder(t *testing.T) {
+	help, _, _ := runLBC(t, "status", "--help")
+	if !strings.Contains(help, "--controller ADDR ") || strings.Contains(help, "--controller lbc run") {
+		t.Errorf("status --help:\n%s", help)
+	}
+}

@@ -47,6 +47,9 @@ Examples:
 		open := a.Open
 		if c.Bool("dry-run") {
 			open = a.OpenRead
+			if a.OpenPreview != nil {
+				open = a.OpenPreview
+			}
 		}
 		tgt, err := open(c)
 		if err != nil {

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/targets/chain"
 	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/lbc-dev/lbc/trace"
 	"github.com/urfave/cli/v2"
@@ -54,19 +56,56 @@ func replayTargetNames() string {
 
 var replayTargetFlag = &cli.StringFlag{Name: "target", Value: "sim", Usage: "datapath `KIND` that runs the packets: " + replayTargetNames()}
 
+// switchTargets are the replay targets with a fallback port, which
+// --fallback-target chains a fallback datapath behind.
+var switchTargets = []string{"bmv2", "sim-p4", "tofino"}
+
+// fallbackTargets are the datapaths that can stand behind a switch's
+// fallback port: the XDP program, or its model.
+var fallbackTargets = map[string]func(c *cli.Context) (targets.Target, targets.PacketTarget, func() error, error){
+	"sim": func(c *cli.Context) (targets.Target, targets.PacketTarget, func() error, error) {
+		d := sim.New(sim.Options{})
+		return d, d, d.Close, nil
+	},
+	"xdp": openXDPReplay,
+}
+
+var fallbackTargetFlag = &cli.StringFlag{Name: "fallback-target", Usage: "chain datapath `KIND` (sim or xdp) behind the fallback port of --target sim-p4|bmv2|tofino: what the switch sends there continues through it, at the same time, and each line reports both hops and the final backend"}
+
 func openReplayTarget(c *cli.Context) (targets.Target, targets.PacketTarget, func() error, error) {
 	name := c.String(replayTargetFlag.Name)
 	rt, ok := replayTargets[name]
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("--target %q: known targets are %s", name, replayTargetNames())
 	}
-	return rt.Open(c)
+	fbName := c.String(fallbackTargetFlag.Name)
+	if fbName == "" {
+		return rt.Open(c)
+	}
+	if !slices.Contains(switchTargets, name) {
+		return nil, nil, nil, fmt.Errorf("--fallback-target chains a datapath behind a switch's fallback port: use it with --target %s, not %s", strings.Join(switchTargets, ", "), name)
+	}
+	openFB, ok := fallbackTargets[fbName]
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("--fallback-target %q: want sim or xdp", fbName)
+	}
+	sw, swp, swClose, err := rt.Open(c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fb, fbp, fbClose, err := openFB(c)
+	if err != nil {
+		swClose()
+		return nil, nil, nil, fmt.Errorf("--fallback-target %s: %w", fbName, err)
+	}
+	ch := chain.New(sw, swp, fb, fbp)
+	return ch, ch, func() error { return errors.Join(swClose(), fbClose()) }, nil
 }
 
 var replayCommand = &cli.Command{
 	Name:      "replay",
 	Usage:     "run a packet trace through a datapath and print each packet's fate",
-	UsageText: "lbc replay -c lb.yaml [--health health.yaml] --trace t.jsonl [--target sim] [--summary-only]",
+	UsageText: "lbc replay -c lb.yaml [--health health.yaml] --trace t.jsonl [--target sim] [--fallback-target sim|xdp] [--summary-only]",
 	Description: `Replays a trace (JSON Lines: packets and events at virtual times; see
 docs/sim.md) against a datapath programmed from lb.yaml. Events (health,
 weight, remove, add) recompile the tables through the controller's own code
@@ -80,6 +119,15 @@ recompiles then: the datapath alone enforces the deadline, as with
 one line per event (what it changed), and a final {"summary": ...} with
 per-backend packet and new-connection counts, conntrack outcomes and drops.
 
+With --target sim-p4|bmv2 --fallback-target sim|xdp, replay runs the whole
+system: a packet the switch sends to its fallback port (a fragment, a
+protocol it does not parse, a session without ports, a packet too big to
+encapsulate) continues through the fallback datapath at the same virtual
+time, and its line carries "hops", what each did, with the final action
+and backend at the top:
+
+   {"line":7,"t":2,"action":"forward","backend":"media-2","ct":"hit","hops":[{"target":"sim-p4","action":"fallback"},{"target":"sim","action":"forward","backend":"media-2","ct":"hit"}]}
+
 A line may carry an "expect" written from the spec; a line whose outcome
 differs gets a "mismatch" field, and replay exits 1. The traces under
 testbench/testdata are such tests: run them against any --target.
@@ -88,7 +136,7 @@ testbench/testdata are such tests: run them against any --target.
    lbc replay -c lb.yaml --trace t.jsonl`,
 	Flags: []cli.Flag{configFlag, healthFlag,
 		&cli.StringFlag{Name: "trace", Aliases: []string{"t"}, Required: true, Usage: "trace `FILE` (JSON Lines; - for stdin)"},
-		replayTargetFlag, fallbackFlag, bmv2ClockFlag, pushOnlyFlag,
+		replayTargetFlag, fallbackTargetFlag, fallbackFlag, bmv2ClockFlag, pushOnlyFlag,
 		&cli.BoolFlag{Name: "summary-only", Usage: "print only the summary"},
 	},
 	Action: func(c *cli.Context) error {

@@ -41,6 +41,7 @@ func openSimP4(c *cli.Context) (targets.Target, targets.PacketTarget, func() err
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	o.Name = "sim-p4"
 	d := sim.New(o)
 	return d, d, d.Close, nil
 }

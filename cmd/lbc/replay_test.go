@@ -118,3 +118,37 @@ func TestExplain(t *testing.T) {
 		t.Errorf("bad packet: %v", err)
 	}
 }
+
+// TestReplayComposedSystem: --fallback-target chains the fallback's model
+// behind sim-p4: the fragments and port-less sessions of r-frag, which the
+// switch sends to its fallback port, end at a backend, every expectation
+// of the trace is met, and their lines report both hops.
+func TestReplayComposedSystem(t *testing.T) {
+	out, _, err := runLBC(t, "replay", "-c", td+"ct.yaml", "--trace", td+"r-frag.jsonl", "--target", "sim-p4", "--fallback-target", "sim")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	twoHops := 0
+	for _, l := range lines[:len(lines)-1] {
+		var o struct {
+			Action, Backend string
+			Hops            []struct{ Target, Action, Backend string }
+		}
+		if err := json.Unmarshal([]byte(l), &o); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if len(o.Hops) == 2 {
+			twoHops++
+			if o.Hops[0].Target != "sim-p4" || o.Hops[0].Action != "fallback" || o.Hops[1].Target != "sim" || o.Hops[1].Action != o.Action || o.Hops[1].Backend != o.Backend {
+				t.Errorf("hops of %s", l)
+			}
+		}
+	}
+	if twoHops < 10 || !strings.Contains(lines[len(lines)-1], `"fallback":0`) || !strings.Contains(lines[len(lines)-1], `"mismatches":0`) {
+		t.Errorf("%d lines through two hops; summary %s", twoHops, lines[len(lines)-1])
+	}
+	if _, _, err := runLBC(t, "replay", "-c", td+"ct.yaml", "--trace", td+"r-frag.jsonl", "--target", "sim", "--fallback-target", "sim"); err == nil || !strings.Contains(err.Error(), "use it with --target bmv2, sim-p4, tofino") {
+		t.Errorf("--target sim --fallback-target sim: %v", err)
+	}
+}

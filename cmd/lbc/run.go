@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/controller"
+	"github.com/lbc-dev/lbc/controller/bgp"
 	"github.com/lbc-dev/lbc/gslb/metrics"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/sim"
@@ -29,6 +31,7 @@ var (
 	runVerifyFlag   = &cli.DurationFlag{Name: "verify-interval", Value: time.Minute, Usage: "read every target back every `DURATION`, flag and repair drift (0: never)"}
 	runProbesFlag   = &cli.IntFlag{Name: "max-probes", Value: 64, Usage: "health probes in flight at most"}
 	runLogFlag      = &cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of logs on stderr: debug, info, warn, error"}
+	runBGPFlag      = &cli.StringFlag{Name: "bgp", Usage: "announce the VIPs this node serves over BGP as `bgp.yaml` says (local ASN, router ID, peers; docs/fleet.md): a VIP is announced while the datapath holds the tables in force and its service has eligible backends, withdrawn otherwise and on shutdown"}
 )
 
 var runCommand = &cli.Command{
@@ -56,8 +59,13 @@ Examples:
    lbc run -c lb.yaml --target xdp --iface eth1
    lbc run -c lb.yaml --target bmv2 --addr 127.0.0.1:9559 --p4info p4/build/lb.p4info.txtpb --device-config p4/build/lb.json
    lbc run -c lb.yaml --target bmv2=10.0.0.1:9559 --target bmv2=10.0.0.2:9559 --target xdp=eth1
-   lbc status --controller 127.0.0.1:9100`,
-	Flags: append([]cli.Flag{configFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runProbesFlag, runLogFlag}, adapterFlags()...),
+   lbc run -c lb.yaml --target xdp --iface eth1 --bgp bgp.yaml     # one node of an ECMP fleet
+   lbc status --controller 127.0.0.1:9100
+
+With --bgp, SIGTERM first withdraws every VIP and closes the BGP sessions
+(the routers move traffic to the other nodes at once), then stops; a node
+that dies is withdrawn by its routers when the BGP hold time runs out.`,
+	Flags: append([]cli.Flag{configFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runProbesFlag, runLogFlag, runBGPFlag}, adapterFlags()...),
 	Action: func(c *cli.Context) error {
 		cfg := c.String(configFlag.Name)
 		if cfg == "" {
@@ -69,6 +77,16 @@ Examples:
 		}
 		log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
 
+		var bgpCfg *bgp.Config
+		if f := c.String(runBGPFlag.Name); f != "" {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return fmt.Errorf("--bgp: %w", err)
+			}
+			if bgpCfg, err = bgp.Load(f, data); err != nil {
+				return fmt.Errorf("--bgp %s: %w", f, err)
+			}
+		}
 		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
 		defer stop()
 		tgts, err := openRunTargets(c, c.StringSlice(runTargetFlag.Name))
@@ -81,6 +99,24 @@ Examples:
 			}
 		}()
 		m := controller.NewMetrics()
+		var speaker *bgp.Speaker
+		var announcer controller.Announcer
+		if bgpCfg != nil {
+			speaker = bgp.New(bgpCfg, log, bgp.NewMetrics(m.Registry()))
+			if err := speaker.Start(ctx); err != nil {
+				return err
+			}
+			announcer = speaker
+			// Runs before the targets are closed (deferred earlier): the
+			// routers move traffic away while this datapath still serves.
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := speaker.Shutdown(sctx, "lbc run stopping"); err != nil {
+					log.Error("bgp shutdown", "err", err)
+				}
+			}()
+		}
 		ctl, err := controller.New(controller.Options{
 			ConfigPath:        cfg,
 			Targets:           tgts,
@@ -90,13 +126,15 @@ Examples:
 			VerifyInterval:    orNever(c.Duration(runVerifyFlag.Name)),
 			MaxProbesInFlight: c.Int(runProbesFlag.Name),
 			Metrics:           m,
+			Announcer:         announcer,
 		})
 		if err != nil {
 			return err
 		}
+		var srv *http.Server
+		var ln net.Listener
 		if addr := c.String(runMetricsFlag.Name); addr != "" {
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
+			if ln, err = net.Listen("tcp", addr); err != nil {
 				return fmt.Errorf("--metrics %s: %w", addr, err)
 			}
 			mux := http.NewServeMux()
@@ -104,9 +142,7 @@ Examples:
 			mux.Handle("/healthz", ctl.HealthzHandler())
 			mux.Handle(controller.StatusPath, ctl.StatusHandler())
 			mux.Handle(metrics.Path, metrics.Handler((&controller.SiteReporter{C: ctl, Site: c.String(runSiteFlag.Name)}).Report))
-			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-			go srv.Serve(ln)
-			defer srv.Close()
+			srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 			log.Info("serving metrics and status", "addr", ln.Addr().String())
 		}
 		hup := make(chan os.Signal, 1)
@@ -123,8 +159,37 @@ Examples:
 				}
 			}
 		}()
-		return ctl.Run(ctx)
+		if srv == nil {
+			return ctl.Run(ctx)
+		}
+		return runServing(ctx, ctl.Run, srv, ln)
 	},
+}
+
+// runServing runs the controller and the metrics server together. A
+// server that stops on its own (its listener failed) stops the controller,
+// and lbc run exits with the reason: the GSLB and Prometheus can no longer
+// see this site. The datapaths stay programmed, and a restarted lbc run
+// writes nothing when nothing changed.
+func runServing(ctx context.Context, run func(context.Context) error, srv *http.Server, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	ran := make(chan error, 1)
+	go func() { ran <- run(ctx) }()
+	select {
+	case err := <-ran:
+		srv.Close()
+		<-served // http.ErrServerClosed
+		return err
+	case err := <-served:
+		cancel()
+		if rerr := <-ran; rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return fmt.Errorf("--metrics %s: the metrics server stopped, so lbc run stops (the datapaths stay programmed): %w", ln.Addr(), err)
+	}
 }
 
 // orNever maps a flag's 0 ("never") to the controller's negative.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -152,7 +153,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("after failover: %+v", st)
 	}
 	_, m := getBody(t, base+"/metrics")
-	for _, want := range []string{`lbc_failovers_total{service="web"} 1`, `lbc_backend_healthy{backend="a1",service="web"} 0`, `lbc_target_diverged{target="sim node-b"} 0`} {
+	for _, want := range []string{`lbc_failovers_total{service="web"} 1`, `lbc_backend_healthy{backend="a1",service="web"} 0`, `lbc_target_diverged{target="sim",target_instance="node-b"} 0`, `lbc_target_primary{target="sim",target_instance="node-a"} 1`} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
@@ -212,4 +213,42 @@ func (w *syncWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// The metrics server and the controller stop together: a server that
+// fails stops the controller with the reason; a controller that returns
+// closes the server.
+func TestRunServing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close() // Serve fails at once
+	stopped := make(chan struct{})
+	err = runServing(context.Background(), func(ctx context.Context) error {
+		<-ctx.Done()
+		close(stopped)
+		return nil
+	}, &http.Server{}, ln)
+	if err == nil || !strings.Contains(err.Error(), "the metrics server stopped, so lbc run stops") {
+		t.Fatalf("error %v", err)
+	}
+	select {
+	case <-stopped:
+	default:
+		t.Fatal("the controller was not stopped")
+	}
+
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.NotFoundHandler()}
+	err = runServing(context.Background(), func(context.Context) error { return errors.New("config gone") }, srv, ln)
+	if err == nil || err.Error() != "config gone" {
+		t.Fatalf("error %v, want the controller's", err)
+	}
+	if _, err := http.Get("http://" + ln.Addr().String()); err == nil {
+		t.Error("the server still answers after the controller returned")
+	}
 }

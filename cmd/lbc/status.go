@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"text/tabwriter"
+	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/urfave/cli/v2"
@@ -108,6 +109,10 @@ func writeStatus(w io.Writer, name string, ir *compiler.IR, cnt *counters) {
 			}
 			if b.Draining {
 				health += ",draining"
+			}
+			if b.Deadline != 0 {
+				// Deadlines are on the compile clock: Unix time for push and run.
+				health += fmt.Sprintf(",entries-until=%s(%s)", time.Unix(0, int64(b.Deadline)).UTC().Format(time.RFC3339), b.DeadlineRule)
 			}
 			share := "-"
 			if s.RingSize > 0 && slots[b.ID] > 0 {

@@ -19,7 +19,7 @@ import (
 // of a datapath.
 var controllerStatusFlag = &cli.StringFlag{
 	Name:  "controller",
-	Usage: "read the live view of a running `lbc run --metrics ADDR` at `ADDR` (decision, eligible backends with health, weight and ring share, last push and digest per target)",
+	Usage: "read the live view of a running lbc run at `ADDR`, the address of its --metrics (decision, eligible backends with health, weight and ring share, last push and digest per target)",
 }
 
 // controllerStatus prints the status a running controller serves.
@@ -95,13 +95,18 @@ func writeControllerStatus(w io.Writer, st controller.Status) {
 	if !st.DigestsAgree {
 		fmt.Fprintln(w, "WARNING: targets hold different tables; flows rehashed by ECMP may change backend")
 	}
+	writeAnnounceStatus(w, st.Announce)
 	for _, s := range st.Services {
 		fmt.Fprintf(w, "\nservice %s: %s (%s), epoch %d, eligible %s\n", s.Name, s.Decision, s.Rule, s.Epoch, "{"+strings.Join(s.Eligible, ",")+"}")
 		if s.NoBackends {
 			fmt.Fprintln(w, "  NO BACKENDS: new connections are dropped")
 		}
 		if s.Counters != nil {
-			fmt.Fprintf(w, "  packets %d, bytes %d, new connections %d, sessions %d\n", s.Counters.Packets, s.Counters.Bytes, s.Counters.NewConnections, s.Counters.Sessions)
+			sessions := "not counted by this datapath"
+			if s.Counters.HasSessions {
+				sessions = fmt.Sprint(s.Counters.Sessions)
+			}
+			fmt.Fprintf(w, "  packets %d, bytes %d, new connections %d, sessions %s\n", s.Counters.Packets, s.Counters.Bytes, s.Counters.NewConnections, sessions)
 		}
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  BACKEND\tIP\tHEALTH\tWEIGHT\tRING\tNEW CONNS\tLAST PROBE")
@@ -134,7 +139,11 @@ func writeControllerStatus(w io.Writer, st controller.Status) {
 			if b.Note != "" {
 				probe += " [" + b.Note + "]"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\n", b.Name, b.IP, h, b.Weight, b.RingShare*100, conns, probe)
+			weight := "-" // unweighted service
+			if b.Weight != nil {
+				weight = fmt.Sprint(*b.Weight)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\n", b.Name, b.IP, h, weight, b.RingShare*100, conns, probe)
 		}
 		tw.Flush()
 	}

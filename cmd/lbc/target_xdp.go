@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 
+	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/xdp"
 	"github.com/urfave/cli/v2"
@@ -13,7 +16,7 @@ import (
 
 var (
 	ifaceFlag  = &cli.StringFlag{Name: "iface", Usage: "xdp: `INTERFACE` the program is attached to (packets to the VIPs arrive there)"}
-	modeFlag   = &cli.StringFlag{Name: "mode", Value: xdp.ModeAuto, Usage: "xdp: attach `MODE`: native (in the driver), generic (after the skb is built; any interface), auto (native, else generic with the reason logged)"}
+	modeFlag   = &cli.StringFlag{Name: "mode", Value: xdp.ModeAuto, Usage: "xdp: attach `MODE`: native (in the driver), generic (after the skb is built; any interface), auto (native, else generic with the reason logged; generic on a veth whose peer runs no native XDP program, where native XDP_TX drops every forwarded packet)"}
 	pinFlag    = &cli.StringFlag{Name: "pin-dir", Usage: "xdp: bpffs `DIR` for the pinned maps and link (default /sys/fs/bpf/lbc/<iface>)"}
 	stateFlag  = &cli.StringFlag{Name: "state-dir", Usage: "xdp: `DIR` of meta.json, the names the maps do not hold (default /run/lbc/xdp/<iface>)"}
 	egressFlag = &cli.StringFlag{Name: "egress", Usage: "xdp: redirect forwarded packets out of `INTERFACE` (XDP_REDIRECT); default: back out of --iface (XDP_TX)"}
@@ -26,6 +29,18 @@ var xdpAdapter = &adapter{
 	Flags:    []cli.Flag{ifaceFlag, modeFlag, pinFlag, stateFlag, egressFlag, gwFlag},
 	Open:     func(c *cli.Context) (targets.Target, error) { return openXDP(c, true) },
 	OpenRead: func(c *cli.Context) (targets.Target, error) { return openXDP(c, false) },
+	OpenPreview: func(c *cli.Context) (targets.Target, error) {
+		t, err := openXDP(c, false)
+		if !errors.Is(err, xdp.ErrNotAttached) {
+			return t, err
+		}
+		// Nothing attached yet: the first push writes everything.
+		iface := c.String(ifaceFlag.Name)
+		if _, err := net.InterfaceByName(iface); err != nil {
+			return nil, fmt.Errorf("xdp: interface %q: %w", iface, err)
+		}
+		return emptyTarget{name: "xdp " + iface + " (nothing attached yet)"}, nil
+	},
 	Detach: func(c *cli.Context) error {
 		opts, err := xdpOptions(c)
 		if err != nil {
@@ -90,4 +105,15 @@ func openXDP(c *cli.Context, write bool) (targets.Target, error) {
 		return xdp.Attach(c.Context, opts)
 	}
 	return xdp.Open(opts)
+}
+
+// emptyTarget is a datapath nobody has programmed: it reads as an empty IR
+// and refuses writes (push --dry-run previews a first push with it).
+type emptyTarget struct{ name string }
+
+func (e emptyTarget) Name() string                               { return e.name }
+func (e emptyTarget) Read(context.Context) (*compiler.IR, error) { return &compiler.IR{}, nil }
+func (e emptyTarget) Close() error                               { return nil }
+func (e emptyTarget) Apply(context.Context, compiler.Diff) (targets.ApplyStats, error) {
+	return targets.ApplyStats{}, fmt.Errorf("%s: a preview cannot be written", e.name)
 }

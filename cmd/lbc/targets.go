@@ -24,6 +24,10 @@ type adapter struct {
 	// OpenRead returns the target for status: what is programmed now,
 	// without changing anything.
 	OpenRead func(c *cli.Context) (targets.Target, error)
+	// OpenPreview returns the target for push --dry-run: like OpenRead,
+	// but a datapath nobody programmed yet reads as empty, so that the
+	// first push can be previewed (nil: OpenRead).
+	OpenPreview func(c *cli.Context) (targets.Target, error)
 	// Detach removes the datapath's program (nil: not supported).
 	Detach func(c *cli.Context) error
 	// Counters returns per-service and per-backend counters for status

@@ -273,7 +273,7 @@ func (m *Monitor) record(e *entry, r Result, at time.Time) {
 	if st.LastErr != "" && st.LastErr != prevErr {
 		// Logged when the reason changes, not on every probe (R-HC-1 wants
 		// the backend named; a log line per probe would drown it).
-		log.Warn("health probe failed", "err", st.LastErr, "streak", st.Streak, "healthy", st.Healthy)
+		log.Warn("health probe failed", "err", st.LastErr, "failures_in_a_row", st.Failing, "unhealthy_threshold", e.t.Spec.Unhealthy, "healthy", st.Healthy)
 	}
 	switch {
 	case first:

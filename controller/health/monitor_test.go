@@ -263,3 +263,28 @@ func TestMonitorFlappingSignalsOnlyAtThreshold(t *testing.T) {
 		t.Fatalf("two failures in a row: %d signals, healthy %v", signals, m.State().IsHealthy("b0"))
 	}
 }
+
+// The first failed probe of a healthy backend logs failures_in_a_row=1
+// with the threshold it counts towards (it logged streak=0 before, the
+// tracker's count after the state change).
+func TestMonitorFailedProbeLogCounts(t *testing.T) {
+	for _, unhealthy := range []int{1, 3} {
+		var logs syncBuffer
+		g := &gate{}
+		m := health.New(health.Options{Prober: g, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		ts := targets(1, health.Spec{Type: health.TypeTCP, Interval: time.Second, Healthy: 1, Unhealthy: unhealthy})
+		m.SetTargets(context.Background(), ts)
+		g.fail.Store(ts[0].IP.String(), true)
+		m.ProbeAll(context.Background())
+		want := fmt.Sprintf("failures_in_a_row=1 unhealthy_threshold=%d healthy=%v", unhealthy, unhealthy > 1)
+		var line string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "health probe failed") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, want) || strings.Contains(line, "streak") {
+			t.Errorf("unhealthyThreshold %d: %q, want %q", unhealthy, line, want)
+		}
+	}
+}

@@ -11,13 +11,23 @@ type Tracker struct {
 	Healthy   bool
 	Weight    int
 	HasWeight bool
-	// Consecutive results against the current state.
+	// Consecutive results against the current state (reset when they
+	// change it).
 	Streak int
+	// Failing is the number of consecutive failed probes, the last one
+	// included; 0 after a success. It is what a log line about a failed
+	// probe reports.
+	Failing int
 }
 
 // Observe records one result with thresholds (healthy, unhealthy) and
 // reports whether the health or the weight changed.
 func (t *Tracker) Observe(r Result, healthyThreshold, unhealthyThreshold int) bool {
+	if r.OK {
+		t.Failing = 0
+	} else {
+		t.Failing++
+	}
 	changed := false
 	if r.OK && r.HasWeight && (!t.HasWeight || r.Weight != t.Weight) {
 		// A weight read from a good probe applies at once: it is what the

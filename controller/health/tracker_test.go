@@ -40,6 +40,34 @@ func TestTrackerThresholds(t *testing.T) {
 	}
 }
 
+// Failing counts failed probes in a row from the first one, whatever the
+// state: the first failure of a healthy backend is 1 (not the streak 0
+// that a threshold of 1 leaves after it turned the backend unhealthy).
+func TestTrackerFailing(t *testing.T) {
+	ok := Result{OK: true}
+	bad := Result{Err: errors.New("refused")}
+	for _, tc := range []struct {
+		name               string
+		healthy, unhealthy int
+		seq                []Result
+		want               []int
+	}{
+		{"threshold 1", 1, 1, []Result{ok, bad, bad, ok, bad}, []int{0, 1, 2, 0, 1}},
+		{"threshold 3", 2, 3, []Result{ok, bad, bad, bad, bad, ok, ok}, []int{0, 1, 2, 3, 4, 0, 0}},
+		{"first probe fails", 2, 2, []Result{bad, bad}, []int{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr Tracker
+			for i, r := range tc.seq {
+				tr.Observe(r, tc.healthy, tc.unhealthy)
+				if tr.Failing != tc.want[i] {
+					t.Fatalf("after result %d: failing %d, want %d", i, tr.Failing, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
 // R-HC-1, R-ELIG-2: a new weight from a good probe is a change at once;
 // a failed probe keeps the last weight.
 func TestTrackerWeight(t *testing.T) {

@@ -122,22 +122,53 @@ func (s *Server) answer(r *dns.Msg, src netip.Addr, isUDP bool) *dns.Msg {
 	m.SetReply(r) // copies ID, opcode, RD and the question
 	m.Authoritative = true
 	m.RecursionAvailable = false
-	fail := func(rcode int) *dns.Msg {
-		m.Authoritative = rcode != dns.RcodeRefused && rcode != dns.RcodeNotImplemented && rcode != dns.RcodeFormatError
-		m.Rcode = rcode
-		m.Answer, m.Ns = nil, nil
-		return m
-	}
 	if r.Opcode != dns.OpcodeQuery {
-		return fail(dns.RcodeNotImplemented)
+		return fail(m, dns.RcodeNotImplemented)
 	}
 	if len(r.Question) != 1 {
-		return fail(dns.RcodeFormatError)
+		return fail(m, dns.RcodeFormatError)
 	}
-	// EDNS (RFC 6891) and Client Subnet (RFC 7871).
+	e, ok := s.edns(r, m)
+	if !ok {
+		return m // FORMERR or BADVERS
+	}
+	if !isUDP {
+		e.size = dns.MaxMsgSize
+	}
+	scope := s.resolve(m, r.Question[0], src, e.prefix)
+	if e.ecs != nil && m.Rcode != dns.RcodeFormatError {
+		echo := &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: e.ecs.Family, SourceNetmask: e.ecs.SourceNetmask, SourceScope: uint8(scope), Address: e.ecs.Address}
+		if o := m.IsEdns0(); o != nil {
+			o.Option = append(o.Option, echo)
+		}
+	}
+	if m.Truncate(e.size); m.Truncated {
+		m.Answer = nil // never a partial RRset: the client retries over TCP
+	}
+	return m
+}
+
+// fail makes m an error reply with no records.
+func fail(m *dns.Msg, rcode int) *dns.Msg {
+	m.Authoritative = rcode != dns.RcodeRefused && rcode != dns.RcodeNotImplemented && rcode != dns.RcodeFormatError
+	m.Rcode = rcode
+	m.Answer, m.Ns = nil, nil
+	return m
+}
+
+// ednsInfo is what the query's EDNS (RFC 6891) asks of the answer.
+type ednsInfo struct {
+	size   int               // the largest UDP answer the client takes
+	ecs    *dns.EDNS0_SUBNET // Client Subnet (RFC 7871), echoed with its scope
+	prefix netip.Prefix      // ecs as a prefix
+}
+
+// edns reads the query's OPT record and adds the reply's to m. ok is
+// false when m is final: FORMERR for a malformed OPT or Client Subnet,
+// BADVERS for an EDNS version other than 0.
+func (s *Server) edns(r, m *dns.Msg) (e ednsInfo, ok bool) {
+	e.size = dns.MinMsgSize
 	var opt *dns.OPT
-	var ecs *dns.EDNS0_SUBNET
-	var ecsPrefix netip.Prefix
 	nOpt := 0
 	for _, rr := range r.Extra {
 		if o, ok := rr.(*dns.OPT); ok {
@@ -146,81 +177,86 @@ func (s *Server) answer(r *dns.Msg, src netip.Addr, isUDP bool) *dns.Msg {
 		}
 	}
 	if nOpt > 1 || (opt != nil && opt.Hdr.Name != ".") {
-		return fail(dns.RcodeFormatError)
+		fail(m, dns.RcodeFormatError)
+		return e, false
 	}
-	size := dns.MinMsgSize
-	if opt != nil {
-		reply := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
-		reply.SetUDPSize(s.udpSize)
-		m.Extra = append(m.Extra, reply)
-		if opt.Version() != 0 {
-			m.Rcode = dns.RcodeBadVers // extended rcode, carried by the OPT
-			m.Answer, m.Ns = nil, nil
-			return m
-		}
-		size = max(int(min(opt.UDPSize(), s.udpSize)), dns.MinMsgSize)
-		for _, o := range opt.Option {
-			sub, ok := o.(*dns.EDNS0_SUBNET)
-			if !ok {
-				continue
-			}
-			p, ok := ecsPrefixOf(sub)
-			if !ok || ecs != nil {
-				return fail(dns.RcodeFormatError)
-			}
-			ecs, ecsPrefix = sub, p
-		}
+	if opt == nil {
+		return e, true
 	}
-	if !isUDP {
-		size = dns.MaxMsgSize
+	reply := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+	reply.SetUDPSize(s.udpSize)
+	m.Extra = append(m.Extra, reply)
+	if opt.Version() != 0 {
+		m.Rcode = dns.RcodeBadVers // extended rcode, carried by the OPT
+		m.Answer, m.Ns = nil, nil
+		return e, false
 	}
-	defer func() {
-		if m.Truncate(size); m.Truncated {
-			m.Answer = nil // never a partial RRset: the client retries over TCP
+	e.size = max(int(min(opt.UDPSize(), s.udpSize)), dns.MinMsgSize)
+	for _, o := range opt.Option {
+		sub, ok := o.(*dns.EDNS0_SUBNET)
+		if !ok {
+			continue
 		}
-	}()
-	scope := 0
-	defer func() {
-		if ecs != nil && m.Rcode != dns.RcodeFormatError {
-			echo := &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: ecs.Family, SourceNetmask: ecs.SourceNetmask, SourceScope: uint8(scope), Address: ecs.Address}
-			if o := m.IsEdns0(); o != nil {
-				o.Option = append(o.Option, echo)
-			}
+		p, ok := ecsPrefixOf(sub)
+		if !ok || e.ecs != nil {
+			fail(m, dns.RcodeFormatError)
+			return e, false
 		}
-	}()
+		e.ecs, e.prefix = sub, p
+	}
+	return e, true
+}
 
-	q := r.Question[0]
+// resolve fills m with the answer to q from a resolver at src (and a
+// client in ecs) and returns the Client Subnet scope of the answer.
+func (s *Server) resolve(m *dns.Msg, q dns.Question, src netip.Addr, ecs netip.Prefix) (scope int) {
 	name := strings.ToLower(q.Name)
 	if q.Qclass != dns.ClassINET {
-		return fail(dns.RcodeRefused)
+		fail(m, dns.RcodeRefused)
+		return 0
 	}
 	zone := s.eng.Zone(name)
 	if zone == nil {
-		return fail(dns.RcodeRefused)
+		fail(m, dns.RcodeRefused)
+		return 0
 	}
-	zname := gslb.Fqdn(zone.Name)
 	nc := s.eng.Name(name)
-	if name == zname && nc == nil {
-		switch q.Qtype {
-		case dns.TypeSOA:
-			m.Answer = []dns.RR{s.soa(zone)}
-			return m
-		case dns.TypeNS:
-			for _, ns := range zone.Nameservers {
-				m.Answer = append(m.Answer, &dns.NS{Hdr: dns.RR_Header{Name: zname, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: 3600}, Ns: gslb.Fqdn(ns)})
-			}
-			if len(m.Answer) > 0 {
-				return m
-			}
-		}
-		return s.negative(m, zone, dns.RcodeSuccess)
+	switch {
+	case name == gslb.Fqdn(zone.Name) && nc == nil:
+		s.apex(m, zone, q.Qtype)
+		return 0
+	case nc == nil && s.emptyNonTerminal(name):
+		s.negative(m, zone, dns.RcodeSuccess)
+		return 0
+	case nc == nil:
+		s.negative(m, zone, dns.RcodeNameError)
+		return 0
 	}
-	if nc == nil {
-		if s.emptyNonTerminal(name) {
-			return s.negative(m, zone, dns.RcodeSuccess)
+	return s.addresses(m, zone, nc, q, name, src, ecs)
+}
+
+// apex answers the zone's own name: SOA, NS when nameservers are set,
+// NODATA for anything else.
+func (s *Server) apex(m *dns.Msg, zone *gslb.Zone, qtype uint16) {
+	zname := gslb.Fqdn(zone.Name)
+	switch qtype {
+	case dns.TypeSOA:
+		m.Answer = []dns.RR{s.soa(zone)}
+		return
+	case dns.TypeNS:
+		for _, ns := range zone.Nameservers {
+			m.Answer = append(m.Answer, &dns.NS{Hdr: dns.RR_Header{Name: zname, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: 3600}, Ns: gslb.Fqdn(ns)})
 		}
-		return s.negative(m, zone, dns.RcodeNameError)
+		if len(m.Answer) > 0 {
+			return
+		}
 	}
+	s.negative(m, zone, dns.RcodeSuccess)
+}
+
+// addresses answers a configured name with the engine's choice: A, AAAA,
+// or both families for ANY. Other types get NODATA.
+func (s *Server) addresses(m *dns.Msg, zone *gslb.Zone, nc *gslb.NameConfig, q dns.Question, name string, src netip.Addr, ecs netip.Prefix) (scope int) {
 	family := 0
 	switch q.Qtype {
 	case dns.TypeA:
@@ -229,18 +265,20 @@ func (s *Server) answer(r *dns.Msg, src netip.Addr, isUDP bool) *dns.Msg {
 		family = 6
 	case dns.TypeANY:
 	default:
-		return s.negative(m, zone, dns.RcodeSuccess)
+		s.negative(m, zone, dns.RcodeSuccess)
+		return 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	res := s.eng.Select(ctx, gslb.Query{Name: name, Family: family, Resolver: src, ECS: ecsPrefix})
+	res := s.eng.Select(ctx, gslb.Query{Name: name, Family: family, Resolver: src, ECS: ecs})
 	if res.Decision.Site == "" {
 		if len(res.Input.Sites) > 0 { // every site down and allDown: none
-			return fail(dns.RcodeServerFailure)
+			fail(m, dns.RcodeServerFailure)
+		} else {
+			s.negative(m, zone, dns.RcodeSuccess)
 		}
-		return s.negative(m, zone, dns.RcodeSuccess)
+		return 0
 	}
-	scope = res.ECSScope
 	ttl := *nc.TTL
 	for _, a := range res.Addrs {
 		hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: ttl}
@@ -252,7 +290,7 @@ func (s *Server) answer(r *dns.Msg, src netip.Addr, isUDP bool) *dns.Msg {
 			m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr, AAAA: a.AsSlice()})
 		}
 	}
-	return m
+	return res.ECSScope
 }
 
 // ecsPrefixOf checks an ECS option as RFC 7871 section 7.1.2 asks: a known

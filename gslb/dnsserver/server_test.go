@@ -2,6 +2,7 @@ package dnsserver
 
 import (
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,5 +246,51 @@ func TestServe_MalformedPacketsOverUDP(t *testing.T) {
 	}
 	if r := h.ask(t, q{name: "www.example.com.", qtype: dns.TypeA}); len(r.Answer) != 1 {
 		t.Fatal("server stopped answering")
+	}
+}
+
+// ANY returns both families (docs/gslb.md): up to the name's answers
+// addresses of each, the chosen site's first. Over real UDP and TCP.
+func TestServe_ANYBothFamilies(t *testing.T) {
+	h := start(t, opts{})
+	for _, network := range []string{"udp", "tcp"} {
+		for _, tc := range []struct {
+			name, ecs string
+			want      []string
+		}{
+			// Tokyo: Seoul is nearest and has both families.
+			{"both from the chosen site", "203.0.113.0/24", []string{"203.0.113.10", "2001:db8:10::10"}},
+			// Paris: Frankfurt is nearest but has no IPv6 address; the
+			// AAAA comes from the next choice.
+			{"AAAA from the next choice", "192.0.2.0/24", []string{"192.0.2.30", "2001:db8:"}},
+		} {
+			r := h.ask(t, q{net: network, name: "www.example.com.", qtype: dns.TypeANY, ecs: tc.ecs})
+			got := addrs(r)
+			var a, aaaa int
+			for _, rr := range r.Answer {
+				switch rr.Header().Rrtype {
+				case dns.TypeA:
+					a++
+				case dns.TypeAAAA:
+					aaaa++
+				}
+			}
+			if r.Rcode != dns.RcodeSuccess || a != 1 || aaaa != 1 || len(got) != 2 {
+				t.Errorf("%s %s: %d A and %d AAAA (%v), want one of each\n%v", network, tc.name, a, aaaa, got, r)
+				continue
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("%s %s: answer %v, want %v", network, tc.name, got, tc.want)
+				}
+			}
+		}
+	}
+	// A and AAAA alone are unchanged: one address of their family.
+	for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA} {
+		r := h.ask(t, q{name: "www.example.com.", qtype: qt, ecs: "203.0.113.0/24"})
+		if len(r.Answer) != 1 || r.Answer[0].Header().Rrtype != qt {
+			t.Errorf("%s: %v", dns.TypeToString[qt], r.Answer)
+		}
 	}
 }

@@ -154,3 +154,88 @@ services:
 		}
 	}
 }
+
+// TestRPERSIST_RegisterReselectInPlace pins down what lb.p4 does with a
+// re-selected entry (issue 13 §6): a UDP flow under NEVER_PERSIST whose
+// backend turns unhealthy is a miss, is re-selected, and its entry is
+// rewritten in the way that held it (the way with its signature: lb.p4's
+// second pass finds it again, ct_victim = ct_way), never in another way;
+// so the bucket never holds two ways with one signature, and the next
+// packet hits, last seen at the re-selection's time. The bucket is full of
+// other flows, so that any other way would have to evict one.
+func TestRPERSIST_RegisterReselectInPlace(t *testing.T) {
+	dec, err := compiler.Load("lb.yaml", []byte(`tunnel: {sourceIPv4: 192.0.2.1}
+services:
+  - name: dns
+    vip: 203.0.113.53
+    protocol: UDP
+    ports: [53]
+    sessionAffinity: CLIENT_IP_PORT_PROTO
+    connectionTrackingPolicy: {connectionPersistenceOnUnhealthyBackends: NEVER_PERSIST}
+    ringSize: 1021
+    backends:
+      - name: g
+        endpoints: [{name: d1, ip: 10.53.0.1}, {name: d2, ip: 10.53.0.2}, {name: d3, ip: 10.53.0.3}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := NewRegister(1, P4Ways) // one bucket: every flow shares it
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := New(Options{Conntrack: reg, Fallback: true})
+	ctx := context.Background()
+	apply := func(st compiler.State, prev *compiler.IR) *compiler.IR {
+		r, err := compiler.Compile(compiler.Input{Config: dec.Config, State: st, Prev: prev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Apply(ctx, compiler.DiffIR(prev, r.IR)); err != nil {
+			t.Fatal(err)
+		}
+		return r.IR
+	}
+	ir := apply(nil, nil)
+	udp := func(sport uint16) targets.Packet {
+		return targets.Packet{Src: netip.MustParseAddr("198.51.100.9"), Dst: netip.MustParseAddr("203.0.113.53"), Proto: compiler.IPProtoUDP, SrcPort: sport, DstPort: 53}
+	}
+	// Four flows fill the bucket; the first is the one under test.
+	var first targets.Verdict
+	for i := 0; i < P4Ways; i++ {
+		v, _ := d.Process(ctx, udp(uint16(1000+i)), time.Duration(i+1)*time.Second)
+		if i == 0 {
+			first = v
+		}
+	}
+	key := MakeKey(ir.Services[0].ID, compiler.Tuple5, udp(1000).Tuple())
+	_, sig := RegisterSlot(key, reg.Buckets)
+	way := func() (w, n int) {
+		w = -1
+		for i := 0; i < reg.Ways; i++ {
+			if reg.sig[i] == sig {
+				w, n = i, n+1
+			}
+		}
+		return w, n
+	}
+	w0, _ := way()
+	st := compiler.State{}
+	st.SetHealthy(first.Backend, false)
+	apply(st, ir)
+	v, _ := d.Process(ctx, udp(1000), 10*time.Second)
+	if v.CT != targets.CTMiss || v.Backend == first.Backend {
+		t.Fatalf("after %s turned unhealthy: %v, want a miss re-selected elsewhere (R-PERSIST)", first.Backend, v)
+	}
+	if w, n := way(); w != w0 || n != 1 || reg.Len() != P4Ways {
+		t.Fatalf("re-selected entry in way %d (%d ways with its signature, %d occupied); want way %d, once, nothing evicted", w, n, reg.Len(), w0)
+	}
+	if e := reg.e[w0]; e.BackendID != v.BackendID || e.LastSeen != 10*time.Second {
+		t.Fatalf("way %d holds %+v; want backend %d last seen at 10 s", w0, e, v.BackendID)
+	}
+	for i, at := range []time.Duration{11 * time.Second, 12 * time.Second} {
+		if h, _ := d.Process(ctx, udp(1000), at); h.CT != targets.CTHit || h.BackendID != v.BackendID {
+			t.Fatalf("packet %d after the re-selection: %v, want a hit on %s", i+2, h, v.Backend)
+		}
+	}
+}

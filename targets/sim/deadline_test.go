@@ -10,6 +10,7 @@ import (
 	"github.com/lbc-dev/lbc/examples"
 	"github.com/lbc-dev/lbc/internal/tick"
 	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/trace"
 )
 
 // drainingDatapath programs the failover example (drainingTimeoutSec 30)
@@ -118,7 +119,7 @@ func TestRDRAIN_DeadlineClockMapping(t *testing.T) {
 func TestRDRAIN_DeadlineTick(t *testing.T) {
 	const tick = 4 * time.Millisecond // a jiffy at HZ=250
 	removed := 10*time.Second + 1500*time.Microsecond
-	b, dl := drainingDatapath(t, New(Options{DeadlineTick: tick}), removed, func() time.Duration { return 0 })
+	b, dl := drainingDatapath(t, New(Options{Tick: tick}), removed, func() time.Duration { return 0 })
 	expiry := (dl + tick - 1) / tick * tick // 40.004 s
 	ack := tcp("198.51.100.7", 4242, targets.FlagACK)
 	for _, tc := range []struct {
@@ -126,7 +127,7 @@ func TestRDRAIN_DeadlineTick(t *testing.T) {
 		hit bool
 	}{{dl, true}, {expiry - time.Nanosecond, true}, {expiry, false}} {
 		// Each probe on a fresh copy: a miss re-creates the entry.
-		d2 := New(Options{DeadlineTick: tick})
+		d2 := New(Options{Tick: tick})
 		drainingDatapath(t, d2, removed, func() time.Duration { return 0 })
 		v, _ := d2.Process(context.Background(), ack, tc.at)
 		if got := v.CT == targets.CTHit && v.Backend == b; got != tc.hit {
@@ -159,5 +160,91 @@ func TestRDRAIN_TNADeadlineTicks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRAGE_Tick: on a datapath that keeps time in ticks (XDP: jiffies of
+// 4 ms at HZ=250) an idle entry expires at the first whole tick after
+// which at least idleTimeoutSec has surely passed: never early, at most a
+// tick late. Last seen at 1 ms (tick 0) with a 60 s timeout: alive at
+// 60.0039 s, expired at 60.004 s (tick 15001).
+func TestRAGE_Tick(t *testing.T) {
+	const tick = 4 * time.Millisecond
+	for _, tc := range []struct {
+		at  time.Duration
+		hit bool
+	}{{60*time.Second + time.Millisecond, true}, {60*time.Second + 3999*time.Microsecond, true}, {60*time.Second + 4*time.Millisecond, false}} {
+		d := New(Options{Tick: tick})
+		dec, err := compiler.Load("failover.yaml", examples.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := compiler.Compile(compiler.Input{Config: dec.Config})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Apply(context.Background(), compiler.DiffIR(nil, res.IR)); err != nil {
+			t.Fatal(err)
+		}
+		d.Process(context.Background(), tcp("198.51.100.7", 4242, targets.FlagSYN), time.Millisecond)
+		v, _ := d.Process(context.Background(), tcp("198.51.100.7", 4242, targets.FlagACK), tc.at)
+		if got := v.CT == targets.CTHit; got != tc.hit {
+			t.Errorf("last seen 1 ms, now %v: %v, want hit %v", tc.at, v, tc.hit)
+		}
+	}
+}
+
+// TestRAGE_TickPerDatapath runs the spec trace r-age-tick.jsonl, whose
+// expectations hold on every datapath, with the model's geometry and tick
+// of each: exact (sim, XDP's test build, BMv2 at µs), XDP's jiffies at
+// HZ=250 and HZ=100, and TNA's 2^16 ns ticks.
+func TestRAGE_TickPerDatapath(t *testing.T) {
+	tna := func() Options {
+		g, err := NewTNA(1<<12, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Options{Conntrack: g}
+	}
+	for name, opts := range map[string]func() Options{
+		"exact":        func() Options { return Options{} },
+		"bmv2-µs":      func() Options { return Options{Tick: time.Microsecond} },
+		"xdp-HZ250":    func() Options { return Options{Tick: 4 * time.Millisecond} },
+		"xdp-HZ100":    func() Options { return Options{Tick: 10 * time.Millisecond} },
+		"tna-65.536µs": tna,
+	} {
+		t.Run(name, func(t *testing.T) {
+			runSpecTrace(t, "../../testbench/testdata/r-age-tick.jsonl", New(opts()))
+		})
+	}
+}
+
+// runSpecTrace replays a spec trace on d and fails on every unmet
+// expectation.
+func runSpecTrace(t *testing.T, file string, d *Datapath) {
+	t.Helper()
+	sp, err := trace.LoadSpec(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rp, err := trace.NewReplayer(ctx, sp.Config, sp.State, d, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp.PushOnly = sp.PushOnly
+	for _, l := range sp.Lines {
+		outs, err := rp.Step(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range outs {
+			if o.Mismatch != "" {
+				t.Errorf("%s:%d: %s", file, o.Line, o.Mismatch)
+			}
+		}
+	}
+	if s := rp.Summary(); s.Expected == 0 {
+		t.Fatalf("%s: no expectation checked", file)
 	}
 }

@@ -51,6 +51,14 @@ type Detail struct {
 
 	BackendIP string `json:"backendIP,omitempty"`
 	Encap     string `json:"encap,omitempty"`
+	// VLAN is the packet's 802.1Q VID (R-VLAN): parsed, kept on what is
+	// forwarded, and changing no decision.
+	VLAN uint16 `json:"vlan,omitempty"`
+	// IPLen, Overhead and MTU are the R-MTU check at encapsulation: the
+	// packet's IP length, the outer header's and the egress MTU.
+	IPLen    int    `json:"ipLen,omitempty"`
+	Overhead int    `json:"overhead,omitempty"`
+	MTU      uint16 `json:"mtu,omitempty"`
 }
 
 // Process implements targets.PacketTarget.
@@ -114,6 +122,7 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 	}
 	frag := pkt.Fragmented()
 	r.det.Fragment = frag
+	r.det.VLAN = pkt.VLAN
 	if r.d.fallback && (frag || (pkt.Proto != compiler.IPProtoTCP && pkt.Proto != compiler.IPProtoUDP)) {
 		r.v.Action = targets.Fallback
 		if frag {
@@ -275,11 +284,7 @@ func (r *run) valid(svc *compiler.ServiceRow, pol compiler.ClassPolicy, e Entry,
 	idle := time.Duration(svc.IdleTimeoutSec) * time.Second
 	// R-AGE: at exactly idleTimeoutSec after the last packet the entry has
 	// expired (now − lastSeen < idle is valid).
-	age := now - e.LastSeen
-	if a, ok := r.d.ct.(Ager); ok {
-		age = a.Age(e, now) // the target's clock (TNA: 32-bit ticks)
-	}
-	if age >= idle {
+	if old, age := r.d.aged(e, now, idle); old {
 		return "R-AGE", fmt.Sprintf("idle for %s ≥ idleTimeoutSec %ds", age, svc.IdleTimeoutSec)
 	}
 	if e.Epoch != svc.Epoch {
@@ -352,52 +357,68 @@ func (r *run) selectBackend(svc *compiler.ServiceRow, pol compiler.ClassPolicy, 
 }
 
 func (r *run) forward(svc *compiler.ServiceRow, b *compiler.BackendRow) {
-	if r.punt(svc, b) {
-		return
-	}
 	r.v.Action = targets.Forward
 	r.v.BackendID = b.ID
 	r.v.Backend = b.Name
 	r.det.BackendIP = b.IP.String()
+	tag := ""
+	if r.pkt.VLAN != 0 {
+		tag = fmt.Sprintf("; VLAN %d kept on the frame sent (R-VLAN)", r.pkt.VLAN)
+	}
 	if svc.Encap == compiler.EncapKindL2DSR {
 		r.det.Encap = fmt.Sprintf("L2 DSR: destination MAC %x", b.MAC[:])
-	} else {
-		src := r.d.ir.TunnelSource4
-		if b.IP.Is6() {
-			src = r.d.ir.TunnelSource6
-		}
-		r.det.Encap = fmt.Sprintf("IP-in-IP: outer %v → %v", src, b.IP)
+		r.step(StepEncap, "%s%s", r.det.Encap, tag)
+		return // nothing is added: no R-MTU check
 	}
-	r.step(StepEncap, "%s", r.det.Encap)
+	src := r.d.ir.TunnelSource4
+	if b.IP.Is6() {
+		src = r.d.ir.TunnelSource6
+	}
+	r.det.Encap = fmt.Sprintf("IP-in-IP: outer %v → %v", src, b.IP)
+	r.step(StepEncap, "%s%s", r.det.Encap, tag)
+	r.mtu(b)
 }
 
-// punt applies R-MTU on a P4 switch (Options.Fallback): a packet with DF
-// set (always for IPv6) that the IP-in-IP header to b (20 bytes to an
-// IPv4 backend, 40 to IPv6) would take past the egress MTU leaves
-// unchanged through the fallback port, which answers the client with ICMP
-// (a switch cannot build it). It comes after the conntrack step, which
-// stands (a hit was refreshed, a new entry created). The switch shows no
-// backend for it, so the verdict names none; the explanation does.
-func (r *run) punt(svc *compiler.ServiceRow, b *compiler.BackendRow) bool {
-	if !r.d.fallback || svc.Encap == compiler.EncapKindL2DSR {
-		return false
+// mtu is R-MTU, at encapsulation and after the conntrack step (an entry
+// was refreshed or created exactly as for a forwarded packet): a packet
+// that would exceed the egress MTU once encapsulated is answered with ICMP
+// when it may not be fragmented, forwarded otherwise; a P4 switch, which
+// cannot build the answer, sends it to the fallback port unchanged.
+func (r *run) mtu(b *compiler.BackendRow) {
+	mtu := r.d.ir.MTU
+	if mtu == 0 {
+		mtu = r.d.opts.MTU
 	}
-	df := r.pkt.DF || !r.pkt.Src.Unmap().Is4()
-	mtu := int(r.d.ir.MTU)
 	if mtu == 0 {
 		mtu = compiler.DefaultMTU
 	}
-	overhead := 40
-	if b.IP.Unmap().Is4() {
-		overhead = 20
+	over := 20
+	if b.IP.Is6() {
+		over = 40
 	}
-	if n := r.pkt.IPLen(); !df || n+overhead <= mtu {
-		return false
+	n := r.pkt.IPLen()
+	r.det.IPLen, r.det.Overhead, r.det.MTU = n, over, mtu
+	if n+over <= int(mtu) {
+		return
 	}
-	r.v.Action = targets.Fallback
-	r.step("R-MTU", "%d bytes + %d of IP-in-IP to backend %q exceed the egress MTU %d and DF is set: sent to the fallback port unchanged, which answers with ICMP (next-hop MTU %d)",
-		r.pkt.IPLen(), overhead, b.Name, mtu, mtu-overhead)
-	return true
+	df := r.pkt.DF || !r.pkt.Src.Unmap().Is4()
+	switch {
+	case r.d.fallback:
+		r.v = targets.Verdict{Action: targets.Fallback, Steps: r.v.Steps}
+		r.step("R-MTU", "%d bytes + %d of outer header > MTU %d: the switch cannot answer with ICMP; sent to the fallback port unchanged", n, over, mtu)
+	case r.det.ICMPError:
+		r.step("R-MTU", "%d bytes + %d of outer header > MTU %d, but an ICMP error is never answered with one (RFC 1122, RFC 4443): forwarded", n, over, mtu)
+	case df:
+		r.v.Action = targets.TooBig
+		r.v.MTU = mtu - uint16(over)
+		what := "ICMP fragmentation needed (type 3 code 4)"
+		if !r.pkt.Src.Unmap().Is4() {
+			what = "ICMPv6 packet too big"
+		}
+		r.step("R-MTU", "%d bytes + %d of outer header > MTU %d and may not be fragmented: answered from the VIP with %s, next-hop MTU %d", n, over, mtu, what, r.v.MTU)
+	default:
+		r.step("R-MTU", "%d bytes + %d of outer header > MTU %d, DF clear: forwarded; the outer packet is fragmented on the way", n, over, mtu)
+	}
 }
 
 // icmpError sends an ICMP error to the backend of the flow it quotes: the

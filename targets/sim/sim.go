@@ -11,6 +11,8 @@ import (
 
 // Options select the behaviour of a Datapath.
 type Options struct {
+	// Name is the datapath's name in output; default "sim".
+	Name string
 	// Conntrack is the table geometry; nil is an exact, unbounded table
 	// keyed by the tracking tuple (NewExact).
 	Conntrack Conntrack
@@ -27,12 +29,18 @@ type Options struct {
 	// own.
 	Clock targets.Clock
 	Now   func() time.Duration
-	// DeadlineTick is the resolution at which the modelled datapath
-	// compares deadlines: a deadline is rounded up to a whole tick, now
-	// down, so an expiry comes at most one tick late, never early (design
-	// decision 8). Zero is exact, unless the geometry keeps its own time
-	// (a DeadlineChecker, such as TNA).
-	DeadlineTick time.Duration
+	// MTU is the datapath's own egress MTU, used when the IR gives none
+	// (compiler.IR.MTU 0): XDP's is its interface's. Zero means
+	// compiler.DefaultMTU (R-MTU).
+	MTU uint16
+	// Tick is the clock resolution of the modelled datapath (XDP: a
+	// jiffy, 1/HZ), for R-AGE and deadlines alike: a deadline is rounded
+	// up to a whole tick and now down, and an idle entry expires after
+	// ⌈(idle − 1 ns)/Tick⌉ + 1 whole ticks, so an expiry comes at most one
+	// tick late, never early (R-AGE, design decision 8). Zero is exact,
+	// unless the geometry keeps its own time (an Ager or DeadlineChecker,
+	// such as TNA).
+	Tick time.Duration
 }
 
 // Datapath is the reference datapath. It is a targets.Target (it holds an
@@ -70,7 +78,12 @@ func New(opts Options) *Datapath {
 }
 
 // Name implements targets.Target.
-func (d *Datapath) Name() string { return "sim" }
+func (d *Datapath) Name() string {
+	if d.opts.Name != "" {
+		return d.opts.Name
+	}
+	return "sim"
+}
 
 // Read implements targets.Target: a copy of the tables held.
 func (d *Datapath) Read(ctx context.Context) (*compiler.IR, error) {
@@ -85,11 +98,11 @@ func (d *Datapath) Apply(ctx context.Context, diff compiler.Diff) (targets.Apply
 	return targets.ApplyStats{Counts: diff.Counts(), Writes: len(diff.Changes), Batches: 1, Duration: time.Since(start)}, nil
 }
 
-// Commit records what a diff does not carry, because no datapath holds
-// it as a table row: the tunnel sources and the egress MTU (R-MTU), and the
-// informational fields of the rows held (eligible set, decision and rule,
-// weights) that explanations quote; these change no forwarding decision.
-// Callers that have the full IR call it after Apply.
+// Commit records what a diff does not carry: the tunnel sources and MTU
+// (datapath configuration rather than table rows), and the informational fields of the rows held
+// (eligible set, decision and rule, weights) that explanations quote. It
+// changes no forwarding decision. Callers that have the full IR call it
+// after Apply.
 func (d *Datapath) Commit(ir *compiler.IR) error {
 	out := d.ir.Clone()
 	out.TunnelSource4, out.TunnelSource6, out.MTU = ir.TunnelSource4, ir.TunnelSource6, ir.MTU
@@ -176,10 +189,26 @@ func (d *Datapath) expired(b *compiler.BackendRow, now time.Duration) bool {
 	if c, ok := d.ct.(DeadlineChecker); ok {
 		return c.DeadlineExpired(dl.own, now)
 	}
-	if tk := d.opts.DeadlineTick; tk > 0 {
+	if tk := d.opts.Tick; tk > 0 {
 		return floorDiv(now, tk) >= -floorDiv(-dl.own, tk)
 	}
 	return now >= dl.own
+}
+
+// aged reports whether entry e has been idle for idle at now (R-AGE), as
+// the modelled datapath measures it; it returns the age it saw.
+func (d *Datapath) aged(e Entry, now, idle time.Duration) (bool, time.Duration) {
+	if a, ok := d.ct.(Ager); ok {
+		age := a.Age(e, now) // the target's clock (TNA: 32-bit ticks)
+		return age >= idle, age
+	}
+	age := now - e.LastSeen
+	if tk := d.opts.Tick; tk > 0 {
+		ticks := floorDiv(now, tk) - floorDiv(e.LastSeen, tk)
+		limit := -floorDiv(-(idle-1), tk) + 1
+		return ticks >= limit, ticks * tk
+	}
+	return age >= idle, age
 }
 
 func floorDiv(a, b time.Duration) time.Duration {
@@ -209,4 +238,41 @@ func (d *Datapath) lookup(dst netip.Addr, proto uint8, port uint16) (*compiler.S
 		}
 	}
 	return nil, 0, false
+}
+
+// EntryOf returns the conntrack key this datapath would look up for pkt
+// and what its table stores under it, without changing anything and
+// without the validity rules. tracks is false when this datapath keeps no
+// entry for the packet: no service, an untracked class (R-CT-3), an ICMP
+// error (it never creates one), or, with Fallback, a packet the switch
+// sends to the fallback port. Differential tests use it to compare the
+// conntrack state of datapaths key by key.
+func (d *Datapath) EntryOf(pkt targets.Packet) (k Key, e Entry, found, tracks bool) {
+	src, dst := pkt.Src.Unmap(), pkt.Dst.Unmap()
+	if !src.IsValid() || !dst.IsValid() || src.Is4() != dst.Is4() || isICMPError(pkt) {
+		return Key{}, Entry{}, false, false
+	}
+	frag := pkt.Fragmented()
+	if d.fallback && (frag || (pkt.Proto != compiler.IPProtoTCP && pkt.Proto != compiler.IPProtoUDP)) {
+		return Key{}, Entry{}, false, false
+	}
+	port := pkt.DstPort
+	if pkt.Frag == targets.FragMiddle || pkt.Frag == targets.FragLast {
+		port = 0
+	}
+	svc, _, ok := d.lookup(dst, pkt.Proto, port)
+	if !ok {
+		return Key{}, Entry{}, false, false
+	}
+	pol := svc.Classes[compiler.ClassOf(pkt.Proto)]
+	if pol.Track == compiler.TupleNone || (d.fallback && (pol.Track == compiler.Tuple2 || pol.Track == compiler.Tuple3)) {
+		return Key{}, Entry{}, false, false
+	}
+	t := compiler.Tuple{Src: src, Dst: dst, Proto: pkt.Proto, SrcPort: pkt.SrcPort, DstPort: pkt.DstPort}
+	if pkt.Frag == targets.FragMiddle || pkt.Frag == targets.FragLast {
+		t.SrcPort, t.DstPort = 0, 0
+	}
+	k = MakeKey(svc.ID, compiler.Effective(pol.Track, frag), t)
+	e, found = d.ct.Lookup(k)
+	return k, e, found, true
 }

@@ -182,21 +182,67 @@ func TestDifferentialAgainstSim(t *testing.T) {
 				combo++
 				name := fmt.Sprintf("%s/%s/%s/%s", f.name, aff, mode, persist)
 				t.Run(name, func(t *testing.T) {
-					n := runDifferential(ctx, t, f, diffConfig(f, aff, mode, persist, dsr), seed, byCT, byAction)
+					n := runDifferential(ctx, t, f, diffConfig(f, aff, mode, persist, dsr), seed, 0, byCT, byAction)
 					total += n
 				})
 			}
 		}
 	}
 	t.Logf("%d packets agreed with the reference; ct %v; actions %v", total, byCT, byAction)
+	if byAction[targets.TooBig.String()] == 0 {
+		t.Error("no packet was answered too big: the generator's oversize packets (R-MTU) did not reach the check")
+	}
 	if total < 20000 && !t.Failed() {
 		t.Fatalf("only %d packets compared, want ≥ 20000", total)
 	}
 }
 
-func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.Config, seed uint64, byCT, byAction map[string]int) int {
+// TestRAGE_DifferentialAtProductionTick runs four of the combinations on a
+// test clock with production's tick (4 ms, HZ=250): the program then keeps
+// an entry one tick past its idle timeout, and the reference, given the
+// same tick geometry, must predict every packet.
+func TestRAGE_DifferentialAtProductionTick(t *testing.T) {
+	needBPF(t)
+	ctx := context.Background()
+	byCT, byAction := map[string]int{}, map[string]int{}
+	total := 0
+	for i, f := range families {
+		for j, aff := range []string{compiler.AffinityNone, compiler.AffinityClientIP} {
+			mode := modes[j]
+			t.Run(fmt.Sprintf("%s/%s/%s", f.name, aff, mode), func(t *testing.T) {
+				total += runDifferential(ctx, t, f, diffConfig(f, aff, mode, compiler.PersistDefault, false), uint64(100+2*i+j), 4*time.Millisecond, byCT, byAction)
+			})
+		}
+	}
+	t.Logf("%d packets agreed at a 4 ms tick; ct %v", total, byCT)
+}
+
+// tickedConntrack is the XDP program's clock as the reference sees it:
+// entries age in whole ticks (ticks of now − ticks of last seen), and a
+// difference of n ticks is at least (n − 1) ticks and 1 ns of real time,
+// which is how the program's limit ⌈(idle − 1 ns)/tick⌉ + 1 reads it
+// (fallback.IdleTicks).
+type tickedConntrack struct {
+	*sim.Exact
+	tick time.Duration
+}
+
+func (c *tickedConntrack) Age(e sim.Entry, now time.Duration) time.Duration {
+	n := now/c.tick - e.LastSeen/c.tick
+	if n <= 0 {
+		return 0
+	}
+	return (n-1)*c.tick + 1
+}
+
+// runDifferential drives one configuration. tick is the XDP test
+// clock's tick (0: 1 ns, exact); with a coarser one the reference is given
+// the program's tick geometry (tickedConntrack) and the clock also moves
+// by single ticks, so entries are looked up at their idle timeout and one
+// tick after it.
+func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.Config, seed uint64, tick time.Duration, byCT, byAction map[string]int) int {
 	rnd := rand.New(rand.NewPCG(seed, 0x1bc))
-	tgt, err := xdp.NewReplay(xdp.ReplayOptions{TunnelSource4: netip.MustParseAddr(cfg.Tunnel.SourceIPv4), TunnelSource6: netip.MustParseAddr(cfg.Tunnel.SourceIPv6)})
+	tgt, err := xdp.NewReplay(xdp.ReplayOptions{TunnelSource4: netip.MustParseAddr(cfg.Tunnel.SourceIPv4), TunnelSource6: netip.MustParseAddr(cfg.Tunnel.SourceIPv6), Tick: tick, MTU: compiler.DefaultMTU})
 	if err != nil {
 		t.Fatalf("load the XDP test build: %v", err)
 	}
@@ -205,7 +251,11 @@ func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.
 	for _, e := range cfg.Services[1].Backends[0].Endpoints {
 		st.SetWeight(e.Name, 1+rnd.IntN(5))
 	}
-	p := &pair{t: t, cfg: cfg, st: st, sim: sim.New(sim.Options{}), xdp: tgt}
+	so := sim.Options{}
+	if tick > 0 {
+		so.Conntrack = &tickedConntrack{Exact: sim.NewExact(), tick: tick}
+	}
+	p := &pair{t: t, cfg: cfg, st: st, sim: sim.New(so), xdp: tgt}
 	p.reconcile(ctx)
 
 	type flow struct {
@@ -242,6 +292,8 @@ func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.
 		// timeout exactly now and then.
 		if rnd.IntN(8) == 0 {
 			p.advance(ctx, p.now+time.Duration(1+rnd.IntN(6))*500*time.Millisecond)
+		} else if tick > 0 && rnd.IntN(8) == 0 {
+			p.advance(ctx, p.now+tick)
 		}
 		// Events.
 		if i > 0 && i%150 == 0 {
@@ -273,6 +325,15 @@ func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.
 		case compiler.IPProtoICMPv6:
 			pkt.ICMPType = 128
 		}
+		if rnd.IntN(8) == 0 {
+			pkt.VLAN = []uint16{10, 100, 4094}[rnd.IntN(3)] // R-VLAN: changes no decision
+		}
+		if rnd.IntN(10) == 0 {
+			// R-MTU: a full-size packet, around the egress MTU (1500 on
+			// both sides) once encapsulated; DF on most IPv4 ones (IPv6
+			// always counts as DF).
+			pkt.PayloadLen, pkt.DF = 1400+rnd.IntN(81), rnd.IntN(4) != 0
+		}
 		switch r := rnd.IntN(20); {
 		case r == 0 && fl.proto != compiler.IPProtoICMP && fl.proto != compiler.IPProtoICMPv6:
 			pkt.Frag = targets.Frag(1 + rnd.IntN(3))
@@ -283,7 +344,7 @@ func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.
 			}
 		case r == 1 && (fl.proto == compiler.IPProtoTCP || fl.proto == compiler.IPProtoUDP):
 			// An ICMP error about the reply this flow's backend sent.
-			pkt = icmpError(f, rnd, fl.vip, fl.client, fl.proto, fl.dport, fl.sport)
+			pkt = icmpError(f, rnd, fl.vip, fl.client, fl.proto, fl.dport, fl.sport, pkt.VLAN)
 		case r == 2:
 			pkt.Dst = f.other // not ours
 		}
@@ -295,8 +356,8 @@ func runDifferential(ctx context.Context, t *testing.T, f family, cfg *compiler.
 	return packetsPerConfig
 }
 
-func icmpError(f family, rnd *rand.Rand, vip, client netip.Addr, proto uint8, vport, cport uint16) targets.Packet {
-	pkt := targets.Packet{Src: f.router, Dst: vip, Inner: &compiler.Tuple{Src: vip, Dst: client, Proto: proto, SrcPort: vport, DstPort: cport}}
+func icmpError(f family, rnd *rand.Rand, vip, client netip.Addr, proto uint8, vport, cport, vlan uint16) targets.Packet {
+	pkt := targets.Packet{Src: f.router, Dst: vip, VLAN: vlan, Inner: &compiler.Tuple{Src: vip, Dst: client, Proto: proto, SrcPort: vport, DstPort: cport}}
 	if vip.Is4() {
 		pkt.Proto = compiler.IPProtoICMP
 		pkt.ICMPType, pkt.ICMPCode = []uint8{3, 11, 12}[rnd.IntN(3)], 4
@@ -360,10 +421,15 @@ func (p *pair) compare(t *testing.T, pkt targets.Packet, i int, byCT, byAction m
 	}
 	byCT[got.CT]++
 	byAction[got.Action.String()]++
-	if got.Action == targets.Forward {
-		in, _ := xdp.BuildPacket(pkt)
-		if err := checkFrame(p.ir, got.BackendID, in, frame); err != nil {
+	in, _ := xdp.BuildPacket(pkt)
+	switch got.Action {
+	case targets.Forward:
+		if err := checkFrame(p.ir, got.BackendID, in, frame, pkt.VLAN); err != nil {
 			t.Fatalf("packet %d: output frame: %v", i, err)
+		}
+	case targets.TooBig:
+		if err := checkTooBig(in, frame, pkt, got.MTU); err != nil {
+			t.Fatalf("packet %d: ICMP answer: %v", i, err)
 		}
 	}
 }
@@ -373,7 +439,7 @@ func (p *pair) compare(t *testing.T, pkt targets.Packet, i int, byCT, byAction m
 // source, the backend's address, TTL 64 and a valid header checksum,
 // carrying the original packet unchanged; or, for L2 DSR, the original
 // packet with the backend's MAC.
-func checkFrame(ir *compiler.IR, backendID uint32, in, out []byte) error {
+func checkFrame(ir *compiler.IR, backendID uint32, in, out []byte, vlan uint16) error {
 	b := ir.Backend(backendID)
 	svc := ir.Service(b.ServiceID)
 	pk := gopacket.NewPacket(out, layers.LayerTypeEthernet, gopacket.Default)
@@ -391,6 +457,18 @@ func checkFrame(ir *compiler.IR, backendID uint32, in, out []byte) error {
 	if !bytes.Equal(eth.DstMAC, wantDst) || !bytes.Equal(eth.SrcMAC, xdp.LBMAC[:]) {
 		return fmt.Errorf("MACs %s → %s, want %x → %x", eth.SrcMAC, eth.DstMAC, xdp.LBMAC, wantDst)
 	}
+	// R-VLAN: the tag stays in front of what is sent.
+	l2 := 14
+	etype := eth.EthernetType
+	d, _ := pk.Layer(layers.LayerTypeDot1Q).(*layers.Dot1Q)
+	switch {
+	case vlan == 0 && d != nil:
+		return fmt.Errorf("a VLAN tag (%d) on an untagged packet's output", d.VLANIdentifier)
+	case vlan != 0 && (d == nil || d.VLANIdentifier != vlan):
+		return fmt.Errorf("VLAN tag %v on the output, want %d kept", d, vlan)
+	case vlan != 0:
+		l2, etype = 18, d.Type
+	}
 	if svc.Encap == compiler.EncapKindL2DSR {
 		if !bytes.Equal(out[12:], in[12:]) {
 			return fmt.Errorf("L2 DSR changed the packet beyond the MACs")
@@ -398,7 +476,7 @@ func checkFrame(ir *compiler.IR, backendID uint32, in, out []byte) error {
 		return nil
 	}
 	var inner []byte
-	switch eth.EthernetType {
+	switch etype {
 	case layers.EthernetTypeIPv4:
 		ip, _ := pk.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 		if ip == nil {
@@ -407,18 +485,18 @@ func checkFrame(ir *compiler.IR, backendID uint32, in, out []byte) error {
 		if ip.TTL != 64 || ip.SrcIP.String() != ir.TunnelSource4.String() || ip.DstIP.String() != b.IP.String() {
 			return fmt.Errorf("outer IPv4 %s → %s ttl %d, want %s → %s ttl 64", ip.SrcIP, ip.DstIP, ip.TTL, ir.TunnelSource4, b.IP)
 		}
-		hdr := out[14:34]
+		hdr := out[l2 : l2+20]
 		if sum := onesSum(hdr); sum != 0xffff {
 			return fmt.Errorf("outer IPv4 header checksum %#04x is wrong", ip.Checksum)
 		}
 		want := layers.IPProtocolIPv4
-		if in[12] == 0x86 {
+		if in[l2-2] == 0x86 {
 			want = layers.IPProtocolIPv6
 		}
-		if ip.Protocol != want || int(ip.Length) != len(out)-14 {
-			return fmt.Errorf("outer IPv4 protocol %d length %d, want %d, %d", ip.Protocol, ip.Length, want, len(out)-14)
+		if ip.Protocol != want || int(ip.Length) != len(out)-l2 {
+			return fmt.Errorf("outer IPv4 protocol %d length %d, want %d, %d", ip.Protocol, ip.Length, want, len(out)-l2)
 		}
-		inner = out[34:]
+		inner = out[l2+20:]
 	case layers.EthernetTypeIPv6:
 		ip, _ := pk.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
 		if ip == nil {
@@ -428,17 +506,17 @@ func checkFrame(ir *compiler.IR, backendID uint32, in, out []byte) error {
 			return fmt.Errorf("outer IPv6 %s → %s hop limit %d, want %s → %s 64", ip.SrcIP, ip.DstIP, ip.HopLimit, ir.TunnelSource6, b.IP)
 		}
 		want := layers.IPProtocolIPv4
-		if in[12] == 0x86 {
+		if in[l2-2] == 0x86 {
 			want = layers.IPProtocolIPv6
 		}
-		if ip.NextHeader != want || int(ip.Length) != len(out)-54 {
-			return fmt.Errorf("outer IPv6 next header %d payload %d, want %d, %d", ip.NextHeader, ip.Length, want, len(out)-54)
+		if ip.NextHeader != want || int(ip.Length) != len(out)-l2-40 {
+			return fmt.Errorf("outer IPv6 next header %d payload %d, want %d, %d", ip.NextHeader, ip.Length, want, len(out)-l2-40)
 		}
-		inner = out[54:]
+		inner = out[l2+40:]
 	default:
-		return fmt.Errorf("ethertype %s, want IPv4 or IPv6", eth.EthernetType)
+		return fmt.Errorf("ethertype %s, want IPv4 or IPv6", etype)
 	}
-	if !bytes.Equal(inner, in[14:]) {
+	if !bytes.Equal(inner, in[l2:]) {
 		return fmt.Errorf("the encapsulated packet differs from the one received")
 	}
 	return nil

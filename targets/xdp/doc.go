@@ -5,8 +5,8 @@
 // ordered diffs, and reads the tables back as an IR.
 //
 // Names and informational fields (service and backend names, decisions,
-// eligible sets, draining deadlines, ID allocators) are not in the BPF
-// maps; they live in a sidecar file, <StateDir>/meta.json (default
+// eligible sets, deadlines on the compile clock, the configured MTU, ID
+// allocators) are not in the BPF maps; they live in a sidecar file, <StateDir>/meta.json (default
 // /run/lbc/xdp/<iface>/meta.json, on tmpfs like bpffs so both vanish
 // together at reboot), so that Read returns an IR that recompiles to zero
 // writes after a restart.

@@ -19,6 +19,9 @@ type meta struct {
 	Backends      map[uint32]backendMeta `json:"backends"`
 	NextServiceID uint32                 `json:"nextServiceID"`
 	NextBackendID uint32                 `json:"nextBackendID"`
+	// MTU is the configuration's egress MTU (compiler.IR.MTU; 0: the
+	// interface's), which the program's config map holds only resolved.
+	MTU uint16 `json:"mtu,omitempty"`
 }
 
 type serviceMeta struct {
@@ -59,6 +62,7 @@ func metaFromIR(ir *compiler.IR) *meta {
 		m.backend(&ir.Backends[i])
 	}
 	m.NextServiceID, m.NextBackendID = ir.NextServiceID, ir.NextBackendID
+	m.MTU = ir.MTU
 	return m
 }
 

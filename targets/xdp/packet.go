@@ -17,7 +17,7 @@ var (
 )
 
 // defaultPayload is the payload length of a packet whose PayloadLen is 0.
-const defaultPayload = targets.DefaultPayload
+const defaultPayload = 16
 
 // fragment offsets (in 8-byte units) of middle and last fragments.
 const (
@@ -26,9 +26,11 @@ const (
 )
 
 // BuildPacket returns the Ethernet frame of a trace packet, as it would
-// arrive at the load balancer: IPv4 or IPv6 (with a Fragment header when
-// fragmented), then the transport header for unfragmented packets and
-// first fragments. ICMP errors quote Inner's IP header and first 8 bytes.
+// arrive at the load balancer: an 802.1Q tag when VLAN is set, IPv4 (DF as
+// the packet says) or IPv6 (with a Fragment header when fragmented), then
+// the transport header for unfragmented packets and first fragments. ICMP
+// errors quote Inner's IP header and first 8 bytes. The IP datagram is
+// p.IPLen() bytes long, the length R-MTU checks.
 func BuildPacket(p targets.Packet) ([]byte, error) {
 	src, dst := p.Src.Unmap(), p.Dst.Unmap()
 	if !src.IsValid() || !dst.IsValid() || src.Is4() != dst.Is4() {
@@ -51,32 +53,31 @@ func BuildPacket(p targets.Packet) ([]byte, error) {
 	} else {
 		l4 = payload
 	}
-	if p.VLAN > 4094 {
-		return nil, fmt.Errorf("packet %v → %v: VLAN %d is not a VID (1..4094)", p.Src, p.Dst, p.VLAN)
+	if p.VLAN > 0xfff {
+		return nil, fmt.Errorf("VLAN %d: a VID has 12 bits", p.VLAN)
 	}
-	eth := make([]byte, 14, 18+60+len(l4))
+	eth := make([]byte, 12, 18+60+len(l4))
 	copy(eth[0:6], LBMAC[:])
 	copy(eth[6:12], RouterMAC[:])
 	if p.VLAN != 0 {
-		// One 802.1Q tag (R-VLAN): TPID, then PCP 0, DEI 0 and the VID.
-		binary.BigEndian.PutUint16(eth[12:], 0x8100)
+		eth = binary.BigEndian.AppendUint16(eth, 0x8100)
 		eth = binary.BigEndian.AppendUint16(eth, p.VLAN)
-		eth = append(eth, 0, 0)
 	}
+	eth = append(eth, 0, 0)
 	et := eth[len(eth)-2:]
 	if src.Is4() {
 		binary.BigEndian.PutUint16(et, 0x0800)
 		var flags uint16
-		if p.DF && p.Frag == targets.FragNone {
-			flags = 0x4000 // R-MTU: don't fragment
+		if p.DF {
+			flags |= 0x4000
 		}
 		switch p.Frag {
 		case targets.FragFirst:
-			flags = 0x2000
+			flags |= 0x2000
 		case targets.FragMiddle:
-			flags = 0x2000 | middleOffset
+			flags |= 0x2000 | middleOffset
 		case targets.FragLast:
-			flags = lastOffset
+			flags |= lastOffset
 		}
 		return append(eth, ipv4(src, dst, p.Proto, uint16(p.FragID), flags, 64, l4)...), nil
 	}

@@ -16,6 +16,14 @@ type ReplayOptions struct {
 	// does not carry them; the configuration's tunnel block does).
 	TunnelSource4, TunnelSource6 netip.Addr
 	ConntrackEntries             uint32
+	// MTU is the egress MTU when the IR gives none (compiler.IR.MTU 0,
+	// no tunnel.mtu in the configuration): the replay runs on no
+	// interface, so by default it checks none (R-MTU; the reference model
+	// is then given no limit either).
+	MTU uint16
+	// Tick is the virtual clock's tick (default 1 ns: exact boundaries);
+	// production's is a jiffy, 1/HZ (fallback.LoadOptions.TestTick).
+	Tick time.Duration
 }
 
 // NewReplay loads the test build of the program (see fallback.LoadOptions
@@ -24,15 +32,15 @@ type ReplayOptions struct {
 // the virtual time it is given. Production objects cannot do this: the
 // `clock_ns` map they would read does not exist in them.
 func NewReplay(opts ReplayOptions) (*Target, error) {
-	dp, err := fallback.Load(fallback.LoadOptions{Test: true, ConntrackEntries: opts.ConntrackEntries})
+	dp, err := fallback.Load(fallback.LoadOptions{Test: true, ConntrackEntries: opts.ConntrackEntries, TestTick: opts.Tick})
 	if err != nil {
 		return nil, err
 	}
-	if err := dp.SetConfig(fallback.Config{TunnelSource4: opts.TunnelSource4, TunnelSource6: opts.TunnelSource6}); err != nil {
+	if err := dp.SetConfig(fallback.Config{TunnelSource4: opts.TunnelSource4, TunnelSource6: opts.TunnelSource6, MTU: opts.MTU}); err != nil {
 		dp.Close()
 		return nil, err
 	}
-	return &Target{dp: dp, meta: newMeta()}, nil
+	return &Target{dp: dp, meta: newMeta(), ownMTU: opts.MTU}, nil
 }
 
 var _ targets.PacketTarget = (*Target)(nil)
@@ -51,7 +59,7 @@ const (
 )
 
 // ProcessFrame runs pkt and returns the verdict and the frame the program
-// sent (nil unless it forwarded).
+// sent (nil unless it forwarded it or answered it: R-MTU's ICMP).
 func (t *Target) ProcessFrame(pkt targets.Packet, now time.Duration) (targets.Verdict, []byte, error) {
 	frame, err := BuildPacket(pkt)
 	if err != nil {
@@ -62,7 +70,7 @@ func (t *Target) ProcessFrame(pkt targets.Packet, now time.Duration) (targets.Ve
 
 // RunFrame runs one Ethernet frame at virtual time now.
 func (t *Target) RunFrame(frame []byte, now time.Duration) (targets.Verdict, []byte, error) {
-	r, err := t.dp.Run(frame, uint64(now))
+	r, err := t.dp.Run(frame, now)
 	if err != nil {
 		return targets.Verdict{}, nil, fmt.Errorf("%s: %w", t.Name(), err)
 	}
@@ -100,13 +108,18 @@ func (t *Target) RunFrame(frame []byte, now time.Duration) (targets.Verdict, []b
 		}
 	case fallback.ActNotOurs:
 		v.Action, want = targets.NotOurs, xdpPass
+	case fallback.ActTooBig:
+		v.Action, v.BackendID, v.MTU, want = targets.TooBig, rv.Backend, rv.Mtu, xdpTX
+		if bm, ok := t.meta.Backends[rv.Backend]; ok {
+			v.Backend = bm.Name
+		}
 	default:
 		return targets.Verdict{}, nil, fmt.Errorf("%s: the program returned %d without recording a verdict", t.Name(), r.Ret)
 	}
 	if r.Ret != want {
 		return v, nil, fmt.Errorf("%s: verdict %s but XDP action %d", t.Name(), v, r.Ret)
 	}
-	if v.Action != targets.Forward {
+	if v.Action != targets.Forward && v.Action != targets.TooBig {
 		return v, nil, nil
 	}
 	return v, r.Out, nil

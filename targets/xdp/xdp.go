@@ -23,7 +23,7 @@ import (
 const (
 	ModeNative  = "native"  // in the driver (XDP_FLAGS_DRV_MODE)
 	ModeGeneric = "generic" // in the stack after the skb is built (XDP_FLAGS_SKB_MODE)
-	ModeAuto    = "auto"    // native, else generic with the reason logged
+	ModeAuto    = "auto"    // native, else generic with the reason logged; generic on a veth whose peer has no native XDP program
 )
 
 // BPFFS is where bpffs is mounted (and mounted if missing).
@@ -48,7 +48,10 @@ type Options struct {
 	GatewayMAC net.HardwareAddr
 	// ConntrackEntries and RingEntries size the maps when they are created.
 	ConntrackEntries, RingEntries uint32
-	Logger                        *slog.Logger
+	// Clock reads the compile clock, from which backend deadlines are
+	// mapped onto the program's (default targets.WallClock).
+	Clock  targets.Clock
+	Logger *slog.Logger
 }
 
 func (o *Options) defaults() error {
@@ -72,6 +75,9 @@ func (o *Options) defaults() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Clock == nil {
+		o.Clock = targets.WallClock
+	}
 	return nil
 }
 
@@ -84,6 +90,9 @@ type Target struct {
 	dp   *fallback.Datapath
 	meta *meta
 	mode string // the attach mode in effect, when this process attached
+	// ownMTU is the egress MTU when the IR gives none: the interface's,
+	// or the replay's (R-MTU).
+	ownMTU uint16
 }
 
 var _ targets.Target = (*Target)(nil)
@@ -144,14 +153,38 @@ func attach(dp *fallback.Datapath, ifindex int, opts Options) (link.Link, string
 	try := func(flags link.XDPAttachFlags) (link.Link, error) {
 		return link.AttachXDP(link.XDPOptions{Program: dp.Prog, Interface: ifindex, Flags: flags})
 	}
+	// A veth drops native XDP_TX frames unless its peer runs a native XDP
+	// program (veth.go): auto picks generic mode there, native warns.
+	veth, verr := vethInfo(opts.Iface, ifindex)
+	if verr != nil {
+		opts.Logger.Warn("cannot tell whether the interface is a veth", "iface", opts.Iface, "err", verr)
+	}
+	txDropped := veth.veth && (!veth.peerKnown || !veth.peerNative) && opts.Egress == ""
 	switch opts.Mode {
 	case ModeNative:
 		l, err := try(link.XDPDriverMode)
 		if err != nil {
 			return nil, "", fmt.Errorf("xdp: attach to %s in native mode: %w (the driver may not support XDP; try --mode generic)", opts.Iface, err)
 		}
+		switch {
+		case txDropped && veth.peerKnown:
+			opts.Logger.Warn("native mode on a veth: forwarded packets (XDP_TX) are dropped unless the peer runs an XDP program in native mode; attach one there (any program, even XDP_PASS) or use --mode generic",
+				"iface", opts.Iface, "why", veth.describe(opts.Iface))
+		case txDropped:
+			opts.Logger.Info("native mode on a veth whose peer is in another network namespace: forwarded packets (XDP_TX) are dropped unless the peer runs an XDP program in native mode (any program, even XDP_PASS)",
+				"iface", opts.Iface)
+		}
 		return l, ModeNative, nil
 	case ModeGeneric:
+		l, err := try(link.XDPGenericMode)
+		if err != nil {
+			return nil, "", fmt.Errorf("xdp: attach to %s in generic mode: %w", opts.Iface, err)
+		}
+		return l, ModeGeneric, nil
+	}
+	if txDropped {
+		opts.Logger.Warn("auto mode picks generic: native XDP_TX on this veth would drop every forwarded packet; for native mode, attach an XDP program to the peer in native mode (any program, even XDP_PASS) and push with --mode native",
+			"iface", opts.Iface, "why", veth.describe(opts.Iface))
 		l, err := try(link.XDPGenericMode)
 		if err != nil {
 			return nil, "", fmt.Errorf("xdp: attach to %s in generic mode: %w", opts.Iface, err)
@@ -170,13 +203,21 @@ func attach(dp *fallback.Datapath, ifindex int, opts Options) (link.Link, string
 	return l, ModeGeneric, nil
 }
 
+// ErrNotAttached says that no datapath is pinned for the interface: no
+// push has attached one yet (or it was detached).
+var ErrNotAttached = errors.New("nothing attached")
+
 // Open opens the pinned maps of an attached datapath, for status and for
-// writes, without loading or attaching anything.
+// writes, without loading or attaching anything; ErrNotAttached (wrapped)
+// when there is none.
 func Open(opts Options) (*Target, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(opts.PinDir, "services")); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = ErrNotAttached
+		}
 		return nil, fmt.Errorf("xdp: no datapath pinned for %s in %s (push one with `lbc push --target xdp --iface %s`): %w", opts.Iface, opts.PinDir, opts.Iface, err)
 	}
 	dp, err := fallback.OpenPinned(opts.PinDir)
@@ -274,6 +315,13 @@ func (t *Target) setConfig() error {
 	if err != nil {
 		return err
 	}
+	ifc, err := net.InterfaceByName(t.opts.Iface)
+	if err != nil {
+		return fmt.Errorf("xdp: interface %q: %w", t.opts.Iface, err)
+	}
+	// An MTU beyond an IP packet's largest (lo's is 65536) limits nothing.
+	t.ownMTU = uint16(min(ifc.MTU, 0xffff))
+	c.MTU = t.egressMTU(t.meta.MTU)
 	if len(t.opts.GatewayMAC) != 0 {
 		c.GatewayMAC = t.opts.GatewayMAC
 	}
@@ -300,6 +348,7 @@ func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
 		return nil, err
 	}
 	ir.TunnelSource4, ir.TunnelSource6 = c.TunnelSource4, c.TunnelSource6
+	ir.MTU = t.meta.MTU // the configuration's; the program holds the one in effect
 	// Names of rows the kernel no longer holds (a push interrupted after
 	// its deletes) are dropped here, where the tables are read anyway.
 	t.meta.prune(ir)
@@ -316,7 +365,7 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 	if err := t.meta.save(t.metaPathOrEmpty()); err != nil {
 		return targets.ApplyStats{}, fmt.Errorf("xdp: save %s: %w", t.metaPathOrEmpty(), err)
 	}
-	res, err := t.dp.Apply(d.Changes)
+	res, err := t.dp.Apply(d.Changes, t.opts.Clock)
 	st := targets.ApplyStats{Counts: d.Counts(), Writes: res.Writes, Batches: res.Batches, Duration: time.Since(start)}
 	if err != nil {
 		return st, fmt.Errorf("xdp: %w", err)
@@ -339,11 +388,22 @@ func (t *Target) Commit(ir *compiler.IR) error {
 		return err
 	}
 	c.TunnelSource4, c.TunnelSource6 = ir.TunnelSource4, ir.TunnelSource6
+	c.MTU = t.egressMTU(ir.MTU)
 	if err := t.dp.SetConfig(c); err != nil {
-		return err
+		return fmt.Errorf("xdp: %w", err)
 	}
 	t.meta = metaFromIR(ir)
 	return t.meta.save(t.metaPathOrEmpty())
+}
+
+// egressMTU is the MTU the program checks (R-MTU): the configuration's,
+// else the interface's; a replay, on no interface, checks only the
+// configuration's (ReplayOptions.MTU aside). 0 checks nothing.
+func (t *Target) egressMTU(configured uint16) uint16 {
+	if configured != 0 {
+		return configured
+	}
+	return t.ownMTU
 }
 
 func (t *Target) metaPathOrEmpty() string {

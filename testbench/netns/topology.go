@@ -15,7 +15,7 @@ import (
 // backends. Addresses are in 10.99.0.0/24 and VIPs in 10.99.100.0/24,
 // all inside the namespaces of the set.
 //
-//	client (10.99.0.10, MTU 1400) ─┐
+//	client (10.99.0.10, MTU 1400) ─┐ (all other links: MTU 1500)
 //	lb     (10.99.0.2, XDP)       ─┼─ br0 (namespace "sw")
 //	be1..N (10.99.0.11.., VIPs on lo, XDP decap) ─┘
 type LBTopology struct {
@@ -33,10 +33,20 @@ type LBTopology struct {
 }
 
 // NewLBTopology builds the topology with n backends; VIPs are put on
-// every backend's loopback and routed by the client to the LB.
+// every backend's loopback and routed by the client to the LB. The client's
+// MTU is 1400: its fragments carry no DF, and the XDP program cannot
+// fragment the IP-in-IP packet it makes of a 1500-byte one, which a
+// 1500-byte underlay then drops (docs/xdp.md, R-MTU). NewLBTopologyMTU
+// chooses it.
 func NewLBTopology(set *netns.Set, n int, vips []netip.Addr) (*LBTopology, error) {
+	return NewLBTopologyMTU(set, n, vips, 1400)
+}
+
+// NewLBTopologyMTU is NewLBTopology with the client's MTU; every other
+// link (the underlay from the LB to the backends) has 1500.
+func NewLBTopologyMTU(set *netns.Set, n int, vips []netip.Addr, clientMTU int) (*LBTopology, error) {
 	t := &LBTopology{Set: set, ClientIP: netip.MustParseAddr("10.99.0.10"), LBIP: netip.MustParseAddr("10.99.0.2"),
-		ClientIf: "cl0", LBIf: "lb0", LBPeer: "sw-lb", BackendIf: "eth0", VIPs: vips, ClientMTU: 1400}
+		ClientIf: "cl0", LBIf: "lb0", LBPeer: "sw-lb", BackendIf: "eth0", VIPs: vips, ClientMTU: clientMTU}
 	var err error
 	if t.SW, err = set.Add("sw"); err != nil {
 		return nil, err

@@ -213,6 +213,10 @@ func TestArbitration(t *testing.T) {
 	if err := dup.WaitPrimary(ctx); !errors.Is(err, runtime.ErrElectionIDInUse) || !strings.Contains(err.Error(), "already used") {
 		t.Fatalf("duplicate election ID: %v", err)
 	}
+	// The refused client keeps re-arbitrating (and would take over once
+	// the holder of 0:5 leaves): close it, so that the next highest below
+	// is 0:3.
+	dup.Close()
 	low, _ := runtime.Dial(ctx, runtime.Options{Addr: srv.Addr(), DeviceID: 1, ElectionLow: 3})
 	defer low.Close()
 	if err := low.WaitPrimary(ctx); err == nil || !strings.Contains(err.Error(), "0:5 is primary") {
@@ -230,9 +234,13 @@ func TestArbitration(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Close()
-	for !low.IsPrimary() {
+	for {
+		changed := low.Changed() // before the check: no change is missed
+		if low.IsPrimary() {
+			break
+		}
 		select {
-		case <-low.Changed():
+		case <-changed:
 		case <-ctx.Done():
 			t.Fatal("backup never became primary after the primary left")
 		}

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -142,6 +143,61 @@ func TestEvaluateAssertions(t *testing.T) {
 				if sr.Settle != sec(1.5) {
 					t.Errorf("settle %v, want 1.5s (the last ring change)", sr.Settle)
 				}
+			}
+		})
+	}
+}
+
+// countersEnv is a topology whose counters read as the test says.
+type countersEnv struct {
+	Env
+	c   []Counters
+	err []error
+}
+
+func (e *countersEnv) Counters(context.Context) (Counters, error) {
+	c, err := e.c[0], e.err[0]
+	e.c, e.err = e.c[1:], e.err[1:]
+	return c, err
+}
+
+// A counter read that fails leaves the step's datapath columns empty with
+// a note saying why, instead of a delta from zero.
+func TestStepCounters(t *testing.T) {
+	ok := Counters{Packets: map[string]uint64{"xdp": 100}, NewConns: map[uint32]uint64{1: 10}}
+	later := Counters{Packets: map[string]uint64{"xdp": 130}, NewConns: map[uint32]uint64{1: 14}}
+	for _, tc := range []struct {
+		name string
+		errs []error
+		note string
+	}{
+		{"both read", []error{nil, nil}, ""},
+		{"start unreadable", []error{errors.New("map gone"), nil}, "datapath counters unreadable at its start (map gone): the step's datapath columns are empty"},
+		{"end unreadable", []error{nil, errors.New("switch down")}, "datapath counters unreadable at its end (switch down)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runner{env: &countersEnv{c: []Counters{ok, later}, err: tc.errs}, notes: map[int][]string{},
+				rings: []RingState{{Backends: map[string]BackendView{"a": {ID: 1}}}}}
+			before, okB := r.readCounters(context.Background(), 0, "at its start")
+			after, okA := r.readCounters(context.Background(), 0, "at its end")
+			sr := &StepResult{Rows: []Row{{Backend: "a"}}}
+			if okB && okA {
+				sr.DatapathPackets, sr.DatapathNew = r.counterDelta(before, after)
+			}
+			var b strings.Builder
+			writeStepTable(&b, sr, true)
+			last := strings.Fields(strings.Split(b.String(), "\n")[1])
+			if tc.note == "" {
+				if len(r.notes[0]) != 0 || sr.DatapathPackets["xdp"] != 30 || sr.DatapathNew["a"] != 4 {
+					t.Errorf("notes %q, packets %v, new %v; want none, xdp 30, a 4", r.notes[0], sr.DatapathPackets, sr.DatapathNew)
+				}
+				return
+			}
+			if len(r.notes[0]) != 1 || !strings.Contains(r.notes[0][0], tc.note) {
+				t.Errorf("notes %q, want %q", r.notes[0], tc.note)
+			}
+			if sr.DatapathPackets != nil || sr.DatapathNew != nil || last[len(last)-1] != "-" {
+				t.Errorf("packets %v, new %v, table row %q: want empty and \"-\"", sr.DatapathPackets, sr.DatapathNew, last)
 			}
 		})
 	}

@@ -27,6 +27,9 @@ type Scenario struct {
 	// (weighted services default to 100).
 	Weights map[string]int `yaml:"weights"`
 	Steps   []Step         `yaml:"steps"`
+	// Fleet makes this a fleet scenario (fleet.go): several lbc nodes
+	// behind a BGP router with ECMP; it has events instead of steps.
+	Fleet *Fleet `yaml:"fleet"`
 
 	file string
 }
@@ -301,7 +304,14 @@ func (sc *Scenario) validate() error {
 			bad("weights: %s: %d out of range 0..1000", n, w)
 		}
 	}
-	if len(sc.Steps) == 0 {
+	if sc.Fleet != nil {
+		if len(sc.Steps) > 0 {
+			bad("steps: a fleet scenario has fleet.events instead")
+		}
+		if err := sc.Fleet.validate(known); err != nil {
+			errs = append(errs, err)
+		}
+	} else if len(sc.Steps) == 0 {
 		bad("steps: none")
 	}
 	checkName := func(where, n string) {

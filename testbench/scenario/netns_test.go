@@ -54,6 +54,9 @@ func TestScenariosNetns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if sc.Fleet != nil {
+				t.Skip("a fleet scenario: TestFleetScenarios runs it")
+			}
 			out := t.TempDir()
 			res, err := Run(t.Context(), sc, Options{Topology: "netns", OutDir: out, Progress: &logWriter{t: t},
 				Prefix: fmt.Sprintf("lbcsc%d%c", os.Getpid(), 'a'+i)})
@@ -148,6 +151,9 @@ func TestScenariosMininet(t *testing.T) {
 			sc, err := Parse(name+".yaml", data)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if sc.Fleet != nil {
+				t.Skip("a fleet scenario runs on namespaces only: TestFleetScenarios")
 			}
 			out := t.TempDir()
 			res, err := Run(t.Context(), sc, Options{Topology: "mininet", OutDir: out, Progress: &logWriter{t: t},

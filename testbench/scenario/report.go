@@ -148,8 +148,12 @@ func writeStepTable(w io.Writer, sr *StepResult, plain bool) {
 		if row.Bound > 0 || row.Counted > 0 {
 			share = fmt.Sprintf("%.1f%%", 100*row.Share)
 		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%d\t%d\t%s\t%s\t%.1f%%\t%.1f%%\t%d\t%d\t%d\t%d\t\n", indent, row.Backend, row.NewTCP, row.UDP, row.Frag,
-			row.Counted, share, exp, 100*row.RingBefore, 100*row.RingAfter, row.KeptAlive, row.KeptBroken, row.KeptRestart, row.DatapathNew)
+		dpNew := "-" // counters unreadable in this step
+		if sr.DatapathNew != nil {
+			dpNew = fmt.Sprint(row.DatapathNew)
+		}
+		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%d\t%d\t%s\t%s\t%.1f%%\t%.1f%%\t%d\t%d\t%d\t%s\t\n", indent, row.Backend, row.NewTCP, row.UDP, row.Frag,
+			row.Counted, share, exp, 100*row.RingBefore, 100*row.RingAfter, row.KeptAlive, row.KeptBroken, row.KeptRestart, dpNew)
 	}
 	tw.Flush()
 }

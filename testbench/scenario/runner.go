@@ -38,6 +38,9 @@ type Options struct {
 	Prefix string
 	// Seed makes the traffic's choices repeatable (default 1).
 	Seed uint64
+	// LBC is the lbc binary fleet scenarios run as nodes (default: this
+	// executable when it is lbc, else lbc on PATH).
+	LBC string
 }
 
 // AssertionError is returned when assertions fail; the run itself worked.
@@ -197,6 +200,9 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Result, error) {
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
+	if sc.Fleet != nil {
+		return runFleet(ctx, sc, opts)
+	}
 	r := &runner{sc: sc, opts: opts, backends: map[string]*backend{}, removed: map[string]bool{}, notes: map[int][]string{}}
 	if opts.OutDir == "" {
 		d, err := os.MkdirTemp("", "lbc-scenario-")
@@ -303,7 +309,7 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 		sr := &StepResult{Index: i, Name: st.Name, Start: r.tr.since()}
 		r.progress("step %d/%d %q: %s for %s at %g/s (mix tcp %g udp %g frag %g, keep %g)", i+1, len(sc.Steps), st.Name,
 			faultList(st.Faults), st.Traffic.Duration.D(), st.Traffic.Rate, st.Traffic.Mix.TCP, st.Traffic.Mix.UDP, st.Traffic.Mix.Frag, st.Traffic.Keep)
-		before, _ := r.env.Counters(ctx)
+		before, okBefore := r.readCounters(ctx, i, "at its start")
 		var fw sync.WaitGroup
 		stepStart := time.Now()
 		for _, f := range st.Faults {
@@ -323,8 +329,10 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 		fw.Wait()
 		r.tr.ping()
 		sr.End = r.tr.since()
-		after, _ := r.env.Counters(ctx)
-		sr.DatapathPackets, sr.DatapathNew = r.counterDelta(before, after)
+		after, okAfter := r.readCounters(ctx, i, "at its end")
+		if okBefore && okAfter {
+			sr.DatapathPackets, sr.DatapathNew = r.counterDelta(before, after)
+		}
 		r.rmu.Lock()
 		sr.Notes = r.notes[i]
 		r.rmu.Unlock()
@@ -371,6 +379,22 @@ func faultList(fs []Fault) string {
 		s = append(s, x)
 	}
 	return strings.Join(s, ", ")
+}
+
+// readCounters reads the datapaths' counters at a step's start or end. A
+// failed read becomes a note of the step, whose datapath columns then stay
+// empty: a delta from zero would count the whole run.
+func (r *runner) readCounters(ctx context.Context, step int, when string) (Counters, bool) {
+	c, err := r.env.Counters(ctx)
+	if err == nil {
+		return c, true
+	}
+	note := fmt.Sprintf("datapath counters unreadable %s (%v): the step's datapath columns are empty", when, err)
+	r.rmu.Lock()
+	r.notes[step] = append(r.notes[step], note)
+	r.rmu.Unlock()
+	r.progress("  %s", note)
+	return Counters{}, false
 }
 
 func (r *runner) counterDelta(a, b Counters) (map[string]uint64, map[string]uint64) {
@@ -552,7 +576,11 @@ func (r *runner) currentRing(ctx context.Context) (RingState, bool) {
 		rs := RingState{T: r.tr.since(), Eligible: append([]string(nil), s.Eligible...), Decision: s.Decision, Rule: s.Rule, Backends: map[string]BackendView{}}
 		sort.Strings(rs.Eligible)
 		for _, b := range s.Backends {
-			rs.Backends[b.Name] = BackendView{ID: b.ID, Share: b.RingShare, Healthy: b.Healthy, Weight: b.Weight, Draining: b.Draining}
+			bv := BackendView{ID: b.ID, Share: b.RingShare, Healthy: b.Healthy, Draining: b.Draining}
+			if b.Weight != nil { // weighted services only
+				bv.Weight = *b.Weight
+			}
+			rs.Backends[b.Name] = bv
 		}
 		return rs, true
 	}

@@ -1,0 +1,239 @@
+package chain_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/targets/bmv2/live"
+	"github.com/lbc-dev/lbc/targets/chain"
+	"github.com/lbc-dev/lbc/targets/sim"
+	"github.com/lbc-dev/lbc/trace"
+)
+
+// system is the switch model (lb.p4's register geometry, fallback
+// semantics), the fallback's model behind it, the two chained, and the
+// plain reference: one datapath with the switch's geometry that handles
+// every packet itself.
+type system struct {
+	sw, fb, plain *sim.Datapath
+	ch            *chain.Datapath
+}
+
+func newSystem(t *testing.T) *system {
+	t.Helper()
+	o, err := live.SimOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Name = "sim-p4"
+	po, err := live.SimOptions(nil) // a geometry of its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	po.Fallback = false
+	s := &system{sw: sim.New(o), fb: sim.New(sim.Options{}), plain: sim.New(po)}
+	s.ch = chain.New(s.sw, s.sw, s.fb, s.fb)
+	return s
+}
+
+// agree replays lines on the chained system and on the plain reference in
+// lockstep and returns every disagreement, as the package documentation
+// defines agreement: per packet, the verdict of the hop that decided it
+// (action, service, backend, conntrack outcome, drop reason, MTU; a packet
+// sent on for R-MTU on its action and MTU only, an ICMP error the fallback
+// decides without the flow's entry on its action and service); per key, the entry in the
+// hop that holds it is the reference's, and the other hop holds none.
+func agree(t *testing.T, cfg *compiler.Config, st compiler.State, lines []trace.Line, pushOnly bool) (packets, punted int, diffs []string) {
+	var icmpRing int
+	defer func() {
+		if icmpRing > 0 {
+			t.Logf("%d ICMP errors decided by the fallback's ring instead of the switch's entry (the second exception)", icmpRing)
+		}
+	}()
+	t.Helper()
+	s := newSystem(t)
+	ctx := context.Background()
+	rc, err := trace.NewReplayer(ctx, cfg, st, s.ch, s.ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := trace.NewReplayer(ctx, cfg, st, s.plain, s.plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.PushOnly, rp.PushOnly = pushOnly, pushOnly
+	mtuKeys := map[sim.Key]bool{} // switch keys the fallback also holds (R-MTU)
+	for i, l := range lines {
+		if l.No == 0 {
+			l.No = i + 1
+		}
+		oc, err := rc.Step(ctx, l)
+		if err != nil {
+			t.Fatalf("chain: %v", err)
+		}
+		op, err := rp.Step(ctx, l)
+		if err != nil {
+			t.Fatalf("plain: %v", err)
+		}
+		if l.Packet == nil {
+			continue
+		}
+		packets++
+		c, p := oc[len(oc)-1].Verdict, op[len(op)-1].Verdict
+		hops := s.ch.Hops()
+		mtuPunt := len(hops) == 2 && slices.ContainsFunc(hops[0].Verdict.Steps, func(st targets.Step) bool { return st.Rule == "R-MTU" })
+		if len(hops) == 2 {
+			punted++
+		}
+		fail := func(format string, args ...any) {
+			diffs = append(diffs, fmt.Sprintf("line %d t=%g %s: ", l.No, l.T, trace.FormatPacket(*l.Packet))+fmt.Sprintf(format, args...))
+		}
+		switch {
+		case mtuPunt:
+			if c.Action != p.Action || c.MTU != p.MTU {
+				fail("R-MTU punt: system %s mtu %d, reference %s mtu %d", c, c.MTU, p, p.MTU)
+			}
+			if k, _, _, tracks := s.sw.EntryOf(*l.Packet); tracks {
+				mtuKeys[k] = true
+			}
+			continue
+		case len(hops) == 2 && l.Packet.Inner != nil && (!c.Same(p) || c.Backend != p.Backend):
+			// An ICMP error: the fallback does not hold the quoted flow's
+			// entry when the switch tracks the flow; it uses the ring.
+			if c.Service != p.Service || c.CT != targets.CTMiss {
+				fail("ICMP error: system %s (hops %d), reference %s", c, len(hops), p)
+			}
+			icmpRing++
+			continue
+		case !c.Same(p) || c.Backend != p.Backend:
+			fail("system %s (hops %d), reference %s", c, len(hops), p)
+			continue
+		}
+		k, pe, pfound, ptracks := s.plain.EntryOf(*l.Packet)
+		if !ptracks {
+			continue
+		}
+		holder, other := s.sw, s.fb
+		if len(hops) == 2 {
+			holder, other = s.fb, s.sw
+		}
+		hk, he, hfound, htracks := holder.EntryOf(*l.Packet)
+		switch {
+		case !htracks || hk != k:
+			fail("the deciding hop %s keeps no entry for key %+v (it would use %+v)", holder.Name(), k, hk)
+		case hfound != pfound || he != pe:
+			fail("key %+v: %s holds %+v (found %v), reference %+v (found %v)", k, holder.Name(), he, hfound, pe, pfound)
+		}
+		if _, _, ofound, otracks := other.EntryOf(*l.Packet); otracks && ofound && !mtuKeys[k] {
+			fail("key %+v is held by both %s and %s", k, s.sw.Name(), s.fb.Name())
+		}
+	}
+	return packets, punted, diffs
+}
+
+// pendingOnSystem lists the spec traces whose expectations the whole
+// system (switch and fallback) does not meet yet, and why. Such a trace
+// still runs: it is reported as pending only while it fails, and the test
+// fails once it passes.
+var pendingOnSystem = map[string]string{
+	"icmp-errors.jsonl": "ICMP errors about flows the switch tracks: lb.p4 sends every ICMP packet to the fallback, which does not hold the flow's entry and decides by the ring (the second exception of package chain); the switch must look such errors up itself (P4 part)",
+}
+
+// TestComposedSystemAgreesOnSpecTraces: every spec trace, replayed on the
+// whole system (the switch model with the fallback's model behind its
+// fallback port) meets its expectations, and agrees with the plain
+// reference packet for packet and key for key, fragments (R-FRAG) and
+// sessions without ports included.
+func TestComposedSystemAgreesOnSpecTraces(t *testing.T) {
+	files, _ := filepath.Glob("../../testbench/testdata/*.jsonl")
+	if len(files) == 0 {
+		t.Fatal("no spec traces")
+	}
+	total, punts := 0, 0
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			sp, err := trace.LoadSpec(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, p, diffs := agree(t, sp.Config, sp.State, sp.Lines, sp.PushOnly)
+			for _, d := range diffs {
+				t.Error(d)
+			}
+			total += n
+			punts += p
+			// Expectations, on the system.
+			s := newSystem(t)
+			ctx := context.Background()
+			rp, err := trace.NewReplayer(ctx, sp.Config, sp.State, s.ch, s.ch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rp.PushOnly = sp.PushOnly
+			var misses []string
+			for _, l := range sp.Lines {
+				outs, err := rp.Step(ctx, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range outs {
+					if o.Mismatch != "" {
+						misses = append(misses, fmt.Sprintf("line %d: %s", o.Line, o.Mismatch))
+					}
+				}
+			}
+			why, pending := pendingOnSystem[filepath.Base(f)]
+			switch {
+			case pending && len(misses) == 0:
+				t.Errorf("meets its expectations now: remove it from pendingOnSystem (%s)", why)
+			case pending:
+				t.Skipf("pending: %s; first unmet expectation: %s", why, misses[0])
+			default:
+				for _, m := range misses {
+					t.Error(m)
+				}
+			}
+		})
+	}
+	t.Logf("%d packets agree, %d of them through the fallback", total, punts)
+	if punts == 0 {
+		t.Fatal("no packet went through the fallback: the chain was not exercised")
+	}
+}
+
+// TestComposedSystemAgreesOnGeneratedTraces: generated traces (fragments,
+// unparsed protocols, sessions without ports, tagged and full-size
+// packets, events on live flows) agree the same way, for every
+// configuration of testbench/testdata.
+func TestComposedSystemAgreesOnGeneratedTraces(t *testing.T) {
+	cfgs, _ := filepath.Glob("../../testbench/testdata/*.yaml")
+	total, punts := 0, 0
+	for i, cf := range cfgs {
+		cfg, st, err := loadCfg(cf)
+		if err != nil {
+			continue // a validation fixture or a health file
+		}
+		t.Run(filepath.Base(cf), func(t *testing.T) {
+			lines := trace.Generate(cfg, trace.GenOptions{Seed: uint64(i + 1), Packets: 2000, Clients: 40, Duration: 200, Events: true, Oversize: true})
+			n, p, diffs := agree(t, cfg, st, lines, false)
+			for j, d := range diffs {
+				if j == 10 {
+					t.Errorf("... and %d more", len(diffs)-10)
+					break
+				}
+				t.Error(d)
+			}
+			total += n
+			punts += p
+		})
+	}
+	t.Logf("%d generated packets agree, %d of them through the fallback", total, punts)
+	if total < 20000 || punts < 2000 {
+		t.Fatalf("only %d packets (%d through the fallback) compared", total, punts)
+	}
+}

@@ -1,0 +1,169 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Fleet is a fleet scenario: several lbc nodes, each a real `lbc run
+// --target xdp --bgp` process in its own namespace, announce the VIP over
+// BGP to a router (BIRD) that spreads flows over them by ECMP. Long-lived
+// TCP connections are held open from the client across node and backend
+// events (docs/fleet.md).
+type Fleet struct {
+	// Nodes is the number of lbc nodes (2..8), named n1, n2, ...
+	Nodes int `yaml:"nodes"`
+	// HoldTime is the BGP hold time on both sides (at least 3s).
+	HoldTime Duration `yaml:"holdTime"`
+	// Connections is the number of TCP connections opened at the start
+	// and pinged every PingEvery until the end.
+	Connections int      `yaml:"connections"`
+	PingEvery   Duration `yaml:"pingEvery"`
+	// Events run in order.
+	Events []FleetEvent `yaml:"events"`
+}
+
+// FleetEvent is one action and what must hold after it. Exactly one
+// action may be set; none is an observation window.
+type FleetEvent struct {
+	Name string `yaml:"name"`
+	// Kill: cut the node's link and SIGKILL its lbc (a machine that dies):
+	// the router withdraws it when the hold time runs out. Its datapath is
+	// removed: it rejoins empty, as after a reboot.
+	Kill string `yaml:"kill"`
+	// Stop: SIGTERM (a clean stop): the node withdraws and closes its
+	// sessions, the router moves the traffic at once. Its datapath stays
+	// programmed: it rejoins with its tables and conntrack.
+	Stop string `yaml:"stop"`
+	// Start: (re)start the node (its link comes back up).
+	Start string `yaml:"start"`
+	// Fail and Recover: a backend's health check fails (503) and recovers;
+	// the backend keeps serving its connections.
+	Fail    string `yaml:"fail"`
+	Recover string `yaml:"recover"`
+	// Observe is how long to watch after the action took effect.
+	Observe Duration    `yaml:"observe"`
+	Expect  FleetExpect `yaml:"expect"`
+}
+
+// FleetExpect is what an event must show.
+type FleetExpect struct {
+	// AllNodesCarry: every running node carries at least one connection.
+	AllNodesCarry bool `yaml:"allNodesCarry"`
+	// RoutesWithin bounds the time from the action to the router's
+	// forwarding table reflecting it (withdrawn on kill/stop, back on
+	// start).
+	RoutesWithin Duration `yaml:"routesWithin"`
+	// ConvergeWithin bounds the time from a backend's failure (or
+	// recovery) to every running node holding the same ring digest
+	// without (with) it.
+	ConvergeWithin Duration `yaml:"convergeWithin"`
+	// MaxBroken is how many held connections may break in the event
+	// (default 0).
+	MaxBroken int `yaml:"maxBroken"`
+	// BrokenBackends, if set, are the only backends whose connections may
+	// break (the event's documented breakage, e.g. flows that move to a
+	// node without conntrack while their backend is out of the ring).
+	BrokenBackends []string `yaml:"brokenBackends"`
+	// Moved: at least one connection changed node in the event (it
+	// proves that the event exercised a move).
+	Moved bool `yaml:"moved"`
+}
+
+// Action is the event's action ("" for an observation).
+func (e FleetEvent) Action() (kind, target string) {
+	switch {
+	case e.Kill != "":
+		return "kill", e.Kill
+	case e.Stop != "":
+		return "stop", e.Stop
+	case e.Start != "":
+		return "start", e.Start
+	case e.Fail != "":
+		return "fail", e.Fail
+	case e.Recover != "":
+		return "recover", e.Recover
+	}
+	return "", ""
+}
+
+func (f *Fleet) validate(known map[string]bool) error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("fleet: "+format, a...)) }
+	if f.Nodes == 0 {
+		f.Nodes = 3
+	}
+	if f.Nodes < 2 || f.Nodes > 8 {
+		bad("nodes: %d out of range 2..8", f.Nodes)
+	}
+	if f.HoldTime == 0 {
+		f.HoldTime = Duration(3e9)
+	}
+	if f.HoldTime.D() < 3e9 {
+		bad("holdTime: %s: BGP allows at least 3s", f.HoldTime.D())
+	}
+	if f.Connections == 0 {
+		f.Connections = 48
+	}
+	if f.Connections < 1 || f.Connections > 500 {
+		bad("connections: %d out of range 1..500", f.Connections)
+	}
+	if f.PingEvery == 0 {
+		f.PingEvery = Duration(250e6)
+	}
+	if len(f.Events) == 0 {
+		bad("events: none")
+	}
+	nodes := map[string]bool{}
+	for i := 1; i <= f.Nodes; i++ {
+		nodes[fmt.Sprintf("n%d", i)] = true
+	}
+	for i := range f.Events {
+		e := &f.Events[i]
+		where := fmt.Sprintf("events[%d]", i)
+		n := 0
+		for _, s := range []string{e.Kill, e.Stop, e.Start, e.Fail, e.Recover} {
+			if s != "" {
+				n++
+			}
+		}
+		if n > 1 {
+			bad("%s: at most one of kill, stop, start, fail, recover", where)
+		}
+		kind, target := e.Action()
+		if e.Name == "" {
+			e.Name = kind + " " + target
+			if kind == "" {
+				e.Name = fmt.Sprintf("observe %d", i+1)
+			}
+		}
+		switch kind {
+		case "kill", "stop", "start":
+			if !nodes[target] {
+				bad("%s: %s %q: nodes are n1..n%d", where, kind, target, f.Nodes)
+			}
+		case "fail", "recover":
+			if !known[target] {
+				bad("%s: %s %q is not an endpoint of the service", where, kind, target)
+			}
+		}
+		if e.Observe <= 0 {
+			bad("%s (%s): observe: missing or not positive", where, e.Name)
+		}
+		if e.Expect.RoutesWithin > 0 && kind != "kill" && kind != "stop" && kind != "start" {
+			bad("%s (%s): expect.routesWithin needs a kill, stop or start", where, e.Name)
+		}
+		if e.Expect.ConvergeWithin > 0 && kind != "fail" && kind != "recover" {
+			bad("%s (%s): expect.convergeWithin needs a fail or recover", where, e.Name)
+		}
+		for _, b := range e.Expect.BrokenBackends {
+			if !known[b] {
+				bad("%s (%s): expect.brokenBackends: %q is not an endpoint of the service", where, e.Name, b)
+			}
+		}
+		if e.Expect.MaxBroken < 0 {
+			bad("%s (%s): expect.maxBroken: negative", where, e.Name)
+		}
+	}
+	return errors.Join(errs...)
+}

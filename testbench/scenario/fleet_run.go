@@ -1,0 +1,689 @@
+package scenario
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/controller"
+)
+
+// FleetResult is what a fleet run observed.
+type FleetResult struct {
+	Scenario string              `json:"scenario"`
+	Nodes    []string            `json:"nodes"`
+	Took     time.Duration       `json:"took"`
+	Conns    int                 `json:"connections"`
+	Events   []*FleetEventResult `json:"events"`
+	Samples  []FleetSample       `json:"samples"`
+	Failures []Failure           `json:"failures"`
+	Files    []string            `json:"files"`
+}
+
+// FleetEventResult is one event's measurements and checks.
+type FleetEventResult struct {
+	Name   string        `json:"name"`
+	Action string        `json:"action"`
+	Start  time.Duration `json:"start"`
+	At     time.Duration `json:"at"` // the action
+	End    time.Duration `json:"end"`
+	// Effect is the time from the action to the router's table (kill,
+	// stop, start) or to every node's digest agreeing (fail, recover); -1:
+	// never seen.
+	Effect     time.Duration `json:"effect"`
+	EffectWhat string        `json:"effectWhat,omitempty"`
+	Digest     string        `json:"digest,omitempty"`
+	Broken     int           `json:"broken"`
+	// BrokenBy counts broken connections by their backend.
+	BrokenBy  map[string]int `json:"brokenBy,omitempty"`
+	Moved     int            `json:"moved"`
+	MaxStall  time.Duration  `json:"maxStall"`
+	Carriers  map[string]int `json:"carriers"` // at the end
+	NewOK     int            `json:"newOK"`
+	NewFailed int            `json:"newFailed"`
+	Checks    []Check        `json:"checks"`
+	Plot      string         `json:"plot,omitempty"`
+}
+
+// FleetSample is the state at one moment: the router's next hops and the
+// node that carried each connection in the last interval ("" stalled,
+// "broken").
+type FleetSample struct {
+	T       time.Duration `json:"t"`
+	Hops    []string      `json:"hops"`
+	Carrier []string      `json:"carrier"`
+}
+
+type fleetRunner struct {
+	sc    *Scenario
+	fl    *Fleet
+	opts  Options
+	env   *fleetEnv
+	out   string
+	start time.Time
+
+	backends map[string]*backend
+	conns    []*fleetConn
+
+	mu       sync.Mutex
+	samples  []FleetSample
+	newFlows []Flow
+}
+
+func (r *fleetRunner) since() time.Duration { return time.Since(r.start) }
+
+func (r *fleetRunner) progress(format string, a ...any) {
+	if r.opts.Progress != nil {
+		fmt.Fprintf(r.opts.Progress, "[%6.1fs] %s\n", r.since().Seconds(), fmt.Sprintf(format, a...))
+	}
+}
+
+// lbcBinary finds the lbc executable the nodes run: Options.LBC, then
+// $LBC_BINARY, this executable when it is lbc, an lbc beside it, lbc on
+// PATH.
+func lbcBinary(opt string) (string, error) {
+	if opt == "" {
+		opt = os.Getenv("LBC_BINARY")
+	}
+	if opt != "" {
+		return opt, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		if filepath.Base(exe) == "lbc" {
+			return exe, nil
+		}
+		if st, err := os.Stat(filepath.Join(filepath.Dir(exe), "lbc")); err == nil && !st.IsDir() {
+			return filepath.Join(filepath.Dir(exe), "lbc"), nil
+		}
+	}
+	if p, err := exec.LookPath("lbc"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("fleet scenario: no lbc binary to run as nodes: go build -o lbc ./cmd/lbc, then put it on PATH or set LBC_BINARY=path/to/lbc")
+}
+
+// runFleet runs a fleet scenario (Run dispatches here).
+func runFleet(ctx context.Context, sc *Scenario, opts Options) (*Result, error) {
+	lbc, err := lbcBinary(opts.LBC)
+	if err != nil {
+		return nil, err
+	}
+	r := &fleetRunner{sc: sc, fl: sc.Fleet, opts: opts, backends: map[string]*backend{}, start: time.Now()}
+	if opts.OutDir == "" {
+		d, err := os.MkdirTemp("", "lbc-fleet-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		r.out = d
+	} else {
+		if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+			return nil, err
+		}
+		r.out = opts.OutDir
+	}
+	names := sc.BackendNames()
+	r.progress("fleet scenario %q (%s): %d nodes, %d backends, %d connections, %d events", sc.Name, sc.file, r.fl.Nodes, len(names), r.fl.Connections, len(r.fl.Events))
+	if r.env, err = newFleetEnv(ctx, opts.Prefix, r.out, lbc, r.fl, len(names), sc.Clients); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := r.env.Close(); cerr != nil {
+			r.progress("cleanup: %v", cerr)
+		}
+	}()
+	fr, err := r.run(ctx, names)
+	res := &Result{Scenario: sc.Name, File: sc.file, Topology: "netns-fleet", Backends: names, Started: r.start}
+	if fr != nil {
+		res.Took = fr.Took
+		res.Failures = fr.Failures
+		if werr := r.writeFleetReport(fr); werr != nil && err == nil {
+			err = werr
+		}
+		res.Files = fr.Files
+	}
+	if err == nil && len(res.Failures) > 0 {
+		err = &AssertionError{Failures: res.Failures}
+	}
+	return res, err
+}
+
+// fleetConfig is lb.yaml for the nodes; the tunnel source is filled in
+// per node.
+func (r *fleetRunner) fleetConfig() ([]byte, error) {
+	raw, err := yaml.Marshal(r.sc.Service)
+	if err != nil {
+		return nil, err
+	}
+	var svc map[string]any
+	if err := yaml.Unmarshal(raw, &svc); err != nil {
+		return nil, err
+	}
+	svc["vip"] = fleetVIP.String()
+	if hc, ok := svc["healthCheck"].(map[string]any); ok {
+		if _, ok := hc["port"]; !ok {
+			hc["port"] = HealthPort
+		}
+	}
+	idx := map[string]int{}
+	for i, n := range r.sc.BackendNames() {
+		idx[n] = i
+	}
+	groups, _ := svc["backends"].([]any)
+	for _, g := range groups {
+		gm, _ := g.(map[string]any)
+		eps, _ := gm["endpoints"].([]any)
+		for _, e := range eps {
+			em, _ := e.(map[string]any)
+			n, _ := em["name"].(string)
+			h := r.env.hosts[idx[n]]
+			em["ip"], em["mac"] = h.IP.String(), h.MAC
+		}
+	}
+	doc := map[string]any{"tunnel": map[string]any{"sourceIPv4": "__TUNNEL_SOURCE__"}, "services": []any{svc}}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	check := strings.Replace(string(out), "__TUNNEL_SOURCE__", "10.99.0.2", 1)
+	if _, err := compiler.Load("lb.yaml", []byte(check)); err != nil {
+		return nil, fmt.Errorf("scenario %s: the service does not compile: %w", r.sc.file, err)
+	}
+	return append([]byte("# Generated by the fleet testbench from "+r.sc.file+".\n"), out...), nil
+}
+
+// status reads a node's /v1/status.
+func (r *fleetRunner) status(ctx context.Context, n *fleetNode) (*controller.Status, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+fleetMetrics+controller.StatusPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := n.httpClient().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var st controller.Status
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// waitFor polls cond every 50 ms until it holds or limit passes; it
+// returns when it held (since the run started) or -1.
+func (r *fleetRunner) waitFor(ctx context.Context, limit time.Duration, cond func() bool) time.Duration {
+	end := time.Now().Add(limit)
+	for ctx.Err() == nil {
+		if cond() {
+			return r.since()
+		}
+		if time.Now().After(end) {
+			return -1
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return -1
+}
+
+func (r *fleetRunner) hasHop(n *fleetNode) bool {
+	hops, _ := r.env.routeNextHops()
+	return slices.Contains(hops, n.ip)
+}
+
+// nodeUp waits until the router forwards to the node.
+func (r *fleetRunner) nodeUp(ctx context.Context, n *fleetNode, limit time.Duration) error {
+	if r.waitFor(ctx, limit, func() bool { return r.hasHop(n) }) < 0 {
+		data, _ := os.ReadFile(n.logPath)
+		return fmt.Errorf("node %s: the router has no route through it %s after the start (node log %s):\n%s", n.name, limit, n.logPath, tail(string(data), 20))
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// digests reads every running node's target digest and whether its
+// eligible set has backend.
+func (r *fleetRunner) digests(ctx context.Context, backend string) (map[string]string, map[string]bool) {
+	dg, has := map[string]string{}, map[string]bool{}
+	for _, n := range r.env.nodes {
+		if !n.isRunning() {
+			continue
+		}
+		st, err := r.status(ctx, n)
+		if err != nil || len(st.Targets) == 0 || len(st.Services) == 0 {
+			continue
+		}
+		dg[n.name] = st.Targets[0].Digest
+		has[n.name] = slices.Contains(st.Services[0].Eligible, backend)
+	}
+	return dg, has
+}
+
+func (r *fleetRunner) running() []*fleetNode {
+	var out []*fleetNode
+	for _, n := range r.env.nodes {
+		if n.isRunning() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// sample records the router's next hops and every connection's carrier.
+func (r *fleetRunner) sampler(ctx context.Context, every time.Duration) {
+	prev := map[string]map[int]uint64{}
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		s := FleetSample{T: r.since(), Carrier: make([]string, len(r.conns))}
+		hops, _ := r.env.routeNextHops()
+		for _, h := range hops {
+			for _, n := range r.env.nodes {
+				if n.ip == h {
+					s.Hops = append(s.Hops, n.name)
+				}
+			}
+		}
+		seen := map[string]map[int]uint64{}
+		for _, n := range r.env.nodes {
+			ct, err := ctSeen(n.pinDir)
+			if err != nil {
+				continue
+			}
+			seen[n.name] = map[int]uint64{}
+			for i, c := range r.conns {
+				if v, ok := ct[c.local]; ok {
+					seen[n.name][i] = v
+				}
+			}
+		}
+		for i, c := range r.conns {
+			if b, _, _ := c.state(); b {
+				s.Carrier[i] = "broken"
+				continue
+			}
+			best, bestV := "", uint64(0)
+			for _, n := range r.env.nodes {
+				v, ok := seen[n.name][i]
+				if ok && v > prev[n.name][i] && v > bestV {
+					best, bestV = n.name, v
+				}
+			}
+			s.Carrier[i] = best
+		}
+		prev = seen
+		r.mu.Lock()
+		r.samples = append(r.samples, s)
+		r.mu.Unlock()
+	}
+}
+
+// newConns opens a short connection every interval and records it.
+func (r *fleetRunner) newConns(ctx context.Context, every time.Duration) {
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	i := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		i++
+		client := r.env.clients[i%len(r.env.clients)]
+		f := Flow{Start: r.since(), Kind: "tcp", Client: client}
+		c, err := dialHeld(r.env.client, client)
+		if err != nil {
+			f.Err = shortErr(err)
+		} else {
+			f.Backend = c.backend
+			c.c.Close()
+		}
+		r.mu.Lock()
+		r.newFlows = append(r.newFlows, f)
+		r.mu.Unlock()
+	}
+}
+
+func (r *fleetRunner) run(ctx context.Context, names []string) (*FleetResult, error) {
+	fr := &FleetResult{Scenario: r.sc.Name, Conns: r.fl.Connections}
+	for i, n := range names {
+		h := r.env.hosts[i]
+		b := newBackend(n, h.NS, h.IP, fleetVIP, "")
+		if err := b.start(); err != nil {
+			return nil, err
+		}
+		r.backends[n] = b
+	}
+	defer func() {
+		for _, b := range r.backends {
+			b.stop()
+		}
+	}()
+	lb, err := r.fleetConfig()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range r.env.nodes {
+		fr.Nodes = append(fr.Nodes, n.name)
+		if err := r.env.writeNodeConfig(n, lb); err != nil {
+			return nil, err
+		}
+		if err := r.env.startNode(n); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range r.env.nodes {
+		if err := r.nodeUp(ctx, n, 60*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	hops, _ := r.env.routeNextHops()
+	r.progress("fleet up: the router's route to %s has %d next hops %v (BIRD, ECMP)", fleetVIP, len(hops), hops)
+
+	for i := 0; i < r.fl.Connections; i++ {
+		c, err := dialHeld(r.env.client, r.env.clients[i%len(r.env.clients)])
+		if err != nil {
+			return nil, fmt.Errorf("open held connection %d: %w", i+1, err)
+		}
+		c.id = i
+		c.lastOK = r.since()
+		r.conns = append(r.conns, c)
+	}
+	defer func() {
+		for _, c := range r.conns {
+			c.c.Close()
+		}
+	}()
+	r.progress("%d connections open and pinged every %s", len(r.conns), r.fl.PingEvery.D())
+	bctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, c := range r.conns {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.keep(bctx, r.fl.PingEvery.D(), r.since) }()
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); r.sampler(bctx, 2*r.fl.PingEvery.D()) }()
+	go func() { defer wg.Done(); r.newConns(bctx, 200*time.Millisecond) }()
+	defer func() { stop(); wg.Wait() }()
+	time.Sleep(4 * r.fl.PingEvery.D()) // two samples before the first event
+
+	for i := range r.fl.Events {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		er := r.event(ctx, i)
+		fr.Events = append(fr.Events, er)
+		for _, c := range er.Checks {
+			mark := "PASS"
+			if !c.OK {
+				mark = "FAIL"
+				fr.Failures = append(fr.Failures, Failure{Step: er.Name, Check: c.Name, Msg: c.Msg})
+			}
+			r.progress("  %s %-12s %s", mark, c.Name, c.Msg)
+		}
+	}
+	stop()
+	wg.Wait()
+	fr.Took = r.since()
+	r.mu.Lock()
+	fr.Samples = append([]FleetSample(nil), r.samples...)
+	r.mu.Unlock()
+	return fr, nil
+}
+
+// event runs one event and checks it.
+func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
+	ev := &r.fl.Events[i]
+	kind, target := ev.Action()
+	er := &FleetEventResult{Name: ev.Name, Action: strings.TrimSpace(kind + " " + target), Start: r.since(), Effect: -1}
+	r.progress("event %d/%d %q", i+1, len(r.fl.Events), ev.Name)
+	fail := func(check, format string, a ...any) {
+		er.Checks = append(er.Checks, Check{Name: check, Msg: fmt.Sprintf("event %d %q: %s: ", i+1, ev.Name, check) + fmt.Sprintf(format, a...)})
+	}
+	pass := func(check, format string, a ...any) {
+		er.Checks = append(er.Checks, Check{Name: check, OK: true, Msg: fmt.Sprintf(format, a...)})
+	}
+	// The effect is waited for at most this long before observing.
+	limit := 30 * time.Second
+	if w := ev.Expect.RoutesWithin.D() + ev.Expect.ConvergeWithin.D(); w > 0 {
+		limit = 3*w + 5*time.Second
+	}
+	n := r.env.node(target)
+	var aerr error
+	var digestBefore map[string]string
+	if kind == "fail" || kind == "recover" {
+		digestBefore, _ = r.digests(ctx, target)
+	}
+	er.At = r.since()
+	switch kind {
+	case "kill":
+		aerr = r.env.killNode(n)
+		if aerr == nil {
+			if t := r.waitFor(ctx, limit, func() bool { return !r.hasHop(n) }); t >= 0 {
+				er.Effect, er.EffectWhat = t-er.At, "route through "+n.name+" withdrawn"
+			}
+		}
+	case "stop":
+		aerr = r.env.stopNode(n)
+		if aerr == nil {
+			if t := r.waitFor(ctx, limit, func() bool { return !r.hasHop(n) }); t >= 0 {
+				er.Effect, er.EffectWhat = max(0, t-er.At), "route through "+n.name+" withdrawn"
+			}
+		}
+	case "start":
+		aerr = r.env.startNode(n)
+		if aerr == nil {
+			if t := r.waitFor(ctx, limit, func() bool { return r.hasHop(n) }); t >= 0 {
+				er.Effect, er.EffectWhat = t-er.At, "route through "+n.name+" back"
+			}
+		}
+	case "fail", "recover":
+		b := r.backends[target]
+		if kind == "fail" {
+			b.setStatus(503)
+		} else {
+			b.setStatus(200)
+		}
+		want := kind == "recover"
+		t := r.waitFor(ctx, limit, func() bool {
+			dg, has := r.digests(ctx, target)
+			if len(dg) != len(r.running()) || len(dg) == 0 {
+				return false
+			}
+			first := ""
+			for name, d := range dg {
+				if has[name] != want || d == "" || d == digestBefore[name] {
+					return false
+				}
+				if first == "" {
+					first = d
+				} else if d != first {
+					return false
+				}
+			}
+			er.Digest = first
+			return true
+		})
+		if t >= 0 {
+			er.Effect, er.EffectWhat = t-er.At, fmt.Sprintf("every running node holds ring digest %s", er.Digest)
+		}
+	}
+	if aerr != nil {
+		fail("action", "%s: %v", er.Action, aerr)
+	}
+	time.Sleep(ev.Observe.D())
+	er.End = r.since()
+
+	// Connections in the window.
+	for _, c := range r.conns {
+		b, at, why := c.state()
+		if b && at >= er.Start && at <= er.End {
+			er.Broken++
+			if er.BrokenBy == nil {
+				er.BrokenBy = map[string]int{}
+			}
+			er.BrokenBy[c.backend]++
+			if er.Broken == 1 {
+				er.Checks = append(er.Checks, Check{Name: "first-break", OK: true, Msg: fmt.Sprintf("connection %s → %s broke at %.2fs: %s", c.local, c.backend, at.Seconds(), why)})
+			}
+		}
+		c.mu.Lock()
+		er.MaxStall = max(er.MaxStall, c.stallFor)
+		c.stallFor = 0
+		c.mu.Unlock()
+	}
+	r.mu.Lock()
+	var window []FleetSample
+	for _, s := range r.samples {
+		if s.T >= er.Start && s.T <= er.End {
+			window = append(window, s)
+		}
+	}
+	for _, f := range r.newFlows {
+		if f.Start >= er.Start && f.Start <= er.End {
+			if f.Err != "" {
+				er.NewFailed++
+			} else {
+				er.NewOK++
+			}
+		}
+	}
+	var before []string
+	for _, s := range r.samples {
+		if s.T < er.At {
+			before = s.Carrier
+		}
+	}
+	r.mu.Unlock()
+	// Moved: the connection's carrier changed during the event.
+	for ci := range r.conns {
+		last := ""
+		if ci < len(before) {
+			last = before[ci]
+		}
+		for _, s := range window {
+			c := s.Carrier[ci]
+			if c == "" || c == "broken" {
+				continue
+			}
+			if last != "" && c != last {
+				er.Moved++
+				break
+			}
+			last = c
+		}
+	}
+	// Carriers over the last two samples of the window.
+	er.Carriers = map[string]int{}
+	if k := len(window); k > 0 {
+		for ci := range r.conns {
+			c := window[k-1].Carrier[ci]
+			if c == "" && k > 1 {
+				c = window[k-2].Carrier[ci]
+			}
+			if c == "" {
+				c = "stalled"
+			}
+			er.Carriers[c]++
+		}
+	}
+
+	ex := ev.Expect
+	if ex.RoutesWithin > 0 {
+		switch {
+		case er.Effect < 0:
+			fail("routes", "the router's table never showed %s within %s", er.Action, limit)
+		case er.Effect > ex.RoutesWithin.D():
+			fail("routes", "%s took %d ms, bound %d ms", er.EffectWhat, er.Effect.Milliseconds(), ex.RoutesWithin.D().Milliseconds())
+		default:
+			pass("routes", "%s after %d ms (≤ %d ms)", er.EffectWhat, er.Effect.Milliseconds(), ex.RoutesWithin.D().Milliseconds())
+		}
+	}
+	if ex.ConvergeWithin > 0 {
+		switch {
+		case er.Effect < 0:
+			fail("converge", "the running nodes never agreed on a ring %s %s within %s", map[bool]string{true: "with", false: "without"}[kind == "recover"], target, limit)
+		case er.Effect > ex.ConvergeWithin.D():
+			fail("converge", "%s after %d ms, bound %d ms", er.EffectWhat, er.Effect.Milliseconds(), ex.ConvergeWithin.D().Milliseconds())
+		default:
+			pass("converge", "%s after %d ms (≤ %d ms: health-check interval plus push)", er.EffectWhat, er.Effect.Milliseconds(), ex.ConvergeWithin.D().Milliseconds())
+		}
+	}
+	if er.Broken > ex.MaxBroken {
+		fail("established", "%d of %d held connections broke, at most %d may", er.Broken, len(r.conns), ex.MaxBroken)
+	} else {
+		pass("established", "%d of %d held connections broke (≤ %d); %d moved between nodes; longest silence %d ms", er.Broken, len(r.conns), ex.MaxBroken, er.Moved, er.MaxStall.Milliseconds())
+	}
+	if len(ex.BrokenBackends) > 0 {
+		var others []string
+		for b, k := range er.BrokenBy {
+			if !slices.Contains(ex.BrokenBackends, b) {
+				others = append(others, fmt.Sprintf("%s %d", b, k))
+			}
+		}
+		sort.Strings(others)
+		if len(others) > 0 {
+			fail("broken-where", "connections to %s broke; only %s may", strings.Join(others, ", "), strings.Join(ex.BrokenBackends, ", "))
+		} else {
+			pass("broken-where", "broken connections by backend: %s (only %s may break)", carrierLine(er.BrokenBy), strings.Join(ex.BrokenBackends, ", "))
+		}
+	}
+	if ex.Moved && er.Moved == 0 {
+		fail("moved", "no connection changed node: the event did not exercise a move")
+	}
+	if ex.AllNodesCarry {
+		var idle []string
+		for _, n := range r.running() {
+			if er.Carriers[n.name] == 0 {
+				idle = append(idle, n.name)
+			}
+		}
+		if len(idle) > 0 {
+			fail("all-carry", "running node(s) %s carried none of %d connections (carriers %v)", strings.Join(idle, ", "), len(r.conns), er.Carriers)
+		} else {
+			pass("all-carry", "every running node carries connections: %s", carrierLine(er.Carriers))
+		}
+	}
+	return er
+}
+
+func carrierLine(m map[string]int) string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
