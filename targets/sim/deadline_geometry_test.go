@@ -113,7 +113,7 @@ func TestRDRAIN_DeadlineOnEachGeometry(t *testing.T) {
 		{"exact", func() Options { return Options{} }, dl},
 		{"v1model register, µs", func() Options {
 			g, _ := NewRegister(1024, P4Ways)
-			return Options{Conntrack: g, DeadlineTick: tick.BMv2}
+			return Options{Conntrack: g, Tick: tick.BMv2}
 		}, dl},
 		{"TNA, origin on a tick", func() Options { g, _ := NewTNA(1024, 0); return Options{Conntrack: g} }, tnaTick(0)},
 		{"TNA, origin 100 ns into a tick", func() Options { g, _ := NewTNA(1024, 100); return Options{Conntrack: g} }, tnaTick(100)},
