@@ -122,6 +122,8 @@ type Client struct {
 	stream   p4v1.P4Runtime_StreamChannelClient // the open session, once arbitration is sent
 	closing  bool
 	quit     chan struct{} // closed by Close
+
+	pkt packetIO // packet-outs and packet-ins on the stream (packetio.go)
 }
 
 // Dial connects and starts arbitration in the background; use WaitPrimary
@@ -189,7 +191,9 @@ func (c *Client) Close() error {
 	s := c.stream
 	c.mu.Unlock()
 	if s != nil {
-		_ = s.CloseSend() // the session goroutine no longer sends: safe
+		c.pkt.send.Lock() // not while a packet-out is being sent
+		_ = s.CloseSend()
+		c.pkt.send.Unlock()
 	}
 	if !c.opts.ReadOnly {
 		select {
@@ -350,8 +354,9 @@ func (c *Client) session(ctx context.Context) (reachedPrimary bool, err error) {
 	if err := stream.Send(arb); err != nil {
 		return false, err
 	}
-	// From here on only Close sends (CloseSend), so that the server ends
-	// the stream and drops us from the election before Close returns.
+	// From here on only packet-outs (SendPacket) and Close (CloseSend)
+	// send, one at a time (packetIO.send), so that the server ends the
+	// stream and drops us from the election before Close returns.
 	c.mu.Lock()
 	closing := c.closing
 	if !closing {
@@ -376,6 +381,10 @@ func (c *Client) session(ctx context.Context) (reachedPrimary bool, err error) {
 				err = fmt.Errorf("device %d role %q: election ID %d:%d: %w: %w", c.opts.DeviceID, c.opts.Role, c.opts.ElectionHigh, c.opts.ElectionLow, ErrElectionIDInUse, err)
 			}
 			return reachedPrimary, err
+		}
+		if p := msg.GetPacket(); p != nil {
+			c.pkt.deliver(p)
+			continue
 		}
 		if a := msg.GetArbitration(); a != nil {
 			code := codes.Code(a.GetStatus().GetCode())

@@ -132,7 +132,8 @@ func (s *Server) elect(e *election, joined *controller) {
 }
 
 // StreamChannel runs one controller session: arbitration first, then
-// arbitration updates; packet-out and digest acks are ignored.
+// arbitration updates and packet-outs (packetio.go); digest acks are
+// ignored.
 func (s *Server) StreamChannel(stream p4v1.P4Runtime_StreamChannelServer) error {
 	first, err := stream.Recv()
 	if err != nil {
@@ -173,6 +174,10 @@ func (s *Server) StreamChannel(stream p4v1.P4Runtime_StreamChannelServer) error 
 			if err != nil {
 				recvErr <- err
 				return
+			}
+			if p := m.GetPacket(); p != nil {
+				s.packetOut(c, p)
+				continue
 			}
 			if a := m.GetArbitration(); a != nil {
 				s.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/lbc-dev/lbc/runtime"
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
@@ -59,6 +60,11 @@ type Server struct {
 	fault     Fault
 	onUpdate  func(v View)
 	readCalls int
+
+	born        time.Time
+	switchClock func() uint64 // packetio.go
+	clockSet    bool
+	probes      int
 }
 
 type pipeline struct {
@@ -93,7 +99,7 @@ func newPipeline(info *p4configv1.P4Info, devcfg []byte, cookie *p4v1.Forwarding
 
 // New returns a server; Start serves it.
 func New(opts Options) (*Server, error) {
-	s := &Server{opts: opts, roles: map[string]*election{}, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed))}
+	s := &Server{opts: opts, roles: map[string]*election{}, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), born: time.Now()}
 	if opts.P4Info != nil {
 		p, err := newPipeline(opts.P4Info, nil, &p4v1.ForwardingPipelineConfig_Cookie{Cookie: opts.Cookie})
 		if err != nil {

@@ -1,0 +1,101 @@
+package p4rt
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lbc-dev/lbc/runtime"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+)
+
+// probe sends a packet-out with op and returns the packet-in that answers
+// it, or nil when none comes within wait.
+func probe(t *testing.T, c *runtime.Client, s *runtime.Schema, op uint64, payload []byte, wait time.Duration) *p4v1.PacketIn {
+	t.Helper()
+	out, err := s.PacketMetadata("packet_out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := out.Encode(runtime.U("op", op))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins, stop := c.SubscribePackets()
+	defer stop()
+	if err := c.SendPacket(context.Background(), &p4v1.PacketOut{Payload: payload, Metadata: md}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-pins:
+		return p
+	case <-time.After(wait):
+		return nil
+	}
+}
+
+// The server plays lb.p4's clock probe: packet_out op 1 comes back to the
+// primary as a packet-in with the same payload and {op 1, timestamp};
+// other ops, and any probe while the switch clock is off, get no answer.
+func TestClockProbe(t *testing.T) {
+	srv, s := start(t, true, Options{})
+	c := dial(t, srv, 1)
+	in, err := s.PacketMetadata("packet_in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetSwitchClock(func() uint64 { return 0xabcdef123456 })
+	p := probe(t, c, s, 1, []byte("nonce-1"), 5*time.Second)
+	if p == nil {
+		t.Fatal("no answer to a clock probe")
+	}
+	v, err := in.Decode(p.GetMetadata())
+	if err != nil || v["op"] != 1 || v["timestamp"] != 0xabcdef123456 || string(p.GetPayload()) != "nonce-1" {
+		t.Fatalf("answer %v (%v) payload %q; want op 1, timestamp 0xabcdef123456, payload nonce-1", v, err, p.GetPayload())
+	}
+	if srv.Probes() != 1 {
+		t.Fatalf("Probes() = %d, want 1", srv.Probes())
+	}
+	if p := probe(t, c, s, 2, []byte("x"), 200*time.Millisecond); p != nil {
+		t.Fatalf("op 2 answered: %v", p)
+	}
+	srv.SetSwitchClock(nil)
+	if p := probe(t, c, s, 1, []byte("x"), 200*time.Millisecond); p != nil {
+		t.Fatalf("probe answered with the switch clock off: %v", p)
+	}
+	if srv.Probes() != 1 {
+		t.Fatalf("Probes() = %d, want 1", srv.Probes())
+	}
+}
+
+// Only the primary may send packet-outs (P4Runtime: packet I/O belongs to
+// the primary); a backup is refused before anything is sent.
+func TestPacketOutNeedsPrimary(t *testing.T) {
+	srv, s := start(t, true, Options{})
+	dial(t, srv, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	backup, err := runtime.Dial(ctx, runtime.Options{Addr: srv.Addr(), DeviceID: 1, ElectionLow: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backup.Close()
+	if err := backup.WaitPrimary(ctx); !errors.Is(err, runtime.ErrNotPrimary) {
+		t.Fatalf("backup WaitPrimary: %v, want ErrNotPrimary", err)
+	}
+	out, err := s.PacketMetadata("packet_out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := out.Encode(runtime.U("op", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := backup.SendPacket(ctx, &p4v1.PacketOut{Payload: []byte("x"), Metadata: md}); !errors.Is(err, runtime.ErrNotPrimary) {
+		t.Fatalf("backup SendPacket: %v, want ErrNotPrimary", err)
+	}
+	if srv.Probes() != 0 {
+		t.Fatalf("Probes() = %d, want 0", srv.Probes())
+	}
+}
