@@ -1,6 +1,7 @@
 package live
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net"
 	"time"
@@ -15,6 +16,7 @@ import (
 type portIO struct {
 	fds [3]int
 	buf []byte
+	oob []byte // control messages: PACKET_AUXDATA
 }
 
 // packetIgnoreOutgoing is PACKET_IGNORE_OUTGOING (linux/if_packet.h): the
@@ -24,7 +26,7 @@ const packetIgnoreOutgoing = 23
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 func openPorts(ns string) (*portIO, error) {
-	p := &portIO{fds: [3]int{-1, -1, -1}, buf: make([]byte, 1<<16)}
+	p := &portIO{fds: [3]int{-1, -1, -1}, buf: make([]byte, 1<<16), oob: make([]byte, 256)}
 	err := netns.Do(ns, func() error {
 		for i := range p.fds {
 			name := fmt.Sprintf("h%d", i+1)
@@ -45,6 +47,12 @@ func openPorts(ns string) (*portIO, error) {
 			}
 			if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, packetIgnoreOutgoing, 1); err != nil {
 				return fmt.Errorf("%s: PACKET_IGNORE_OUTGOING: %w", name, err)
+			}
+			// The kernel takes an 802.1Q tag off every frame it receives
+			// (into the skb, whatever the offloads) before a packet socket
+			// sees it; the tag comes back as PACKET_AUXDATA (R-VLAN).
+			if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
+				return fmt.Errorf("%s: PACKET_AUXDATA: %w", name, err)
 			}
 			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20); err != nil {
 				return err
@@ -102,14 +110,51 @@ func (p *portIO) recv(d time.Duration) (frame []byte, port int, ok bool, err err
 	return f, port, ok, nil
 }
 
-// read takes one waiting frame without blocking.
+// read takes one waiting frame without blocking, with its VLAN tag put
+// back where it was on the wire.
 func (p *portIO) read() ([]byte, int, bool) {
 	for i, fd := range p.fds {
-		n, _, err := unix.Recvfrom(fd, p.buf, unix.MSG_DONTWAIT)
+		n, oobn, _, _, err := unix.Recvmsg(fd, p.buf, p.oob, unix.MSG_DONTWAIT)
 		if err != nil || n <= 0 {
 			continue
 		}
-		return append([]byte(nil), p.buf[:n]...), i + 1, true
+		return withTag(p.buf[:n], p.oob[:oobn]), i + 1, true
 	}
 	return nil, 0, false
+}
+
+// tpacket_auxdata (linux/if_packet.h): the fields read here.
+const (
+	auxStatus, auxVLANTCI, auxVLANTPID, auxLen = 0, 16, 18, 20
+
+	tpStatusVLANValid     = 0x10 // TP_STATUS_VLAN_VALID
+	tpStatusVLANTPIDValid = 0x40 // TP_STATUS_VLAN_TPID_VALID
+)
+
+// withTag returns a copy of frame with the 802.1Q tag that the socket's
+// PACKET_AUXDATA in oob reports the kernel took off, in front of the
+// ethertype again; frame unchanged (copied) when there was none.
+func withTag(frame, oob []byte) []byte {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err == nil && len(frame) >= 12 {
+		for _, m := range msgs {
+			if m.Header.Level != unix.SOL_PACKET || m.Header.Type != unix.PACKET_AUXDATA || len(m.Data) < auxLen {
+				continue
+			}
+			st := binary.NativeEndian.Uint32(m.Data[auxStatus:])
+			if st&tpStatusVLANValid == 0 {
+				break
+			}
+			tpid := uint16(0x8100)
+			if st&tpStatusVLANTPIDValid != 0 {
+				tpid = binary.NativeEndian.Uint16(m.Data[auxVLANTPID:])
+			}
+			out := make([]byte, 0, len(frame)+4)
+			out = append(out, frame[:12]...)
+			out = binary.BigEndian.AppendUint16(out, tpid)
+			out = binary.BigEndian.AppendUint16(out, binary.NativeEndian.Uint16(m.Data[auxVLANTCI:]))
+			return append(out, frame[12:]...)
+		}
+	}
+	return append([]byte(nil), frame...)
 }

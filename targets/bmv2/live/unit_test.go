@@ -1,12 +1,18 @@
 package live
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/lbc-dev/lbc/internal/netns"
 	"github.com/lbc-dev/lbc/p4"
+	"golang.org/x/sys/unix"
 )
 
 // TestGeometryOfTheBuild: the embedded lb.json holds CT_BUCKETS=16384 × 4
@@ -59,5 +65,82 @@ func TestFreeClockRefusesAging(t *testing.T) {
 	}
 	if el := time.Since(start); el < 150*time.Millisecond {
 		t.Fatalf("paced: a 150 ms gap took %s", el)
+	}
+}
+
+// TestRVLAN_PortsKeepTheTag: the kernel takes the 802.1Q tag off a frame
+// before a packet socket reads it; the switch's port sockets put it back
+// (PACKET_AUXDATA), so a tagged frame leaving the switch is compared tag
+// included, and an untagged one stays untagged. Real veths in a namespace.
+func TestRVLAN_PortsKeepTheTag(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		t.Skipf("network namespaces unavailable: %v", err)
+	}
+	set := netns.NewSet(fmt.Sprintf("lbc-vlan-%d", os.Getpid()))
+	defer set.Close()
+	ns, err := set.Add("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		for _, args := range [][]string{
+			{"link", "add", fmt.Sprintf("sw%d", i), "type", "veth", "peer", "name", fmt.Sprintf("h%d", i)},
+			{"link", "set", fmt.Sprintf("sw%d", i), "up"},
+			{"link", "set", fmt.Sprintf("h%d", i), "up"},
+		} {
+			if _, err := set.IP(ns, args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p, err := openPorts(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	// A socket on sw2 plays the switch sending out of its port 2.
+	var fd int
+	if err := netns.Do(ns, func() error {
+		ifi, err := net.InterfaceByName("sw2")
+		if err != nil {
+			return err
+		}
+		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: ifi.Index})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	frame := func(tag uint16) []byte {
+		f := []byte{2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2}
+		if tag != 0 {
+			f = append(f, 0x81, 0, byte(tag>>8), byte(tag))
+		}
+		f = append(f, 0x08, 0, 0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2)
+		return append(f, make([]byte, 26)...)
+	}
+	for _, tag := range []uint16{0, 100, 4094, 0x2000 | 7} { // PCP 1, VID 7
+		want := frame(tag)
+		if _, err := unix.Write(fd, want); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			got, port, ok, err := p.recv(time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok && port == 2 && len(got) > 14 && got[len(got)-27] == 2 {
+				if !bytes.Equal(got, want) {
+					t.Fatalf("tag %#x: read\n% x\nwant\n% x", tag, got, want)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tag %#x: the frame never arrived on h2", tag)
+			}
+		}
 	}
 }
