@@ -9,12 +9,25 @@
  *   then vip_addr (L3_DEFAULT); service row (flags, epoch, ring size and half);
  *   conntrack in register arrays (R-CT, R-TRK, R-AGE, R-EPOCH, R-PERSIST,
  *   R-DRAIN), otherwise the weighted Maglev ring (R-HASH, R-MAGLEV);
- *   backend row; IP-in-IP or L2 DSR; plain forward table for the rest.
+ *   backend row: a conntrack hit on a backend at or past its deadline is a
+ *   miss (R-DRAIN, R-PERSIST-CAP); IP-in-IP or L2 DSR, except that a packet
+ *   too big for the egress MTU once encapsulated leaves through the fallback
+ *   port unchanged (R-MTU): the switch can neither build the ICMP answer a
+ *   DF packet (every IPv6 packet) gets nor fragment the outer packet of one
+ *   without DF, and the fallback does both; plain forward table for the rest.
+ *   The 802.1Q tag of a tagged packet is kept on whatever leaves (R-VLAN).
+ *
+ * Clock probe: a P4Runtime PacketOut carrying the packet_out header with
+ * op CLOCK_PROBE comes back as a PacketIn whose packet_in header holds the
+ * switch's ingress_global_timestamp; the controller maps compile-clock
+ * deadlines onto this clock with it (targets/bmv2). BMv2 must run with
+ * --cpu-port CPU_PORT.
  *
  * Names are shared with the TNA program (p4/tna/lb.p4) wherever the
  * architecture allows, so one P4Runtime translation (targets/bmv2) serves both:
  * the ingress control is "LbIngress", tables vip_port, vip_proto, vip_addr,
- * service, ring, backend, forward, fallback, tunnel_source, and their actions.
+ * service, ring, backend, forward, fallback, tunnel_source, egress_mtu, and
+ * their actions.
  *
  * Regenerate p4/build/ with `make p4`; never edit the outputs by hand.
  */
@@ -55,6 +68,15 @@
 #define FORWARD_TABLE_SIZE 4096
 #endif
 
+/* The port P4Runtime packet-out and packet-in use (simple_switch_grpc
+ * --cpu-port). */
+#ifndef CPU_PORT
+#define CPU_PORT 255
+#endif
+
+/* The egress MTU before the control plane sets one (compiler.DefaultMTU). */
+#define DEFAULT_MTU 1500
+
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_IPV6 = 0x86dd;
 const bit<16> ETHERTYPE_VLAN = 0x8100;
@@ -81,6 +103,22 @@ const bit<32> DROP_NO_FALLBACK = 4; // fallback port not configured
 
 /* A 32-bit hash over a field list: CRC32 mod 2^32 (R-HASH). */
 #define HASH_MAX 64w0x100000000
+
+/* Controller header operations. */
+const bit<8> OP_CLOCK_PROBE = 1;
+
+/* P4Runtime PacketOut metadata: what the controller asks. */
+@controller_header("packet_out")
+header packet_out_t {
+    bit<8> op;
+}
+
+/* P4Runtime PacketIn metadata: the answer to a clock probe. */
+@controller_header("packet_in")
+header packet_in_t {
+    bit<8>  op;
+    bit<48> timestamp; // ingress_global_timestamp, µs
+}
 
 header ethernet_t {
     bit<48> dst;
@@ -160,6 +198,8 @@ header udp_t {
 }
 
 struct headers_t {
+    packet_in_t  packet_in;
+    packet_out_t packet_out;
     ethernet_t  ethernet;
     vlan_t      vlan;
     ipv4_t      outer_ipv4; // IP-in-IP to an IPv4 backend
@@ -172,6 +212,10 @@ struct headers_t {
 }
 
 struct meta_t {
+    // The packet's time, kept across a resubmit: BMv2 resets
+    // ingress_global_timestamp (to 0) for a resubmitted packet, and a
+    // packet's two passes are one moment for conntrack (issue 13 item 6).
+    @field_list(1)
     bit<48>  now;
     bit<128> dst_addr;   // IPv4 as ::ffff:a.b.c.d, so one key serves both families
     bit<128> fwd_addr;   // what the forward table routes on
@@ -215,6 +259,7 @@ struct meta_t {
     bit<48>  be_mac;
     bit<1>   be_healthy;
     bit<1>   be_draining;
+    bit<48>  be_deadline; // ingress_global_timestamp µs; 0 = none
 
     // conntrack
     bit<32>  h_trk;
@@ -233,6 +278,16 @@ struct meta_t {
 
 parser LbParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     state start {
+        transition select(sm.ingress_port) {
+            CPU_PORT: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+    state parse_packet_out {
+        pkt.extract(hdr.packet_out);
+        transition accept;
+    }
+    state parse_ethernet {
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_VLAN: parse_vlan;
@@ -415,12 +470,16 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         size = RING_TABLE_SIZE;
     }
 
-    action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining) {
+    // deadline: when entries recorded on this backend stop being valid, on
+    // this switch's clock (µs of ingress_global_timestamp; 0 = never): the
+    // controller maps the compiled deadline with a clock probe.
+    action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining, bit<48> deadline) {
         meta.be_service = service_id;
         meta.be_addr = addr;
         meta.be_mac = mac;
         meta.be_healthy = healthy;
         meta.be_draining = draining;
+        meta.be_deadline = deadline;
     }
     table backend {
         key = { meta.backend_id: exact @name("backend_id"); }
@@ -437,6 +496,16 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
     table tunnel_source {
         actions = { set_tunnel_source; }
         default_action = set_tunnel_source(0, 0);
+    }
+
+    // The egress MTU IP-in-IP packets must fit (R-MTU).
+    bit<16> mtu_limit = DEFAULT_MTU;
+    action set_mtu(bit<16> mtu) {
+        mtu_limit = mtu;
+    }
+    table egress_mtu {
+        actions = { set_mtu; }
+        default_action = set_mtu(DEFAULT_MTU);
     }
 
     // Fragments and unparsed protocols of a service.
@@ -468,7 +537,22 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
     }
 
     apply {
-        meta.now = sm.ingress_global_timestamp;
+        if (hdr.packet_out.isValid()) {
+            // From the controller: answer a clock probe, drop the rest.
+            if (hdr.packet_out.op == OP_CLOCK_PROBE) {
+                hdr.packet_in.setValid();
+                hdr.packet_in.op = OP_CLOCK_PROBE;
+                hdr.packet_in.timestamp = sm.ingress_global_timestamp;
+                hdr.packet_out.setInvalid();
+                sm.egress_spec = CPU_PORT;
+            } else {
+                mark_to_drop(sm);
+            }
+            return;
+        }
+        if (meta.ct_bypass == 0) {
+            meta.now = sm.ingress_global_timestamp;
+        }
         if (sm.parser_error != error.NoError) {
             drop_packet(DROP_MALFORMED);
             return;
@@ -643,8 +727,11 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                     return;
                 }
                 if (meta.ct_candidate == 1 && (meta.be_service != meta.service_id ||
+                        (meta.be_deadline != 0 && meta.now >= meta.be_deadline) ||
                         (meta.be_healthy == 0 && meta.persist == 0 && meta.all_unhealthy == 0))) {
-                    // R-PERSIST, R-PERSIST-LR: not allowed to stay; select afresh.
+                    // R-DRAIN and R-PERSIST-CAP (the backend's deadline has
+                    // come), R-PERSIST, R-PERSIST-LR: not allowed to stay;
+                    // select afresh.
                     meta.ct_bypass = 1;
                     resubmit_preserving_field_list(1);
                     return;
@@ -664,19 +751,40 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                 }
 
                 // Design decision 6: IP-in-IP (VIP preserved inside) or L2 DSR.
+                bit<16> inner_len;
+                bit<8> inner_proto;
+                if (hdr.ipv4.isValid()) {
+                    inner_len = hdr.ipv4.total_len;
+                    inner_proto = PROTO_IPIP;
+                } else {
+                    inner_len = hdr.ipv6.payload_len + 40;
+                    inner_proto = PROTO_IPV6;
+                }
+                bit<1> be_v4 = 0;
+                if (meta.be_addr[127:32] == 96w0xffff) {
+                    be_v4 = 1;
+                }
                 if (meta.encap == 0) {
-                    tunnel_source.apply();
-                    bit<16> inner_len;
-                    bit<8> inner_proto;
-                    if (hdr.ipv4.isValid()) {
-                        inner_len = hdr.ipv4.total_len;
-                        inner_proto = PROTO_IPIP;
-                    } else {
-                        inner_len = hdr.ipv6.payload_len + 40;
-                        inner_proto = PROTO_IPV6;
+                    // R-MTU, after the conntrack step: with the outer header
+                    // (20 bytes to an IPv4 backend, 40 to IPv6) the packet
+                    // must fit the egress MTU, else it leaves unchanged
+                    // through the fallback port. The switch can neither
+                    // answer with ICMP (DF set, always for IPv6) nor
+                    // fragment the outer packet (DF clear); the fallback
+                    // does either.
+                    egress_mtu.apply();
+                    bit<17> outer_len = (bit<17>)inner_len + 40;
+                    if (be_v4 == 1) {
+                        outer_len = (bit<17>)inner_len + 20;
                     }
+                    if (outer_len > (bit<17>)mtu_limit) {
+                        meta.to_fallback = 1;
+                    }
+                }
+                if (meta.encap == 0 && meta.to_fallback == 0) {
+                    tunnel_source.apply();
                     bit<16> ether_type;
-                    if (meta.be_addr[127:32] == 96w0xffff) {
+                    if (be_v4 == 1) {
                         hdr.outer_ipv4.setValid();
                         hdr.outer_ipv4.version = 4;
                         hdr.outer_ipv4.ihl = 5;
@@ -705,6 +813,7 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                         hdr.outer_ipv6.dst = meta.be_addr;
                         ether_type = ETHERTYPE_IPV6;
                     }
+                    // R-VLAN: the tag stays, in front of the outer header.
                     if (hdr.vlan.isValid()) {
                         hdr.vlan.ether_type = ether_type;
                     } else {
@@ -748,6 +857,7 @@ control LbComputeChecksum(inout headers_t hdr, inout meta_t meta) {
 
 control LbDeparser(packet_out pkt, in headers_t hdr) {
     apply {
+        pkt.emit(hdr.packet_in);
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.vlan);
         pkt.emit(hdr.outer_ipv4);

@@ -19,12 +19,22 @@
  *     TNA geometry (ct_tna.go) models exactly this;
  *   - seconds cannot be turned into ticks without a multiplier, so the idle
  *     timeout in ticks comes from the idle_ticks table (one entry per distinct
- *     idleTimeoutSec, written by targets/tofino): ticks = ceil(sec * 1e9 / 2^16).
+ *     idleTimeoutSec, written by targets/tofino): ticks = ceil(sec * 1e9 / 2^16);
+ *   - a backend's deadline (R-DRAIN, R-PERSIST-CAP) is a tick too, compared
+ *     modulo 2^32: passed when (now - deadline) mod 2^32 < 2^31, right while
+ *     the deadline lies within 2^31 ticks (39 h) of now (internal/tick);
+ *   - a clock probe (P4Runtime PacketOut with op CLOCK_PROBE on CPU_PORT)
+ *     comes back as a PacketIn carrying the 48-bit global timestamp, from
+ *     which targets/tofino maps compile-clock deadlines onto the tick clock;
+ *   - as in ../lb.p4, a packet too big for the egress MTU (egress_mtu) once
+ *     encapsulated leaves unchanged through the fallback port after the
+ *     conntrack step (R-MTU), and one 802.1Q tag is kept on what leaves
+ *     (R-VLAN).
  *
  * Table, action and parameter names are those of ../lb.p4 (control
  * "LbIngress"; tables vip_port, vip_proto, vip_addr, service, ring, backend,
- * tunnel_source, fallback, forward), so targets/bmv2's IR translation serves
- * both; idle_ticks is the one table only this program has.
+ * tunnel_source, egress_mtu, fallback, forward), so targets/bmv2's IR
+ * translation serves both; idle_ticks is the one table only this program has.
  *
  * Regenerate build/lb.p4info.txtpb with `make p4-tna`; never edit it by hand.
  */
@@ -61,6 +71,15 @@ typedef bit<CT_INDEX_BITS> ct_index_t;
 #define IDLE_TICKS_TABLE_SIZE 256
 #endif
 
+/* The CPU (PCIe) port of P4Runtime packet-out and packet-in: 320 on a
+ * 4-pipe Tofino and the Tofino model, 192 on a 2-pipe Tofino. */
+#ifndef CPU_PORT
+#define CPU_PORT 320
+#endif
+
+/* The egress MTU before the control plane sets one (compiler.DefaultMTU). */
+#define DEFAULT_MTU 1500
+
 /* Counter arrays are indexed by the low bits of the ID. */
 #define SERVICE_COUNTER_BITS 10
 #define BACKEND_COUNTER_BITS 14
@@ -91,6 +110,22 @@ const bit<DROP_REASON_BITS> DROP_NO_FALLBACK = 4;
 
 /* The resubmit of a packet whose recorded backend may not serve it. */
 const ResubmitType_t RESUBMIT_BYPASS = 1;
+
+/* Controller header operations (as in ../lb.p4). */
+const bit<8> OP_CLOCK_PROBE = 1;
+
+/* P4Runtime PacketOut metadata: what the controller asks. */
+@controller_header("packet_out")
+header packet_out_t {
+    bit<8> op;
+}
+
+/* P4Runtime PacketIn metadata: the answer to a clock probe. */
+@controller_header("packet_in")
+header packet_in_t {
+    bit<8>  op;
+    bit<48> timestamp; // global_tstamp, ns
+}
 
 header ethernet_t {
     bit<48> dst;
@@ -169,14 +204,19 @@ header udp_t {
     bit<16> checksum;
 }
 
-/* Resubmit data: Tofino passes PORT_METADATA_SIZE (64) bits back. */
+/* Resubmit data: Tofino passes PORT_METADATA_SIZE (64) bits back. The
+ * first pass's tick rides along: a packet's two passes are one moment for
+ * conntrack, as in ../lb.p4 and the model. */
 header resubmit_h {
     bit<7>  pad0;
     bit<1>  ct_bypass;
-    bit<56> pad1;
+    bit<24> pad1;
+    bit<32> now32;
 }
 
 struct headers_t {
+    packet_in_t  packet_in;
+    packet_out_t packet_out;
     ethernet_t  ethernet;
     vlan_t      vlan;
     ipv4_t      outer_ipv4; // IP-in-IP to an IPv4 backend
@@ -237,6 +277,9 @@ struct meta_t {
     bit<48>  be_mac;
     bit<1>   be_healthy;
     bit<1>   be_draining;
+    bit<32>  be_deadline;  // tick; 0 = none
+    bit<32>  be_past;      // now32 - be_deadline: bit 31 clear once it has come
+    bit<1>   too_big;      // R-MTU
 
     // conntrack
     bit<32>  h_trk;
@@ -272,11 +315,19 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
     state parse_resubmit {
         pkt.extract(md.resub);
         md.ct_bypass = md.resub.ct_bypass;
+        md.now32 = md.resub.now32;
         transition parse_ethernet;
     }
     state parse_port_metadata {
         pkt.advance(PORT_METADATA_SIZE);
-        transition parse_ethernet;
+        transition select(ig_intr_md.ingress_port) {
+            CPU_PORT: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+    state parse_packet_out {
+        pkt.extract(hdr.packet_out);
+        transition accept;
     }
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
@@ -558,12 +609,16 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         size = RING_TABLE_SIZE;
     }
 
-    action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining) {
+    // deadline: when entries recorded on this backend stop being valid, as
+    // a tick of this switch's clock (0 = never), mapped by the controller
+    // with a clock probe.
+    action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining, bit<32> deadline) {
         md.be_service = service_id;
         md.be_addr = addr;
         md.be_mac = mac;
         md.be_healthy = healthy;
         md.be_draining = draining;
+        md.be_deadline = deadline;
     }
     table backend {
         key = { md.backend_id: exact @name("backend_id"); }
@@ -580,6 +635,16 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     table tunnel_source {
         actions = { set_tunnel_source; }
         default_action = set_tunnel_source(0, 0);
+    }
+
+    // The egress MTU IP-in-IP packets must fit (R-MTU).
+    bit<16> mtu_limit = DEFAULT_MTU;
+    action set_mtu(bit<16> mtu) {
+        mtu_limit = mtu;
+    }
+    table egress_mtu {
+        actions = { set_mtu; }
+        default_action = set_mtu(DEFAULT_MTU);
     }
 
     // Fragments and unparsed protocols of a service.
@@ -611,7 +676,9 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     }
 
     apply {
-        md.now32 = ig_prsr_md.global_tstamp[47:16];
+        if (md.ct_bypass == 0) {
+            md.now32 = ig_prsr_md.global_tstamp[47:16];
+        }
         md.dst_addr = 0;
         md.dropped = 0;
         md.vip_hit = 0;
@@ -622,9 +689,22 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         md.ct_sig_hit = 0;
         md.ct_epoch_ok = 0;
         md.ct_candidate = 0;
+        md.too_big = 0;
         tunnel_source.apply();
 
-        if (ig_prsr_md.parser_err != 0) {
+        if (hdr.packet_out.isValid()) {
+            // From the controller: answer a clock probe, drop the rest.
+            md.dropped = 1; // nothing below applies to it
+            if (hdr.packet_out.op == OP_CLOCK_PROBE) {
+                hdr.packet_in.setValid();
+                hdr.packet_in.op = OP_CLOCK_PROBE;
+                hdr.packet_in.timestamp = ig_prsr_md.global_tstamp;
+                hdr.packet_out.setInvalid();
+                ig_tm_md.ucast_egress_port = CPU_PORT;
+            } else {
+                ig_dprsr_md.drop_ctl = 1;
+            }
+        } else if (ig_prsr_md.parser_err != 0) {
             drop_packet(DROP_MALFORMED);
         } else {
             if (hdr.ipv4.isValid()) {
@@ -634,7 +714,12 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
             }
             md.fwd_addr = md.dst_addr;
             if (hdr.ipv4.isValid() || hdr.ipv6.isValid()) {
-                if (!vip_port.apply().hit) {
+                if (md.fragment == 1 || md.l4 == 0) {
+                    // R-FRAG, design decision 5: every fragment and every IP
+                    // packet this program does not parse leaves unchanged
+                    // through the fallback port (as ../lb.p4).
+                    md.to_fallback = 1;
+                } else if (!vip_port.apply().hit) {
                     if (!vip_proto.apply().hit) {
                         vip_addr.apply();
                     }
@@ -645,9 +730,6 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         if (md.vip_hit == 1 && md.dropped == 0) {
             if (!service.apply().hit) {
                 drop_packet(DROP_NO_SERVICE);
-            } else if (md.fragment == 1 || md.l4 == 0) {
-                // R-FRAG, design decision 5.
-                md.to_fallback = 1;
             }
         }
         if (md.ct_bypass == 0 && md.vip_hit == 1 && md.dropped == 0) {
@@ -777,67 +859,100 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                     md.resub.ct_bypass = 1;
                     md.resub.pad0 = 0;
                     md.resub.pad1 = 0;
+                    md.resub.now32 = md.now32;
                 } else {
                     drop_packet(DROP_NO_BACKENDS);
                 }
-            } else if (md.ct_candidate == 1 && (md.be_service != md.service_id ||
-                    (md.be_healthy == 0 && md.persist == 0 && md.all_unhealthy == 0))) {
-                // R-PERSIST, R-PERSIST-LR: not allowed to stay; select afresh.
-                ig_dprsr_md.resubmit_type = RESUBMIT_BYPASS;
-                md.resub.setValid();
-                md.resub.ct_bypass = 1;
-                md.resub.pad0 = 0;
-                md.resub.pad1 = 0;
             } else {
-                // Design decision 6: IP-in-IP (VIP preserved inside) or L2 DSR.
-                if (md.encap == 0) {
-                    bit<16> inner_len;
-                    bit<8> inner_proto;
-                    if (hdr.ipv4.isValid()) {
-                        inner_len = hdr.ipv4.total_len;
-                        inner_proto = PROTO_IPIP;
-                    } else {
-                        inner_len = hdr.ipv6.payload_len + 40;
-                        inner_proto = PROTO_IPV6;
-                    }
-                    bit<16> ether_type;
-                    if (md.be_addr[127:32] == 96w0xffff) {
-                        hdr.outer_ipv4.setValid();
-                        hdr.outer_ipv4.version = 4;
-                        hdr.outer_ipv4.ihl = 5;
-                        hdr.outer_ipv4.tos = 0;
-                        hdr.outer_ipv4.total_len = inner_len + 20;
-                        hdr.outer_ipv4.identification = 0;
-                        hdr.outer_ipv4.reserved = 0;
-                        hdr.outer_ipv4.df = 0;
-                        hdr.outer_ipv4.mf = 0;
-                        hdr.outer_ipv4.frag_offset = 0;
-                        hdr.outer_ipv4.ttl = 64;
-                        hdr.outer_ipv4.protocol = inner_proto;
-                        hdr.outer_ipv4.checksum = 0;
-                        hdr.outer_ipv4.src = md.tunnel_src4;
-                        hdr.outer_ipv4.dst = md.be_addr[31:0];
-                        ether_type = ETHERTYPE_IPV4;
-                    } else {
-                        hdr.outer_ipv6.setValid();
-                        hdr.outer_ipv6.version = 6;
-                        hdr.outer_ipv6.traffic_class = 0;
-                        hdr.outer_ipv6.flow_label = 0;
-                        hdr.outer_ipv6.payload_len = inner_len;
-                        hdr.outer_ipv6.next_hdr = inner_proto;
-                        hdr.outer_ipv6.hop_limit = 64;
-                        hdr.outer_ipv6.src = md.tunnel_src6;
-                        hdr.outer_ipv6.dst = md.be_addr;
-                        ether_type = ETHERTYPE_IPV6;
-                    }
-                    if (hdr.vlan.isValid()) {
-                        hdr.vlan.ether_type = ether_type;
-                    } else {
-                        hdr.ethernet.ether_type = ether_type;
-                    }
+                // R-DRAIN, R-PERSIST-CAP: the deadline has come when
+                // (now - deadline) mod 2^32 < 2^31 (internal/tick).
+                md.be_past = md.now32 - md.be_deadline;
+                if (md.ct_candidate == 1 && (md.be_service != md.service_id ||
+                        (md.be_deadline != 0 && md.be_past[31:31] == 0) ||
+                        (md.be_healthy == 0 && md.persist == 0 && md.all_unhealthy == 0))) {
+                    // R-DRAIN and R-PERSIST-CAP (the backend's deadline),
+                    // R-PERSIST, R-PERSIST-LR: not allowed to stay; select
+                    // afresh.
+                    ig_dprsr_md.resubmit_type = RESUBMIT_BYPASS;
+                    md.resub.setValid();
+                    md.resub.ct_bypass = 1;
+                    md.resub.pad0 = 0;
+                    md.resub.pad1 = 0;
+                    md.resub.now32 = md.now32;
                 }
-                md.fwd_addr = md.be_addr;
             }
+        }
+
+        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0 && ig_dprsr_md.resubmit_type != RESUBMIT_BYPASS) {
+            // Design decision 6: IP-in-IP (VIP preserved inside) or L2 DSR.
+            bit<16> inner_len;
+            bit<8> inner_proto;
+            if (hdr.ipv4.isValid()) {
+                inner_len = hdr.ipv4.total_len;
+                inner_proto = PROTO_IPIP;
+            } else {
+                inner_len = hdr.ipv6.payload_len + 40;
+                inner_proto = PROTO_IPV6;
+            }
+            bit<1> be_v4 = 0;
+            if (md.be_addr[127:32] == 96w0xffff) {
+                be_v4 = 1;
+            }
+            if (md.encap == 0) {
+                // R-MTU, after the conntrack step (as ../lb.p4): too big
+                // once encapsulated, the packet leaves unchanged through the
+                // fallback port, which answers with ICMP (DF set, always for
+                // IPv6) or fragments the outer packet (DF clear): the switch
+                // can do neither.
+                egress_mtu.apply();
+                bit<16> room = mtu_limit - 40;
+                if (be_v4 == 1) {
+                    room = mtu_limit - 20;
+                }
+                if (inner_len > room) {
+                    md.too_big = 1;
+                    md.to_fallback = 1;
+                }
+            }
+            if (md.encap == 0 && md.too_big == 0) {
+                bit<16> ether_type;
+                if (be_v4 == 1) {
+                    hdr.outer_ipv4.setValid();
+                    hdr.outer_ipv4.version = 4;
+                    hdr.outer_ipv4.ihl = 5;
+                    hdr.outer_ipv4.tos = 0;
+                    hdr.outer_ipv4.total_len = inner_len + 20;
+                    hdr.outer_ipv4.identification = 0;
+                    hdr.outer_ipv4.reserved = 0;
+                    hdr.outer_ipv4.df = 0;
+                    hdr.outer_ipv4.mf = 0;
+                    hdr.outer_ipv4.frag_offset = 0;
+                    hdr.outer_ipv4.ttl = 64;
+                    hdr.outer_ipv4.protocol = inner_proto;
+                    hdr.outer_ipv4.checksum = 0;
+                    hdr.outer_ipv4.src = md.tunnel_src4;
+                    hdr.outer_ipv4.dst = md.be_addr[31:0];
+                    ether_type = ETHERTYPE_IPV4;
+                } else {
+                    hdr.outer_ipv6.setValid();
+                    hdr.outer_ipv6.version = 6;
+                    hdr.outer_ipv6.traffic_class = 0;
+                    hdr.outer_ipv6.flow_label = 0;
+                    hdr.outer_ipv6.payload_len = inner_len;
+                    hdr.outer_ipv6.next_hdr = inner_proto;
+                    hdr.outer_ipv6.hop_limit = 64;
+                    hdr.outer_ipv6.src = md.tunnel_src6;
+                    hdr.outer_ipv6.dst = md.be_addr;
+                    ether_type = ETHERTYPE_IPV6;
+                }
+                // R-VLAN: the tag stays, in front of the outer header.
+                if (hdr.vlan.isValid()) {
+                    hdr.vlan.ether_type = ether_type;
+                } else {
+                    hdr.ethernet.ether_type = ether_type;
+                }
+            }
+            md.fwd_addr = md.be_addr;
         }
 
         if (md.dropped == 0 && ig_dprsr_md.resubmit_type != RESUBMIT_BYPASS) {
@@ -873,6 +988,7 @@ control LbIngressDeparser(packet_out pkt, inout headers_t hdr, in meta_t md,
         if (ig_dprsr_md.resubmit_type == RESUBMIT_BYPASS) {
             resubmit.emit(md.resub);
         }
+        pkt.emit(hdr.packet_in);
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.vlan);
         pkt.emit(hdr.outer_ipv4);

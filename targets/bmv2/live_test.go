@@ -39,7 +39,7 @@ func liveSwitch(t testing.TB) (addr string, opts Options) {
 	// shared with every other switch of the machine: give this one its own.
 	ipc := "ipc://" + filepath.Join(t.TempDir(), "notifications.ipc")
 	cmd := exec.CommandContext(ctx, bin, "--no-p4", "--device-id", "1", "--thrift-port", fmt.Sprint(thriftPort), "--log-level", "off",
-		"--notifications-addr", ipc, "--", "--grpc-server-addr", addr)
+		"--notifications-addr", ipc, "--", "--grpc-server-addr", addr, "--cpu-port", fmt.Sprint(CPUPort))
 	logf, _ := os.CreateTemp("", "simple_switch_grpc-*.log")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

@@ -30,6 +30,12 @@ type Options struct {
 	P4Info, DeviceConfig []byte
 	// Name overrides the target's name in output.
 	Name string
+	// Clock is the compile clock that backend deadlines are dated on
+	// (targets.WallClock when nil); a replay passes its virtual clock.
+	Clock targets.Clock
+	// Deadline maps deadlines onto the program's clock (BMv2Deadline, µs of
+	// ingress_global_timestamp, when nil; targets/tofino passes ticks).
+	Deadline DeadlineFunc
 }
 
 // Target is a switch running p4/lb.p4.
@@ -41,6 +47,10 @@ type Target struct {
 	// names of services and backends, for errors that name what failed.
 	svcNames, beNames map[uint32]string
 	next              [2]uint32
+
+	clock      targets.Clock
+	deadlineFn DeadlineFunc
+	lastProbe  ClockSample
 }
 
 var _ targets.Target = (*Target)(nil)
@@ -77,7 +87,13 @@ func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error)
 			return nil, err
 		}
 	}
-	t := &Target{c: c, name: opts.Name, svcNames: map[uint32]string{}, beNames: map[uint32]string{}}
+	t := &Target{c: c, name: opts.Name, svcNames: map[uint32]string{}, beNames: map[uint32]string{}, clock: opts.Clock, deadlineFn: opts.Deadline}
+	if t.clock == nil {
+		t.clock = targets.WallClock
+	}
+	if t.deadlineFn == nil {
+		t.deadlineFn = BMv2Deadline
+	}
 	if t.name == "" {
 		t.name = "bmv2 " + opts.Addr
 	}
@@ -160,6 +176,9 @@ func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e, err := t.c.ReadDefault(ctx, t.tr.TableID(tEgressMTU)); err == nil {
+		ir.MTU = t.tr.MTU(e)
+	}
 	for _, s := range ir.Services {
 		t.svcNames[s.ID] = s.Name
 	}
@@ -181,7 +200,7 @@ type batch struct {
 // spec lets a server apply a batch's updates in any order, so each step of
 // the diff's order (backends, ring halves, the service flip, VIPs, deletes)
 // must be complete before the next starts.
-func (t *Target) plan(d compiler.Diff) ([]batch, error) {
+func (t *Target) plan(d compiler.Diff, dl Deadlines) ([]batch, error) {
 	size := t.c.Options().BatchSize
 	for _, c := range d.Changes {
 		switch {
@@ -195,7 +214,7 @@ func (t *Target) plan(d compiler.Diff) ([]batch, error) {
 	}
 	var out []batch
 	for i, c := range d.Changes {
-		u, err := t.tr.Update(c, t.next)
+		u, err := t.tr.Update(c, t.next, dl)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t.describe(c), err)
 		}
@@ -273,7 +292,11 @@ func (e *RejectedError) Error() string {
 func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats, error) {
 	start := time.Now()
 	st := targets.ApplyStats{Counts: map[string][3]int{}}
-	batches, err := t.plan(d)
+	dl, err := t.deadlines(ctx, d)
+	if err != nil {
+		return st, err
+	}
+	batches, err := t.plan(d, dl)
 	if err != nil {
 		return st, err
 	}
@@ -349,10 +372,28 @@ func (t *Target) SetFallbackPort(ctx context.Context, port uint32) (bool, error)
 	return true, t.c.Write(ctx, []*p4v1.Update{{Type: p4v1.Update_MODIFY, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: want}}}})
 }
 
-// Commit records what a diff does not carry: the IR's tunnel sources
-// (names ride in the entries' metadata already). `lbc push` calls it after
-// Apply.
+// SetMTU writes the egress MTU IP-in-IP packets must fit (R-MTU; 0 is
+// compiler.DefaultMTU) unless the switch already holds it; it reports
+// whether it wrote.
+func (t *Target) SetMTU(ctx context.Context, mtu uint16) (bool, error) {
+	want, err := t.tr.MTUEntry(mtu)
+	if err != nil {
+		return false, fmt.Errorf("egress MTU %d: %w", mtu, err)
+	}
+	if have, err := t.c.ReadDefault(ctx, t.tr.TableID(tEgressMTU)); err == nil && proto.Equal(have.GetAction(), want.GetAction()) {
+		return false, nil
+	}
+	return true, t.c.Write(ctx, []*p4v1.Update{{Type: p4v1.Update_MODIFY, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: want}}}})
+}
+
+// Commit records what a diff does not carry: the IR's tunnel sources and
+// egress MTU (names ride in the entries' metadata already). `lbc push`
+// calls it after Apply.
 func (t *Target) Commit(ir *compiler.IR) error {
-	_, err := t.SetTunnelSource(context.Background(), ir.TunnelSource4, ir.TunnelSource6)
+	ctx := context.Background()
+	if _, err := t.SetTunnelSource(ctx, ir.TunnelSource4, ir.TunnelSource6); err != nil {
+		return err
+	}
+	_, err := t.SetMTU(ctx, ir.MTU)
 	return err
 }

@@ -21,6 +21,7 @@ const (
 	tBackend      = "backend"
 	tTunnelSource = "tunnel_source"
 	tFallback     = "fallback"
+	tEgressMTU    = "egress_mtu"
 
 	aSetServiceID    = "set_service_id"
 	aSetService      = "set_service"
@@ -28,6 +29,9 @@ const (
 	aSetBackend      = "set_backend"
 	aSetTunnelSource = "set_tunnel_source"
 	aSetFallbackPort = "set_fallback_port"
+	aSetMTU          = "set_mtu"
+
+	pDeadline = "deadline" // set_backend's deadline, in the switch's clock
 )
 
 // Translator maps IR rows to entries of one P4Info and back.
@@ -40,17 +44,21 @@ type Translator struct {
 // translation writes, so a wrong P4Info fails before any write.
 func NewTranslator(s *runtime.Schema) (*Translator, error) {
 	tr := &Translator{s: s, ids: map[string]uint32{}}
-	for _, name := range []string{tVIPPort, tVIPProto, tVIPAddr, tService, tRing, tBackend, tTunnelSource, tFallback} {
+	for _, name := range []string{tVIPPort, tVIPProto, tVIPAddr, tService, tRing, tBackend, tTunnelSource, tFallback, tEgressMTU} {
 		t, err := s.Table(name)
 		if err != nil {
 			return nil, fmt.Errorf("%w (is this the P4Info of p4/lb.p4?)", err)
 		}
 		tr.ids[name] = t.Preamble.Id
 	}
-	for _, name := range []string{aSetServiceID, aSetService, aSetRingBackend, aSetBackend, aSetTunnelSource, aSetFallbackPort} {
+	for _, name := range []string{aSetServiceID, aSetService, aSetRingBackend, aSetBackend, aSetTunnelSource, aSetFallbackPort, aSetMTU} {
 		if _, err := s.Action(name); err != nil {
 			return nil, fmt.Errorf("%w (is this the P4Info of p4/lb.p4?)", err)
 		}
+	}
+	a, _ := s.Action(aSetBackend)
+	if _, err := runtime.Param(a, pDeadline); err != nil {
+		return nil, fmt.Errorf("%w: the program predates datapath deadlines (R-DRAIN, R-PERSIST-CAP); rebuild it (make p4)", err)
 	}
 	return tr, nil
 }
@@ -171,8 +179,10 @@ func (tr *Translator) RingEntry(r *compiler.RingEntry, withAction bool) (*p4v1.T
 	return tr.s.Entry(tRing, key, aSetRingBackend, []runtime.Value{runtime.U("backend_id", uint64(r.BackendID))})
 }
 
-// BackendEntry is the entry of a backend row.
-func (tr *Translator) BackendEntry(b *compiler.BackendRow, next [2]uint32, withAction bool) (*p4v1.TableEntry, error) {
+// BackendEntry is the entry of a backend row; deadline is b.Deadline on
+// the switch's clock (0 = none), as the target mapped it. The compile-clock
+// deadline rides in the metadata, so a read-back returns it unchanged.
+func (tr *Translator) BackendEntry(b *compiler.BackendRow, next [2]uint32, deadline uint64, withAction bool) (*p4v1.TableEntry, error) {
 	key := []runtime.Value{runtime.U("backend_id", uint64(b.ID))}
 	if !withAction {
 		return tr.s.Entry(tBackend, key, "", nil)
@@ -183,6 +193,7 @@ func (tr *Translator) BackendEntry(b *compiler.BackendRow, next [2]uint32, withA
 		runtime.B("mac", b.MAC[:]),
 		runtime.U("healthy", b2u(b.Healthy)),
 		runtime.U("draining", b2u(b.Draining)),
+		runtime.U(pDeadline, deadline),
 	})
 	if err != nil {
 		return nil, err
@@ -207,13 +218,41 @@ func (tr *Translator) TunnelSourceEntry(v4, v6 netip.Addr) (*p4v1.TableEntry, er
 	return tr.s.DefaultEntry(tTunnelSource, aSetTunnelSource, []runtime.Value{runtime.B("src4", src4), runtime.B("src6", src6)})
 }
 
+// MTUEntry is the default entry of egress_mtu: mtu, or compiler.DefaultMTU
+// for 0.
+func (tr *Translator) MTUEntry(mtu uint16) (*p4v1.TableEntry, error) {
+	if mtu == 0 {
+		mtu = compiler.DefaultMTU
+	}
+	return tr.s.DefaultEntry(tEgressMTU, aSetMTU, []runtime.Value{runtime.U("mtu", uint64(mtu))})
+}
+
+// MTU reads an egress_mtu default entry: 0 for compiler.DefaultMTU (the
+// IR's "the datapath's own"), so that an unconfigured MTU reads back as
+// unconfigured.
+func (tr *Translator) MTU(e *p4v1.TableEntry) uint16 {
+	d, err := tr.s.Decode(e)
+	if err != nil || d.Action != aSetMTU {
+		return 0
+	}
+	if m := uint16(d.Uint("mtu")); m != compiler.DefaultMTU {
+		return m
+	}
+	return 0
+}
+
 // FallbackEntry is the default entry of fallback.
 func (tr *Translator) FallbackEntry(port uint32) (*p4v1.TableEntry, error) {
 	return tr.s.DefaultEntry(tFallback, aSetFallbackPort, []runtime.Value{runtime.U("port", uint64(port))})
 }
 
-// Update translates one change.
-func (tr *Translator) Update(c compiler.Change, next [2]uint32) (*p4v1.Update, error) {
+// Deadlines maps a backend row's compile-clock deadline (non-zero) onto the
+// switch's clock, as the value of set_backend's deadline parameter.
+type Deadlines func(b *compiler.BackendRow) (uint64, error)
+
+// Update translates one change. dl maps backend deadlines; it may be nil
+// when no backend row of the change carries one.
+func (tr *Translator) Update(c compiler.Change, next [2]uint32, dl Deadlines) (*p4v1.Update, error) {
 	with := c.Op != compiler.Delete
 	var e *p4v1.TableEntry
 	var err error
@@ -225,7 +264,16 @@ func (tr *Translator) Update(c compiler.Change, next [2]uint32) (*p4v1.Update, e
 	case c.Ring != nil:
 		e, err = tr.RingEntry(c.Ring, with)
 	case c.Backend != nil:
-		e, err = tr.BackendEntry(c.Backend, next, with)
+		var own uint64
+		if with && c.Backend.Deadline != 0 {
+			if dl == nil {
+				return nil, fmt.Errorf("backend %q has a deadline (%s) and no clock to map it onto the switch", c.Backend.Name, c.Backend.DeadlineRule)
+			}
+			if own, err = dl(c.Backend); err != nil {
+				return nil, err
+			}
+		}
+		e, err = tr.BackendEntry(c.Backend, next, own, with)
 	default:
 		return nil, fmt.Errorf("change without a row")
 	}

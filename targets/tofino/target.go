@@ -43,6 +43,25 @@ type Options struct {
 	// (default: the directory's name).
 	ProgramName string
 	Name        string
+	// Clock is the compile clock backend deadlines are dated on
+	// (targets.WallClock when nil).
+	Clock targets.Clock
+}
+
+// Deadline is the TNA program's bmv2.DeadlineFunc: a clock probe answers
+// with the 48-bit global timestamp (ns), and the backend row holds the
+// deadline's tick, rounded up (tick.TNADeadline). The program compares
+// ticks modulo 2^32, so a deadline is only right within tick.TNAWindow
+// (39 h) of now: one further ahead is an error; one that passed longer
+// ago (a backend unhealthy for days under R-PERSIST-CAP) is written as
+// passed a tick ago, which the program reads as passed for the next 39 h
+// and as pending after that, until the row is written again (docs/tofino.md).
+func Deadline(switchNow uint64, remaining time.Duration) (uint64, error) {
+	if remaining <= -tick.TNAWindow+tick.TNA {
+		remaining = -tick.TNA
+	}
+	t, err := tick.TNADeadline(switchNow, remaining)
+	return uint64(t), err
 }
 
 // Target is a Tofino switch running p4/tna/lb.p4. The tables it shares with
@@ -61,7 +80,7 @@ var _ targets.Target = (*Target)(nil)
 // Open connects, becomes primary, pushes the pipeline when asked to and
 // needed, and checks that the P4Info is the TNA program's.
 func Open(ctx context.Context, opts Options) (*Target, error) {
-	bo := bmv2.Options{Options: opts.Options, P4InfoPath: opts.P4InfoPath, Name: opts.Name}
+	bo := bmv2.Options{Options: opts.Options, P4InfoPath: opts.P4InfoPath, Name: opts.Name, Clock: opts.Clock, Deadline: Deadline}
 	if bo.Name == "" {
 		bo.Name = "tofino " + opts.Addr
 	}
