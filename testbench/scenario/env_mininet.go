@@ -321,7 +321,7 @@ func (e *mininetEnv) startSwitch(ctx context.Context) error {
 	// namespace (which has none but its ports, without addresses).
 	e.sw = exec.Command("ip", "netns", "exec", e.nsSW, "simple_switch_grpc", "--device-id", "1", "--thrift-port", "9090",
 		"--log-level", "off", "-i", "1@"+p["1"], "-i", "2@"+p["2"], "-i", "3@"+p["3"],
-		"--no-p4", "--", "--grpc-server-addr", "unix:"+e.sock)
+		"--no-p4", "--", "--grpc-server-addr", "unix:"+e.sock, "--cpu-port", fmt.Sprint(bmv2.CPUPort)) // clock probes (deadlines)
 	e.sw.Stdout, e.sw.Stderr = logf, logf
 	if e.swDone, err = netns.StartTied(e.sw, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("start simple_switch_grpc: %w", err)

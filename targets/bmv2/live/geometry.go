@@ -3,7 +3,9 @@ package live
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
+	"github.com/lbc-dev/lbc/internal/tick"
 	"github.com/lbc-dev/lbc/p4"
 	"github.com/lbc-dev/lbc/targets/sim"
 )
@@ -36,9 +38,10 @@ func Geometry(devcfg []byte) (buckets, ways int, err error) {
 }
 
 // SimOptions are the reference datapath's options that predict this
-// switch: its conntrack geometry (so collisions and evictions match) and
-// P4 fallback semantics (fragments and protocols other than TCP and UDP
-// leave through the fallback port).
+// switch: its conntrack geometry (so collisions and evictions match) on
+// its clock (usClock), and P4 fallback semantics (fragments and protocols
+// other than TCP and UDP leave through the fallback port, and so does a
+// packet too big to encapsulate: R-MTU).
 func SimOptions(devcfg []byte) (sim.Options, error) {
 	b, w, err := Geometry(devcfg)
 	if err != nil {
@@ -48,5 +51,26 @@ func SimOptions(devcfg []byte) (sim.Options, error) {
 	if err != nil {
 		return sim.Options{}, err
 	}
-	return sim.Options{Conntrack: r, Fallback: true}, nil
+	return sim.Options{Conntrack: usClock{r}, Fallback: true}, nil
+}
+
+// usClock is lb.p4's register geometry on its clock,
+// ingress_global_timestamp in whole microseconds: an entry's age is the
+// difference of the two timestamps (lb.p4: now − seen < idle·10^6 keeps
+// it, R-AGE), and a deadline, rounded up to its microsecond when written
+// (tick.BMv2Deadline), has passed once the timestamp reaches it.
+type usClock struct{ *sim.Register }
+
+// Age implements sim.Ager.
+func (usClock) Age(e sim.Entry, now time.Duration) time.Duration {
+	return (now/tick.BMv2 - e.LastSeen/tick.BMv2) * tick.BMv2
+}
+
+// DeadlineExpired implements sim.DeadlineChecker.
+func (usClock) DeadlineExpired(deadline, now time.Duration) bool {
+	dl := (deadline + tick.BMv2 - 1) / tick.BMv2
+	if deadline <= 0 {
+		dl = 1 // tick.BMv2Deadline: at or before the switch's start
+	}
+	return tick.BMv2Passed(uint64(now/tick.BMv2), uint64(dl))
 }

@@ -9,12 +9,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/controller"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/lbc-dev/lbc/trace"
@@ -370,7 +372,8 @@ func coverageTrace(t *testing.T, i int, aff string, vectors []hashVector) (*comp
 	for k, n := range []string{"ups1", "ups2", "ups3"} {
 		st.SetWeight(n+"-"+tag, []int{100, 300, 600}[k])
 	}
-	lines := trace.Generate(cfg, trace.GenOptions{Seed: uint64(100 + i), Packets: 2600, Clients: 60, Duration: 120, Events: true})
+	lines := trace.Generate(cfg, trace.GenOptions{Seed: uint64(100 + i), Packets: 2600, Clients: 60, Duration: 120, Events: true, Oversize: true})
+	vary(lines)
 	var vl []trace.Line
 	for j, v := range vectors {
 		p := vectorPacket(v)
@@ -381,6 +384,22 @@ func coverageTrace(t *testing.T, i int, aff string, vectors []hashVector) (*comp
 		lines[j].No = j + 1
 	}
 	return cfg, st, lines
+}
+
+// vary makes every thirteenth unfragmented TCP or UDP packet full-size
+// without DF (the generator's full-size packets have DF set): too big to
+// encapsulate, it goes to the fallback port all the same, since the
+// switch cannot fragment the outer packet (R-MTU).
+func vary(lines []trace.Line) {
+	for j := range lines {
+		p := lines[j].Packet
+		if p == nil || p.Frag != targets.FragNone || (p.Proto != compiler.IPProtoTCP && p.Proto != compiler.IPProtoUDP) {
+			continue
+		}
+		if j%13 == 11 {
+			p.DF, p.PayloadLen = false, 1472
+		}
+	}
 }
 
 // TestCoverageTracesOnSim runs the acceptance traces on the reference
@@ -400,7 +419,8 @@ func TestCoverageTracesOnSim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seen := map[string]int{}
+		seen, tagged := map[string]int{}, map[string]int{}
+		punts := map[bool]int{} // by DF
 		n := 0
 		for _, l := range lines {
 			outs, err := rp.Step(ctx, l)
@@ -411,10 +431,22 @@ func TestCoverageTracesOnSim(t *testing.T) {
 				o := outs[len(outs)-1]
 				seen[o.Action+"/"+o.CT]++
 				n++
+				if o.Action == targets.Fallback.String() && slices.Contains(o.Rule, "R-MTU") {
+					punts[l.Packet.DF || l.Packet.Src.Is6()]++
+				}
+				if l.Packet.VLAN != 0 {
+					tagged[o.Action]++
+				}
 			}
 		}
-		t.Logf("%s: %d packets: %v", aff, n, seen)
+		t.Logf("%s: %d packets: %v; too big for the switch: %d with DF, %d without; tagged: %v", aff, n, seen, punts[true], punts[false], tagged)
 		checkCoverage(t, aff, seen)
+		// R-MTU, R-VLAN: the live comparison sees full-size packets with
+		// and without DF go to the fallback, and tagged packets forwarded
+		// and sent to the fallback.
+		if punts[true] == 0 || punts[false] == 0 || tagged[targets.Forward.String()] == 0 || tagged[targets.Fallback.String()] == 0 {
+			t.Errorf("%s: too big: %v; tagged: %v; want some of each", aff, punts, tagged)
+		}
 	}
 }
 
@@ -464,11 +496,14 @@ func TestGeneratedTracesMatchSim(t *testing.T) {
 			total += len(out)
 			// The switch hashed each vector exactly: a vector whose kind is
 			// this service's affinity tuple went to ring[slot] (the
-			// vector's slot for ring size 4099).
-			held, err := sw.Read(context.Background())
+			// vector's slot for ring size 4099) of the rings the switch
+			// held then: the first push's (the vectors come before every
+			// event, and the events may leave other rings at the end).
+			rec, err := controller.Reconcile(cfg, st, nil, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
+			held := rec.IR
 			for j, v := range vectors {
 				o := out[j+1]
 				row, ok := held.Lookup(v.Dst, v.Proto, v.Dport)
@@ -758,11 +793,7 @@ func TestScenariosOnSim(t *testing.T) {
 // p4/lb.p4 yet, with what is missing (issue 13). Such a trace still runs:
 // it is reported as pending only while it fails, and the test fails once
 // it passes, so that the entry is removed.
-var pendingOnBMv2 = map[string]string{
-	"r-drain-datapath.jsonl": "R-DRAIN enforced by the datapath: lb.p4 does not compare the backend row's deadline with ingress_global_timestamp yet (issue 13 §2, P4 part)",
-	"r-persist-cap.jsonl":    "R-PERSIST-CAP: lb.p4 does not compare the backend row's deadline with ingress_global_timestamp yet (issue 13 §2, P4 part)",
-	"r-mtu.jsonl":            "R-MTU: lb.p4 does not send oversize packets to the fallback port yet (issue 13 §4, P4 part)",
-}
+var pendingOnBMv2 = map[string]string{}
 
 // TestSpecTracesMatchSim runs the spec's traces (testbench/testdata, the
 // rules' worked examples: R-CT, R-DRAIN, R-EPOCH, R-PERSIST, R-ELIG-5,

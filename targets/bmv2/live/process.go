@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/tick"
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
@@ -88,12 +89,82 @@ func (s *Switch) Process(ctx context.Context, pkt targets.Packet, now time.Durat
 	return s.run(ctx, pkt, s.opts.Wait)
 }
 
+// virtualNow is the compile clock of a replay on this switch, the clock
+// that backend deadlines are dated on (bmv2.Options.Clock): paced, the
+// real time since the anchor (set here at virtual 0 when no packet has
+// run yet); free, the virtual time of the last packet.
+func (s *Switch) virtualNow() time.Duration {
+	if !s.started {
+		s.anchorAt(0)
+	}
+	if s.opts.Clock == ClockFree {
+		return s.lastNow
+	}
+	return time.Since(s.anchor)
+}
+
+func (s *Switch) anchorAt(now time.Duration) {
+	s.started = true
+	s.anchor = time.Now().Add(-now)
+	s.first, s.firstReal, s.lastNow = now, time.Now(), now
+}
+
+// Free-clock deadline values: set_backend's deadline as the switch then
+// holds it. On the free clock the switch's own clock does not follow the
+// trace's, so the clock probe's mapping would put every deadline far past
+// the packets that should see it passed; instead, before each packet, the
+// row of every backend with a deadline is written as passed (1 µs: every
+// timestamp is past it) or not yet (the largest 48-bit value) as the
+// trace's time says, with lb.p4's rounding (a deadline passes at its
+// microsecond, rounded up). The switch still decides each hit from the
+// row's deadline and its own clock; only the clock mapping, which the
+// paced clock and targets/bmv2's tests cover, is left out.
+const (
+	deadlinePassed  = uint64(1)
+	deadlinePending = uint64(1)<<tick.BMv2TimestampBits - 1
+)
+
+// freeDeadlines writes, on the free clock, the deadline rows that the
+// trace's time now puts on the other side of their deadline.
+func (s *Switch) freeDeadlines(ctx context.Context, now time.Duration) error {
+	if s.ir == nil {
+		return nil
+	}
+	var ups []*p4Update
+	for i := range s.ir.Backends {
+		b := &s.ir.Backends[i]
+		if b.Deadline == 0 {
+			continue
+		}
+		want := deadlinePending
+		if now/tick.BMv2 >= (b.Deadline+tick.BMv2-1)/tick.BMv2 {
+			want = deadlinePassed
+		}
+		if s.freeDL[b.ID] == want {
+			continue
+		}
+		e, err := s.tgt.Translator().BackendEntry(b, [2]uint32{s.ir.NextServiceID, s.ir.NextBackendID}, want, true)
+		if err != nil {
+			return err
+		}
+		ups = append(ups, modify(e))
+		s.freeDL[b.ID] = want
+	}
+	if len(ups) == 0 {
+		return nil
+	}
+	if err := s.tgt.Client().Write(ctx, ups); err != nil {
+		clear(s.freeDL) // unknown now: write them all again
+		return fmt.Errorf("free clock: backend deadlines: %w", err)
+	}
+	return nil
+}
+
 func (s *Switch) clock(ctx context.Context, now time.Duration) error {
 	if !s.started {
-		s.started = true
-		s.anchor = time.Now().Add(-now)
-		s.first, s.firstReal = now, time.Now()
+		s.anchorAt(now)
 	}
+	s.lastNow = now
 	switch s.opts.Clock {
 	case ClockPaced:
 		d := time.Until(s.anchor.Add(now))
@@ -118,6 +189,9 @@ func (s *Switch) clock(ctx context.Context, now time.Duration) error {
 		if run := time.Since(s.firstReal); run >= s.minIdle-time.Second {
 			return fmt.Errorf("%w: the run has taken %s, close to the idle timeout %s of service %q: entries could age on the switch but not in the trace; use the paced clock", ErrFreeClock, run.Round(time.Millisecond), s.minIdle, s.svcName)
 		}
+	}
+	if s.opts.Clock == ClockFree {
+		return s.freeDeadlines(ctx, now)
 	}
 	return nil
 }
@@ -210,31 +284,67 @@ func notHit(pkt targets.Packet, svc *compiler.ServiceRow) string {
 	return targets.CTMiss
 }
 
+// l2Len is the length of a frame's Ethernet header: 18 with one 802.1Q
+// tag, else 14.
+func l2Len(frame []byte) int {
+	if len(frame) >= 18 && binary.BigEndian.Uint16(frame[12:]) == 0x8100 {
+		return 18
+	}
+	return 14
+}
+
+// punted reports whether the switch may have sent pkt to the fallback
+// port only after its conntrack step, because it was too big to
+// encapsulate (R-MTU): an unfragmented TCP or UDP packet of a service
+// that does not send the whole session to the fallback (2- and 3-tuple
+// sessions go there unprocessed, R-FRAG-CFG).
+func punted(pkt targets.Packet, svc *compiler.ServiceRow) bool {
+	if svc == nil || pkt.Frag != targets.FragNone || (pkt.Proto != compiler.IPProtoTCP && pkt.Proto != compiler.IPProtoUDP) {
+		return false
+	}
+	t := svc.Classes[compiler.ClassOf(pkt.Proto)].Track
+	return t != compiler.Tuple2 && t != compiler.Tuple3
+}
+
 // classify reads one frame that left port port after in was injected.
-// matched is false for a frame that is not in's outcome.
+// matched is false for a frame that is not in's outcome. A tagged packet
+// must leave with its tag (R-VLAN): frames are compared tag included, and
+// an encapsulated packet must carry the tag in front of its outer header.
 func (s *Switch) classify(ctx context.Context, pkt targets.Packet, svc *compiler.ServiceRow, in, f []byte, port int) (targets.Verdict, bool, error) {
-	ip := in[14:]
+	l2 := l2Len(in)
+	ip := in[l2:]
 	switch port {
 	case PortFallback:
-		if bytes.Equal(f, in) {
-			return targets.Verdict{Action: targets.Fallback}, true, nil
+		if !bytes.Equal(f, in) {
+			return targets.Verdict{}, false, nil
 		}
-		return targets.Verdict{}, false, nil
+		if punted(pkt, svc) {
+			// R-MTU: the packet was selected for, and may have created a
+			// conntrack entry, before it turned out too big. The switch
+			// shows no backend for it, nor does the model; read the
+			// service's new-connections cell all the same, so that the
+			// next packet's outcome counts only its own.
+			if _, err := s.ctOutcome(ctx, pkt, svc); err != nil {
+				return targets.Verdict{}, false, err
+			}
+		}
+		return targets.Verdict{Action: targets.Fallback}, true, nil
 	case PortClient:
-		if len(f) > 14 && bytes.Equal(f[14:], ip) {
+		if len(f) > l2 && bytes.Equal(f[l2:], ip) {
 			return targets.Verdict{}, false, fmt.Errorf("packet %v → %v came back out of the client port", pkt.Src, pkt.Dst)
 		}
 		return targets.Verdict{}, false, nil
 	}
-	if len(f) < 14 {
-		return targets.Verdict{}, false, nil
+	if len(f) < l2 || l2Len(f) != l2 || !bytes.Equal(f[12:l2-2], in[12:l2-2]) {
+		return targets.Verdict{}, false, nil // not this packet's tag (or lack of one)
 	}
 	var outer netip.Addr
-	switch et := binary.BigEndian.Uint16(f[12:]); {
-	case et == 0x0800 && len(f) >= 34 && (f[23] == compiler.IPProtoIPIP || f[23] == compiler.IPProtoIPv6) && bytes.Equal(f[34:], ip):
-		outer = netip.AddrFrom4([4]byte(f[30:34]))
-	case et == 0x86dd && len(f) >= 54 && (f[20] == compiler.IPProtoIPIP || f[20] == compiler.IPProtoIPv6) && bytes.Equal(f[54:], ip):
-		outer = netip.AddrFrom16([16]byte(f[38:54]))
+	o := f[l2:] // the outer (or only) IP header
+	switch et := binary.BigEndian.Uint16(f[l2-2:]); {
+	case et == 0x0800 && len(o) >= 20 && (o[9] == compiler.IPProtoIPIP || o[9] == compiler.IPProtoIPv6) && bytes.Equal(o[20:], ip):
+		outer = netip.AddrFrom4([4]byte(o[16:20]))
+	case et == 0x86dd && len(o) >= 40 && (o[6] == compiler.IPProtoIPIP || o[6] == compiler.IPProtoIPv6) && bytes.Equal(o[40:], ip):
+		outer = netip.AddrFrom16([16]byte(o[24:40]))
 	case bytes.Equal(f[12:], in[12:]) && bytes.Equal(f[6:12], in[6:12]):
 		// The packet itself: routed (not ours), or L2 DSR.
 		mac := [6]byte(f[0:6])
@@ -271,22 +381,31 @@ func (s *Switch) forward(ctx context.Context, pkt targets.Packet, svc *compiler.
 		return targets.Verdict{}, false, fmt.Errorf("packet %v → %v went to %s, no backend of service %q", pkt.Src, pkt.Dst, where, svc.Name)
 	}
 	v := targets.Verdict{Action: targets.Forward, ServiceID: svc.ID, Service: svc.Name, BackendID: be.ID, Backend: be.Name}
-	n, err := s.readNewConns(ctx, svc.ID)
+	ct, err := s.ctOutcome(ctx, pkt, svc)
 	if err != nil {
 		return v, false, err
+	}
+	v.CT = ct
+	return v, true, nil
+}
+
+// ctOutcome reads the service's new-connections cell to tell a conntrack
+// hit from a new entry for a packet the pipeline selected a backend for.
+func (s *Switch) ctOutcome(ctx context.Context, pkt targets.Packet, svc *compiler.ServiceRow) (string, error) {
+	n, err := s.readNewConns(ctx, svc.ID)
+	if err != nil {
+		return "", err
 	}
 	created := n - s.newConns[svc.ID]
 	s.newConns[svc.ID] = n
 	tracked := svc.Classes[compiler.ClassOf(pkt.Proto)].Track != compiler.TupleNone
 	switch {
 	case !tracked && created == 0:
-		v.CT = targets.CTUntracked
+		return targets.CTUntracked, nil
 	case tracked && created == 0:
-		v.CT = targets.CTHit
+		return targets.CTHit, nil
 	case tracked && created == 1:
-		v.CT = notHit(pkt, svc)
-	default:
-		return v, false, fmt.Errorf("service %q: %d new connections counted for one packet (tracked: %v)", svc.Name, created, tracked)
+		return notHit(pkt, svc), nil
 	}
-	return v, true, nil
+	return "", fmt.Errorf("service %q: %d new connections counted for one packet (tracked: %v)", svc.Name, created, tracked)
 }

@@ -121,8 +121,10 @@ type Switch struct {
 	ctrs     counterIDs
 
 	started   bool
-	anchor    time.Time     // paced: real time of virtual 0
-	first     time.Duration // free: virtual time of the first packet
+	lastNow   time.Duration     // the virtual time of the last packet
+	freeDL    map[uint32]uint64 // free clock: backend ID → the deadline value the switch holds
+	anchor    time.Time         // paced: real time of virtual 0
+	first     time.Duration     // free: virtual time of the first packet
 	firstReal time.Time
 	stats     Stats
 	closeOnce sync.Once
@@ -192,7 +194,7 @@ func Start(ctx context.Context, opts Options) (*Switch, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
 
-	s := &Switch{opts: opts, log: log, newConns: map[uint32]int64{}, ir: &compiler.IR{}}
+	s := &Switch{opts: opts, log: log, newConns: map[uint32]int64{}, ir: &compiler.IR{}, freeDL: map[uint32]uint64{}}
 	s.set = netns.NewSet(fmt.Sprintf("%s-%d-%d", nsPrefix, os.Getpid(), instances.Add(1)))
 	if err := s.start(ctx); err != nil {
 		s.Close()
@@ -271,7 +273,9 @@ func (s *Switch) launch(ctx context.Context, sock string) error {
 		// in /tmp, shared by every switch of this machine: give ours.
 		"--notifications-addr", "ipc://" + filepath.Join(s.dir, "notifications.ipc"),
 		"-i", fmt.Sprintf("%d@sw1", PortClient), "-i", fmt.Sprintf("%d@sw2", PortNetwork), "-i", fmt.Sprintf("%d@sw3", PortFallback),
-		"--no-p4", "--", "--grpc-server-addr", "unix:" + sock}
+		// The CPU port carries the clock probes that map backend deadlines
+		// onto the switch's clock (bmv2.ProbeClock).
+		"--no-p4", "--", "--grpc-server-addr", "unix:" + sock, "--cpu-port", fmt.Sprint(bmv2.CPUPort)}
 	logf, err := os.OpenFile(s.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -306,7 +310,8 @@ func (s *Switch) launch(ctx context.Context, sock string) error {
 			// No client log: the switch is ours alone, so the only mastership
 			// "loss" is our own Close.
 			Options: runtime.Options{Addr: s.grpcAddr, DeviceID: 1, ElectionLow: 1},
-			P4Info:  s.opts.P4Info, DeviceConfig: s.opts.DeviceConfig, Name: "bmv2 " + s.ns})
+			P4Info:  s.opts.P4Info, DeviceConfig: s.opts.DeviceConfig, Name: "bmv2 " + s.ns,
+			Clock: s.virtualNow})
 		cancel()
 		if err == nil {
 			break
@@ -400,6 +405,7 @@ func (s *Switch) Reset(ctx context.Context) error {
 	}
 	s.newConns = map[uint32]int64{}
 	s.started = false
+	s.freeDL = map[uint32]uint64{}
 	s.stats = Stats{Restarts: s.stats.Restarts}
 	if err := s.program(ctx); err != nil {
 		return fmt.Errorf("reset: %w", err)
@@ -449,18 +455,21 @@ func (s *Switch) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 	return st, nil
 }
 
-// Commit records what a diff does not carry (the tunnel sources), as
-// targets/bmv2 does.
+// Commit records what a diff does not carry (the tunnel sources and the
+// egress MTU), as targets/bmv2 does.
 func (s *Switch) Commit(ir *compiler.IR) error {
 	if err := s.tgt.Commit(ir); err != nil {
 		return err
 	}
-	s.ir.TunnelSource4, s.ir.TunnelSource6 = ir.TunnelSource4, ir.TunnelSource6
+	s.ir.TunnelSource4, s.ir.TunnelSource6, s.ir.MTU = ir.TunnelSource4, ir.TunnelSource6, ir.MTU
 	return nil
 }
 
 func (s *Switch) setIR(ir *compiler.IR) {
 	s.ir = ir
+	// Rows written since hold whatever Apply mapped: the free clock
+	// writes them again before the next packet.
+	s.freeDL = map[uint32]uint64{}
 	s.minIdle, s.svcName = 0, ""
 	for _, sv := range ir.Services {
 		d := time.Duration(sv.IdleTimeoutSec) * time.Second
