@@ -215,6 +215,11 @@ func TestDeadlineOnSwitchClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !vs.Same(vb) {
+			// The packets lie 1 s from the deadline; a replay running
+			// later than that behind the trace sends them past it.
+			if lag := sw.Stats().MaxLag; lag >= ageMargin {
+				t.Skipf("the replay ran up to %s behind the trace (margin %s): too loaded to compare on a real clock; t=%g %s: sim %s, bmv2 %s", lag, ageMargin, at, trace.FormatPacket(p), vs, vb)
+			}
 			t.Fatalf("t=%g %s: sim %s, bmv2 %s", at, trace.FormatPacket(p), vs, vb)
 		}
 		return vb
