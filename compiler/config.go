@@ -13,7 +13,7 @@ import (
 )
 
 // Config is a whole lb.yaml: the services of one load balancer, in the
-// vocabulary of the cloud API that spec/lb-semantics.md restates.
+// vocabulary of the cloud API that docs/semantics.md restates.
 type Config struct {
 	// Tunnel holds the outer source addresses of IP-in-IP encapsulation.
 	Tunnel Tunnel `yaml:"tunnel" json:"tunnel"`

@@ -3,7 +3,7 @@
 //
 // It is pure policy: functions take values and return values, with no I/O,
 // clock or globals. The steps, each in its own file and named after the
-// rules of spec/lb-semantics.md they implement:
+// rules of docs/semantics.md they implement:
 //
 //   - decode.go, validate.go: strict decoding with every problem of a file
 //     reported at once, by line and field path;

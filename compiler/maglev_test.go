@@ -6,7 +6,10 @@ import (
 	"math"
 	"math/big"
 	"math/rand"
+	"os"
+	"regexp"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -432,6 +435,37 @@ var disruptionClaims = []struct {
 	{"reweight-1", 100, "1.44", "1.94"},
 	{"reweight-1", 250, "2.38", "4.53"},
 	{"reweight-1", 1000, "4.79", "7.71"},
+}
+
+// TestREADMEDisruptionTable: README → Performance shows exactly the
+// ratios TestRMAGLEV3_DisruptionClaims recomputes, row by row (the
+// EARLIEST_RANK and textbook Maglev columns), so the README cannot drift
+// from what the rings do.
+func TestREADMEDisruptionTable(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	label := map[string]string{"remove one backend": "remove-1", "add one backend": "add-1", "reweight one backend 100 → 50": "reweight-1"}
+	row := regexp.MustCompile(`(?m)^\|\s*([^|]*?)\s*\| (\d+) \| \**([0-9.]+)\** \| [0-9.]+ \| ([0-9.]+) \| [0-9.]+ \|$`)
+	var got []string
+	change := ""
+	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		if l := strings.TrimSpace(m[1]); l != "" {
+			change = label[l]
+			if change == "" {
+				t.Fatalf("README's disruption table has a change %q this test does not know", l)
+			}
+		}
+		got = append(got, fmt.Sprintf("%s N=%s: %s %s", change, m[2], m[3], m[4]))
+	}
+	var want []string
+	for _, cl := range disruptionClaims {
+		want = append(want, fmt.Sprintf("%s N=%d: %s %s", cl.change, cl.n, cl.earliest, cl.textbook))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("README's disruption table (EARLIEST_RANK, textbook):\n%s\nthe recomputed claims:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
 
 // TestRMAGLEV3_DisruptionClaims recomputes the disruption ratios that README

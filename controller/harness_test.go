@@ -76,6 +76,33 @@ services:
 `, disableDrain, drainSec, port, healthy, unhealthy)
 }
 
+// patientProbes gives seedConfig's health checks a timeout (300 s) that a
+// loopback answer never reaches, however starved the test machine is: with
+// the 2 s of seedConfig, a healthy backend whose answer is scheduled late
+// reads as unhealthy (unhealthyThreshold 1), and a test that asserts a
+// restart writes nothing sees a write. The interval moves with it (a probe
+// must end before the next): only for tests that never advance the fake
+// clock, where every probe is a ProbeAll the test asks for.
+func patientProbes(cfg string) string {
+	const from, to = "checkIntervalSec: 5\n      timeoutSec: 2\n", "checkIntervalSec: 300\n      timeoutSec: 300\n"
+	if !strings.Contains(cfg, from) {
+		panic("patientProbes: seedConfig's health check changed")
+	}
+	return strings.Replace(cfg, from, to, 1)
+}
+
+// waitBudget is how long a test waits for progress that takes
+// milliseconds on an idle machine (a controller's first push, a P4Runtime
+// session): until shortly before the test's own deadline, so that a
+// starved machine slows the test down instead of failing it, and a real
+// hang still fails with the test's logs rather than at go test's panic.
+func waitBudget(t *testing.T) time.Duration {
+	if dl, ok := t.Deadline(); ok {
+		return max(time.Until(dl)-30*time.Second, 10*time.Second)
+	}
+	return 5 * time.Minute
+}
+
 func allSeedIPs() []string {
 	var ips []string
 	for _, ip := range seedIPs {
@@ -241,7 +268,7 @@ func startRigOpts(t *testing.T, o rigOptions, tweak func(*controller.Options)) *
 	case <-c.Ready():
 	case err := <-r.done:
 		t.Fatalf("controller stopped: %v\n%s", err, r.logs)
-	case <-time.After(20 * time.Second):
+	case <-time.After(waitBudget(t)):
 		t.Fatalf("controller not ready\n%s", r.logs)
 	}
 	t.Cleanup(r.stop)
@@ -347,7 +374,7 @@ func startRigTargets(t *testing.T, cfg string, f *backendtest.Fleet, ts ...targe
 	case <-c.Ready():
 	case err := <-r.done:
 		t.Fatalf("controller stopped: %v\n%s", err, r.logs)
-	case <-time.After(20 * time.Second):
+	case <-time.After(waitBudget(t)):
 		t.Fatalf("controller not ready\n%s", r.logs)
 	}
 	t.Cleanup(r.stop)

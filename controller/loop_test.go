@@ -160,10 +160,11 @@ func TestDebounceOnePushPerBurst(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	budget := waitBudget(t)
+	deadline := time.Now().Add(budget)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10 s")
+			t.Fatalf("condition not reached in %v", budget)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -50,7 +50,7 @@ func startSwitch(t *testing.T) *p4rt.Server {
 
 func openSwitch(t *testing.T, srv *p4rt.Server, election uint64) *bmv2.Target {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBudget(t))
 	defer cancel()
 	tg, err := bmv2.OpenShared(ctx, bmv2.Options{Options: runtime.Options{Addr: srv.Addr(), DeviceID: 1, ElectionLow: election,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
@@ -90,7 +90,7 @@ func startSwitchController(t *testing.T, srv *p4rt.Server, election uint64, cfg 
 	case <-c.Ready():
 	case err := <-sc.done:
 		t.Fatalf("controller: %v\n%s", err, sc.logs)
-	case <-time.After(20 * time.Second):
+	case <-time.After(waitBudget(t)):
 		t.Fatalf("controller not ready\n%s", sc.logs)
 	}
 	t.Cleanup(sc.stop)
@@ -131,7 +131,7 @@ func readSwitch(t *testing.T, tg *bmv2.Target) *compiler.IR {
 func TestRestartWritesNothingP4Runtime(t *testing.T) {
 	f := backendtest.Start(t, allSeedIPs()...)
 	cfg := filepath.Join(t.TempDir(), "lb.yaml")
-	if err := os.WriteFile(cfg, []byte(seedConfig(f.Port, true, 30, 1, 1)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(patientProbes(seedConfig(f.Port, true, 30, 1, 1))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	srv := startSwitch(t)
@@ -171,7 +171,7 @@ func TestRestartWritesNothingP4Runtime(t *testing.T) {
 func TestHAStandbyTakesOverWritingOnlyTheDifference(t *testing.T) {
 	f := backendtest.Start(t, allSeedIPs()...)
 	cfg := filepath.Join(t.TempDir(), "lb.yaml")
-	if err := os.WriteFile(cfg, []byte(seedConfig(f.Port, false, 0, 1, 1)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(patientProbes(seedConfig(f.Port, false, 0, 1, 1))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	srv := startSwitch(t)

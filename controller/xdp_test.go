@@ -45,7 +45,7 @@ func TestRestartWritesNothingXDP(t *testing.T) {
 	}
 	f := backendtest.Start(t, allSeedIPs()...)
 	cfg := filepath.Join(t.TempDir(), "lb.yaml")
-	if err := os.WriteFile(cfg, []byte(seedConfig(f.Port, true, 30, 1, 1)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(patientProbes(seedConfig(f.Port, true, 30, 1, 1))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run := func() (*rig, *recordingTarget) {

@@ -3,7 +3,7 @@
 // its loader, and the translation between the compiler's IR and the BPF
 // maps the program reads.
 //
-// The program implements every per-packet rule of spec/lb-semantics.md for
+// The program implements every per-packet rule of docs/semantics.md for
 // IPv4 and IPv6: VIP lookup (exact port, all ports, any protocol), the
 // conntrack admission and validity rules (R-CT, R-AGE, R-EPOCH, R-PERSIST,
 // R-DRAIN, R-PERSIST-CAP) over an LRU hash keyed by the exact tracking

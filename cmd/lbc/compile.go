@@ -70,8 +70,9 @@ func writeCompileJSON(w io.Writer, l *loaded, res *compiler.Result) error {
 		Services []serviceJSON `json:"services"`
 		IR       *compiler.IR  `json:"ir"`
 	}{IR: res.IR}
+	x := res.IR.Index() // one lookup per service, not a scan of all of them
 	for i, sr := range res.Services {
-		row := res.IR.ServiceByName(sr.Name)
+		row := x.ServiceByName(sr.Name)
 		sj := serviceJSON{Name: sr.Name, VIP: l.Config.Services[i].VIP, Eligible: row.Eligible, Decision: sr.Decision.Kind, Rule: sr.Decision.Rule, Epoch: row.Epoch,
 			Ring: ringJSON{Size: len(sr.Ring.Slots), ActiveHalf: row.ActiveHalf, Fill: string(sr.Ring.Fill), Counts: map[string]int{}}}
 		if sj.Eligible == nil {
@@ -88,9 +89,10 @@ func writeCompileJSON(w io.Writer, l *loaded, res *compiler.Result) error {
 }
 
 func writeCompileText(w io.Writer, l *loaded, res *compiler.Result) {
+	x := res.IR.Index()
 	for i, sr := range res.Services {
 		s := &l.Config.Services[i]
-		row := res.IR.ServiceByName(sr.Name)
+		row := x.ServiceByName(sr.Name)
 		ports := "ALL"
 		if !s.Ports.All && len(s.Ports.List) > 0 {
 			ps := make([]string, len(s.Ports.List))

@@ -38,7 +38,7 @@ var gslbCommand = &cli.Command{
 	Usage: "global server load balancing: pick a site by policy and answer DNS for it",
 	Description: `The GSLB answers DNS queries for service names with the address (VIP) of the
 best site, where each site is a load balancer run by 'lbc run'. The policy
-chain of spec/gslb-policy.md runs in this order; each step narrows the
+chain of docs/gslb.md runs in this order; each step narrows the
 candidate sites, and a step that cannot decide passes them on:
 
    G-1 health             sites whose load balancer reports a healthy backend

@@ -1,4 +1,4 @@
-// Package policy is the GSLB site-selection chain of spec/gslb-policy.md
+// Package policy is the GSLB site-selection chain of docs/gslb.md
 // (G-1 … G-8) as pure steps: candidate sites, the query's context, the
 // sites' metrics and the time go in; the surviving candidates and a record
 // of which step decided, and why, come out. Nothing here does I/O, reads a

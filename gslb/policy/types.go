@@ -8,7 +8,7 @@ import (
 // Step names one policy of the chain. The spelling is the one gslb.yaml uses.
 type Step string
 
-// The steps, in the order they run (spec/gslb-policy.md).
+// The steps, in the order they run (docs/gslb.md).
 const (
 	Health           Step = "health"            // G-1
 	Capacity         Step = "capacity"          // G-2

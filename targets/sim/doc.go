@@ -1,6 +1,6 @@
 // Package sim is the reference datapath: it executes the compiled IR packet
 // by packet in Go, with a virtual clock, exactly as
-// spec/lb-semantics.md describes (design decision 7). It is the oracle the
+// docs/semantics.md describes (design decision 7). It is the oracle the
 // P4 and XDP datapaths are compared with and the engine of `lbc explain`,
 // so it is written from the spec, not from either of them.
 //

@@ -2,6 +2,7 @@ package tofino
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,12 +16,24 @@ const (
 	tnaP4Info = "../../p4/tna/build/lb.p4info.txtpb"
 )
 
-// tnaInclude finds the TNA include files of the public p4c source.
-func tnaInclude() string {
-	if d := os.Getenv("LBC_TNA_INCLUDE"); d != "" {
-		return d
+// p4testTNAArgs returns p4test's flags for the TNA program, or why p4test
+// cannot compile it: a p4c built with the Tofino back end
+// (-DENABLE_TOFINO=ON, docs/toolchain.md) finds tna.p4 in its own
+// p4include; the TNA_INCLUDE environment variable (as for `make p4-tna`)
+// names another directory holding it.
+func p4testTNAArgs(t *testing.T, p4test string) ([]string, error) {
+	args := []string{"-D__TARGET_TOFINO__=1"}
+	if d := os.Getenv("TNA_INCLUDE"); d != "" {
+		args = append(args, "-I", d)
 	}
-	return "/work/p4tools/tna-include"
+	probe := filepath.Join(t.TempDir(), "probe.p4")
+	if err := os.WriteFile(probe, []byte("#include <tna.p4>\n"), 0o644); err != nil {
+		return nil, err
+	}
+	if msg, err := exec.Command(p4test, append(args, probe)...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%s finds no tna.p4 (%v: %s); use a p4c built with -DENABLE_TOFINO=ON or set TNA_INCLUDE to p4c's backends/tofino/bf-p4c/p4include", p4test, err, bytes.TrimSpace(msg))
+	}
+	return args, nil
 }
 
 // TestP4testAcceptsTNAProgram: the open-source p4c frontend accepts
@@ -31,13 +44,13 @@ func TestP4testAcceptsTNAProgram(t *testing.T) {
 	if err != nil {
 		t.Skipf("p4test not on PATH (%v): install p4c to check p4/tna/lb.p4; the committed P4Info is still used by the other tests", err)
 	}
-	inc := tnaInclude()
-	if _, err := os.Stat(filepath.Join(inc, "tna.p4")); err != nil {
-		t.Skipf("TNA include files not found (%v): set LBC_TNA_INCLUDE to p4c's backends/tofino/bf-p4c/p4include", err)
+	args, err := p4testTNAArgs(t, p4test)
+	if err != nil {
+		t.Skipf("%v", err)
 	}
 	out := filepath.Join(t.TempDir(), "lb.p4info.txtpb")
 	// p4test runs from the repository root, as `make p4-tna` does.
-	cmd := exec.Command(p4test, "-D__TARGET_TOFINO__=1", "-I", inc, "--p4runtime-files", out, "p4/tna/lb.p4")
+	cmd := exec.Command(p4test, append(args, "--p4runtime-files", out, "p4/tna/lb.p4")...)
 	cmd.Dir = "../.."
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("p4test rejects p4/tna/lb.p4: %v\n%s", err, msg)

@@ -153,6 +153,10 @@ func TestGeneratedTracesAgreeWithSim(t *testing.T) {
 				if err == nil {
 					t.Fatalf("%s loads, but it is listed as invalid (%s): remove it from invalidFixtures", name, why)
 				}
+				// Rejected for the listed rule, not for another problem.
+				if rule, _, _ := strings.Cut(why, ":"); !strings.Contains(err.Error(), "("+rule+")") {
+					t.Fatalf("%s is rejected, but not for %s: %v", name, rule, err)
+				}
 				t.Skipf("rejected as it must be (%s): %v", why, err)
 			}
 			if err != nil {

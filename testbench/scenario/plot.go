@@ -75,9 +75,18 @@ func flowBins(res *Result, backends []string) (series map[string][]float64, fail
 	return series, failed, n
 }
 
-// plotConnections: new flows per backend in each second, failed flows,
-// step boundaries and fault markers.
+// plotConnections writes connectionsPlot as a PNG, its legend beside it.
 func plotConnections(path string, sc *Scenario, res *Result) error {
+	p, leg, err := connectionsPlot(sc, res)
+	if err != nil {
+		return err
+	}
+	return saveWithLegend(p, leg, vg.Length(11)*vg.Inch, vg.Length(5)*vg.Inch, path)
+}
+
+// connectionsPlot: new flows per backend in each second, failed flows,
+// step boundaries and fault markers.
+func connectionsPlot(sc *Scenario, res *Result) (*plot.Plot, plot.Legend, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: new flows per backend", sc.Name)
 	p.X.Label.Text = "time since start (s)"
@@ -108,7 +117,7 @@ func plotConnections(path string, sc *Scenario, res *Result) error {
 	if nb > 0 {
 		for i, n := range res.Backends {
 			if err := add(n, series[n], colorOf(i), false); err != nil {
-				return err
+				return nil, leg, err
 			}
 		}
 		anyFailed := false
@@ -117,7 +126,7 @@ func plotConnections(path string, sc *Scenario, res *Result) error {
 		}
 		if anyFailed {
 			if err := add("failed", failed, color.Black, true); err != nil {
-				return err
+				return nil, leg, err
 			}
 		}
 	}
@@ -137,13 +146,13 @@ func plotConnections(path string, sc *Scenario, res *Result) error {
 	}
 	for _, s := range res.Steps {
 		if err := vline(s.Start.Seconds(), color.Gray{Y: 200}, false); err != nil {
-			return err
+			return nil, leg, err
 		}
 	}
 	var lx plotter.XYLabels
 	for i, f := range res.Faults {
 		if err := vline(f.T.Seconds(), faultRed, true); err != nil {
-			return err
+			return nil, leg, err
 		}
 		// Stagger labels of faults close in time.
 		y := top * (0.97 - 0.06*float64(i%3))
@@ -153,7 +162,7 @@ func plotConnections(path string, sc *Scenario, res *Result) error {
 	if len(lx.XYs) > 0 {
 		labels, err := plotter.NewLabels(lx)
 		if err != nil {
-			return err
+			return nil, leg, err
 		}
 		for i := range labels.TextStyle {
 			labels.TextStyle[i].Color = faultRed
@@ -164,7 +173,7 @@ func plotConnections(path string, sc *Scenario, res *Result) error {
 	if len(res.Faults) > 0 {
 		fl, err := plotter.NewLine(plotter.XYs{{}, {}})
 		if err != nil {
-			return err
+			return nil, leg, err
 		}
 		fl.Color, fl.Width, fl.Dashes = faultRed, vg.Points(1), []vg.Length{vg.Points(3), vg.Points(3)}
 		leg.Add("fault", fl)
@@ -173,7 +182,7 @@ func plotConnections(path string, sc *Scenario, res *Result) error {
 	p.Y.Tick.Marker = countTicks{}
 	p.Y.Min, p.Y.Max = 0, top
 	p.X.Min, p.X.Max = 0, max(res.Took.Seconds(), bin)
-	return saveWithLegend(p, leg, vg.Length(11)*vg.Inch, vg.Length(5)*vg.Inch, path)
+	return p, leg, nil
 }
 
 // ringSharesPlot: one stacked bar per ring state whose shares changed;
@@ -269,18 +278,9 @@ func plotRingShares(path string, sc *Scenario, res *Result) error {
 func saveWithLegend(p *plot.Plot, leg plot.Legend, w, h vg.Length, path string) error {
 	img := vgimg.New(w, h)
 	dc := draw.New(img)
-	leg.Top, leg.Left = true, true
-	leg.TextStyle.Font.Size = vg.Points(10)
-	leg.Padding = vg.Points(2)
-	r := leg.Rectangle(dc)
-	margin := vg.Points(10)
-	legW := r.Max.X - r.Min.X + 2*margin
-	p.Draw(draw.Crop(dc, 0, -legW, 0, 0))
-	titleH := vg.Length(0)
-	if p.Title.Text != "" {
-		titleH = p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding + margin
-	}
-	leg.Draw(draw.Crop(dc, w-legW+margin, 0, 0, -titleH))
+	pc, lc := legendLayout(dc, p, &leg)
+	p.Draw(pc)
+	leg.Draw(lc)
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -290,6 +290,24 @@ func saveWithLegend(p *plot.Plot, leg plot.Legend, w, h vg.Length, path string) 
 		return err
 	}
 	return f.Close()
+}
+
+// legendLayout splits dc into the plot's canvas and, right of it, the
+// legend's: the legend takes the width of its widest entry, and the plot
+// (frame, axes and data) the rest.
+func legendLayout(dc draw.Canvas, p *plot.Plot, leg *plot.Legend) (plotC, legC draw.Canvas) {
+	leg.Top, leg.Left = true, true
+	leg.TextStyle.Font.Size = vg.Points(10)
+	leg.Padding = vg.Points(2)
+	r := leg.Rectangle(dc)
+	margin := vg.Points(10)
+	legW := r.Max.X - r.Min.X + 2*margin
+	titleH := vg.Length(0)
+	if p.Title.Text != "" {
+		titleH = p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding + margin
+	}
+	w := dc.Max.X - dc.Min.X
+	return draw.Crop(dc, 0, -legW, 0, 0), draw.Crop(dc, w-legW+margin, 0, 0, -titleH)
 }
 
 // countTicks labels a count axis with whole numbers only: every 1, 2, 5,

@@ -8,6 +8,11 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Only whole bins are counted: a run of 2.5 s has two, and the flow in
@@ -155,5 +160,48 @@ func TestPlotLegendOutsideFrame(t *testing.T) {
 		if !found {
 			t.Errorf("%s: no legend swatch right of the plot", n)
 		}
+	}
+}
+
+// The legend never covers the data: in both plots, laid out at their
+// sizes, the legend's canvas starts right of the data area (frame and
+// axes included), and the legend fits inside the image.
+func TestPlotLegendBesideData(t *testing.T) {
+	sc, res := plotResult()
+	cp, cleg, err := connectionsPlot(sc, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, rleg, rw, err := ringSharesPlot(sc, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		p    *plot.Plot
+		leg  plot.Legend
+		w, h vg.Length
+	}{
+		{ConnectionsPNG, cp, cleg, 11 * vg.Inch, 5 * vg.Inch},
+		{RingSharesPNG, rp, rleg, rw, 5 * vg.Inch},
+	} {
+		dc := draw.New(vgimg.New(tc.w, tc.h))
+		pc, lc := legendLayout(dc, tc.p, &tc.leg)
+		data := tc.p.DataCanvas(pc)
+		if data.Max.X > lc.Min.X || pc.Max.X > lc.Min.X {
+			t.Errorf("%s: the legend starts at x=%v, inside the plot (data area ends at %v, plot at %v)", tc.name, lc.Min.X, data.Max.X, pc.Max.X)
+		}
+		if data.Max.X-data.Min.X < (tc.w)/2 {
+			t.Errorf("%s: the data area is %v wide of %v: the legend takes too much", tc.name, data.Max.X-data.Min.X, tc.w)
+		}
+		r := tc.leg.Rectangle(lc)
+		if r.Max.X > dc.Max.X || r.Min.Y < dc.Min.Y || r.Max.Y > dc.Max.Y {
+			t.Errorf("%s: the legend %v does not fit the image %v", tc.name, r, dc.Rectangle)
+		}
+	}
+	// The connection plot counts flows: whole-number ticks on an axis
+	// that starts at 0.
+	if _, ok := cp.Y.Tick.Marker.(countTicks); !ok || cp.Y.Min != 0 {
+		t.Errorf("connections y axis: ticks %T from %g, want whole counts from 0", cp.Y.Tick.Marker, cp.Y.Min)
 	}
 }
