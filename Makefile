@@ -13,7 +13,7 @@ all: bpf
 bpf:
 	cd fallback && BPF2GO_OUT=. $(GO) generate ./
 
-check-generated: check-generated-bpf check-generated-p4
+check-generated: check-generated-bpf check-generated-p4 check-generated-p4-tna
 
 check-generated-bpf:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
@@ -63,6 +63,13 @@ p4-tna:
 	ok=$$?; rm -f $$probe; \
 	[ $$ok = 0 ] || { echo "p4-tna: $(P4TEST) finds no tna.p4 (a p4c built without -DENABLE_TOFINO=ON); set TNA_INCLUDE to p4c's backends/tofino/bf-p4c/p4include; skipped"; exit 0; }; \
 	$(P4TEST) -D__TARGET_TOFINO__=1 $(if $(TNA_INCLUDE),-I $(TNA_INCLUDE)) --p4runtime-files p4/tna/build/lb.p4info.txtpb p4/tna/lb.p4
+
+check-generated-p4-tna:
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	cp p4/tna/build/lb.p4info.txtpb $$tmp/committed && \
+	$(MAKE) -s p4-tna >$$tmp/log 2>&1; rc=$$?; \
+	if grep -q skipped $$tmp/log; then sed -n '/skipped/p' $$tmp/log | sed 's/^p4-tna/check-generated-p4-tna/'; exit 0; fi; \
+	cmp -s $$tmp/committed p4/tna/build/lb.p4info.txtpb && [ $$rc = 0 ] || { cat $$tmp/log; cp $$tmp/committed p4/tna/build/lb.p4info.txtpb; echo "p4/tna/build/lb.p4info.txtpb differs from what 'make p4-tna' generates; run make p4-tna and commit"; exit 1; }
 
 # Scenario testbench (root): run one scenario end to end and write its report.
 #   make testbench SCENARIO=seed001-failover [TOPOLOGY=netns|mininet] [OUT=dir]
