@@ -85,6 +85,27 @@ func (s *Set) IP(ns string, args ...string) (string, error) {
 	return string(out), nil
 }
 
+// WaitUp waits until dev in ns is operationally up. A veth's queueing
+// discipline is attached only when the kernel's link watcher sees its
+// carrier, up to a second after `ip link set up` on a loaded machine;
+// until then every frame sent on it is silently dropped.
+func (s *Set) WaitUp(ns, dev string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := s.IP(ns, "-o", "link", "show", "dev", dev)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(out, "state UP") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s in %s not up after %s: %s", dev, ns, timeout, strings.TrimSpace(out))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Exec runs a command inside ns (ip netns exec).
 func (s *Set) Exec(ctx context.Context, ns string, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, name}, args...)...)

@@ -226,6 +226,11 @@ func (s *Switch) start(ctx context.Context) error {
 				return err
 			}
 		}
+		for _, dev := range []string{sw, h} {
+			if err := s.set.WaitUp(s.ns, dev, 10*time.Second); err != nil {
+				return err
+			}
+		}
 	}
 	if s.io, err = openPorts(s.ns); err != nil {
 		return err

@@ -92,6 +92,11 @@ func TestRVLAN_PortsKeepTheTag(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		for _, dev := range []string{fmt.Sprintf("sw%d", i), fmt.Sprintf("h%d", i)} {
+			if err := set.WaitUp(ns, dev, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	p, err := openPorts(ns)
 	if err != nil {
