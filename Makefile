@@ -55,6 +55,7 @@ check-generated-p4:
 # the committed file.
 P4TEST ?= p4test
 TNA_INCLUDE ?=
+TNA_OUT ?= p4/tna/build
 p4: p4-tna
 p4-tna:
 	@command -v $(P4TEST) >/dev/null || { echo "p4-tna: $(P4TEST) not on PATH; skipped (docs/toolchain.md builds it)"; exit 0; }; \
@@ -62,14 +63,13 @@ p4-tna:
 	$(P4TEST) -D__TARGET_TOFINO__=1 $(if $(TNA_INCLUDE),-I $(TNA_INCLUDE)) $$probe >/dev/null 2>&1; \
 	ok=$$?; rm -f $$probe; \
 	[ $$ok = 0 ] || { echo "p4-tna: $(P4TEST) finds no tna.p4 (a p4c built without -DENABLE_TOFINO=ON); set TNA_INCLUDE to p4c's backends/tofino/bf-p4c/p4include; skipped"; exit 0; }; \
-	$(P4TEST) -D__TARGET_TOFINO__=1 $(if $(TNA_INCLUDE),-I $(TNA_INCLUDE)) --p4runtime-files p4/tna/build/lb.p4info.txtpb p4/tna/lb.p4
+	$(P4TEST) -D__TARGET_TOFINO__=1 $(if $(TNA_INCLUDE),-I $(TNA_INCLUDE)) --p4runtime-files $(TNA_OUT)/lb.p4info.txtpb p4/tna/lb.p4
 
 check-generated-p4-tna:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
-	cp p4/tna/build/lb.p4info.txtpb $$tmp/committed && \
-	$(MAKE) -s p4-tna >$$tmp/log 2>&1; rc=$$?; \
-	if grep -q skipped $$tmp/log; then sed -n '/skipped/p' $$tmp/log | sed 's/^p4-tna/check-generated-p4-tna/'; exit 0; fi; \
-	cmp -s $$tmp/committed p4/tna/build/lb.p4info.txtpb && [ $$rc = 0 ] || { cat $$tmp/log; cp $$tmp/committed p4/tna/build/lb.p4info.txtpb; echo "p4/tna/build/lb.p4info.txtpb differs from what 'make p4-tna' generates; run make p4-tna and commit"; exit 1; }
+	$(MAKE) -s p4-tna TNA_OUT=$$tmp >$$tmp/log 2>&1 || { cat $$tmp/log; exit 1; }; \
+	if grep -q skipped $$tmp/log; then sed -n 's/^p4-tna/check-generated-p4-tna/p' $$tmp/log; exit 0; fi; \
+	cmp -s $$tmp/lb.p4info.txtpb p4/tna/build/lb.p4info.txtpb || { echo "p4/tna/build/lb.p4info.txtpb differs from what 'make p4-tna' generates; run make p4-tna and commit"; exit 1; }
 
 # Scenario testbench (root): run one scenario end to end and write its report.
 #   make testbench SCENARIO=seed001-failover [TOPOLOGY=netns|mininet] [OUT=dir]
