@@ -175,16 +175,7 @@ type problem struct {
 func (c *Config) validate() []problem {
 	var ps []problem
 	bad := func(keys []any, format string, a ...any) {
-		var path []string
-		for _, k := range keys {
-			switch k := k.(type) {
-			case string:
-				path = append(path, k)
-			case int:
-				path[len(path)-1] += "[" + strconv.Itoa(k) + "]"
-			}
-		}
-		ps = append(ps, problem{keys: keys, path: strings.Join(path, "."), msg: fmt.Sprintf(format, a...)})
+		ps = append(ps, problem{keys: keys, path: keyPath(keys), msg: fmt.Sprintf(format, a...)})
 	}
 	if c.LocalASN == 0 {
 		bad([]any{"localASN"}, "localASN is missing or 0: set this node's AS number (e.g. 64512, a private ASN)")
