@@ -61,9 +61,19 @@ type FleetExpect struct {
 	// MaxBroken is how many held connections may break in the event
 	// (default 0).
 	MaxBroken int `yaml:"maxBroken"`
-	// BrokenBackends, if set, are the only backends whose connections may
-	// break (the event's documented breakage, e.g. flows that move to a
-	// node without conntrack while their backend is out of the ring).
+	// BrokenOnlyIfRingMoved: a held connection may break only if the ring
+	// in force during the event (compiled by lbc's compiler from the
+	// nodes' lb.yaml and the backends' health) maps its slot to another
+	// backend than the one it is connected to; MaxBroken still bounds
+	// how many break. Such a connection survives on a node that holds
+	// its conntrack entry (R-PERSIST) and breaks when ECMP moves it to a
+	// node that has none. A connection that breaks although its slot is
+	// still its backend's fails the check: nothing allowed it to break.
+	BrokenOnlyIfRingMoved bool `yaml:"brokenOnlyIfRingMoved"`
+	// BrokenBackends is no longer accepted: a ring with exact shares
+	// moves a few slots of the backends that stay when one leaves, so
+	// which connections may break is not a list of backends (validate
+	// says so).
 	BrokenBackends []string `yaml:"brokenBackends"`
 	// Moved: at least one connection changed node in the event (it
 	// proves that the event exercised a move).
@@ -156,13 +166,14 @@ func (f *Fleet) validate(known map[string]bool) error {
 		if e.Expect.ConvergeWithin > 0 && kind != "fail" && kind != "recover" {
 			bad("%s (%s): expect.convergeWithin needs a fail or recover", where, e.Name)
 		}
-		for _, b := range e.Expect.BrokenBackends {
-			if !known[b] {
-				bad("%s (%s): expect.brokenBackends: %q is not an endpoint of the service", where, e.Name, b)
-			}
+		if len(e.Expect.BrokenBackends) > 0 {
+			bad("%s (%s): expect.brokenBackends: no longer accepted: write brokenOnlyIfRingMoved: true (when a backend leaves the ring, a few slots of the other backends change owner too, so their connections may break as well)", where, e.Name)
 		}
 		if e.Expect.MaxBroken < 0 {
 			bad("%s (%s): expect.maxBroken: negative", where, e.Name)
+		}
+		if e.Expect.BrokenOnlyIfRingMoved && e.Expect.MaxBroken == 0 {
+			bad("%s (%s): expect.brokenOnlyIfRingMoved allows breaks that maxBroken 0 forbids: set maxBroken (at most connections: %d)", where, e.Name, f.Connections)
 		}
 	}
 	return errors.Join(errs...)

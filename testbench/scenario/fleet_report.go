@@ -49,13 +49,17 @@ func (r *fleetRunner) writeFleetReport(fr *FleetResult) error {
 		}
 		fmt.Fprintln(&b)
 	}
-	fmt.Fprintf(&b, "| event | action → effect | held connections broken | moved between nodes | longest silence | new connections ok/failed | carriers at the end |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| event | action → effect | held connections broken (at risk: the ring maps them elsewhere) | moved between nodes | longest silence | new connections ok/failed | carriers at the end |\n|---|---|---|---|---|---|---|\n")
 	for _, er := range fr.Events {
 		eff := "-"
 		if er.Effect >= 0 && er.EffectWhat != "" {
 			eff = fmt.Sprintf("%s: %d ms", er.EffectWhat, er.Effect.Milliseconds())
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d ms | %d/%d | %s |\n", er.Name, eff, er.Broken, er.Moved, er.MaxStall.Milliseconds(), er.NewOK, er.NewFailed, carrierLine(er.Carriers))
+		risk := "?"
+		if er.AtRisk >= 0 {
+			risk = fmt.Sprint(er.AtRisk)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d (%s at risk) | %d | %d ms | %d/%d | %s |\n", er.Name, eff, er.Broken, risk, er.Moved, er.MaxStall.Milliseconds(), er.NewOK, er.NewFailed, carrierLine(er.Carriers))
 	}
 	fmt.Fprintln(&b)
 	for i, er := range fr.Events {
