@@ -177,3 +177,27 @@ fleet:
 		})
 	}
 }
+
+// A node that held a ring the model does not know (its health check
+// flapped, it restarted) makes the at-risk set unknowable: unmodelled
+// names it once, with the time it was first seen.
+func TestFleetRing_UnmodelledDigests(t *testing.T) {
+	rings := []*fleetRing{{Digest: "aaa"}, {Digest: "bbb"}}
+	for _, tc := range []struct {
+		name   string
+		window []FleetSample
+		want   string
+	}{
+		{"all modelled", []FleetSample{{T: 1e9, Digests: map[string]string{"n1": "aaa", "n2": "bbb"}}, {T: 2e9, Digests: map[string]string{"n2": ""}}}, ""},
+		{"one node off twice", []FleetSample{
+			{T: 1e9, Digests: map[string]string{"n1": "aaa", "n2": "ccc"}},
+			{T: 1.5e9, Digests: map[string]string{"n1": "ddd", "n2": "ccc"}},
+		}, "n2 held ring ccc at 1.0 s, n1 held ring ddd at 1.5 s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := unmodelled(tc.window, rings); got != tc.want {
+				t.Errorf("unmodelled = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
