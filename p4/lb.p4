@@ -2,9 +2,14 @@
  * lb.p4: the lbc pass-through L4 load balancer for v1model (BMv2).
  *
  * Per packet (spec/lb-semantics.md, design decisions 2-6):
- *   parse Ethernet (+ one 802.1Q tag), IPv4, IPv6 (+ Fragment header), TCP, UDP;
+ *   parse Ethernet (+ one 802.1Q tag), IPv4, IPv6 (+ Fragment header), TCP, UDP,
+ *   and ICMP errors (IPv4 types 3, 11, 12; ICMPv6 types 1-4) with the IP header
+ *   and ports of the TCP or UDP packet they quote;
  *   fragments (R-FRAG) and protocols this program does not parse leave through
  *   the fallback port unchanged (the XDP datapath there applies the same rules);
+ *   an ICMP error about a reply from the VIP is decided by the flow it quotes,
+ *   reversed (the client's flow): its service, a conntrack lookup that neither
+ *   creates nor refreshes an entry, else the ring (targets/packet.go);
  *   VIP lookup: vip_port (VIP, protocol, port), then vip_proto (ports: ALL),
  *   then vip_addr (L3_DEFAULT); service row (flags, epoch, ring size and half);
  *   conntrack in register arrays (R-CT, R-TRK, R-AGE, R-EPOCH, R-PERSIST,
@@ -81,11 +86,13 @@ const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_IPV6 = 0x86dd;
 const bit<16> ETHERTYPE_VLAN = 0x8100;
 
+const bit<8> PROTO_ICMP = 1;
 const bit<8> PROTO_IPIP = 4;
 const bit<8> PROTO_TCP = 6;
 const bit<8> PROTO_UDP = 17;
 const bit<8> PROTO_IPV6 = 41;
 const bit<8> PROTO_FRAG = 44;
+const bit<8> PROTO_ICMPV6 = 58;
 
 /* Tuple kinds, as compiler.TupleKind numbers them. */
 const bit<3> TUPLE_NONE = 0;
@@ -197,6 +204,20 @@ header udp_t {
     bit<16> checksum;
 }
 
+/* ICMP and ICMPv6 share this header's layout. */
+header icmp_t {
+    bit<8>  type;
+    bit<8>  code;
+    bit<16> checksum;
+    bit<32> rest;
+}
+
+/* The ports of the TCP or UDP packet an ICMP error quotes. */
+header ports_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+}
+
 struct headers_t {
     packet_in_t  packet_in;
     packet_out_t packet_out;
@@ -209,6 +230,10 @@ struct headers_t {
     ipv6_frag_t ipv6_frag;
     tcp_t       tcp;
     udp_t       udp;
+    icmp_t      icmp;
+    ipv4_t      quoted_ipv4; // the packet an ICMP error quotes
+    ipv6_t      quoted_ipv6;
+    ports_t     quoted_ports;
 }
 
 struct meta_t {
@@ -219,11 +244,18 @@ struct meta_t {
     bit<48>  now;
     bit<128> dst_addr;   // IPv4 as ::ffff:a.b.c.d, so one key serves both families
     bit<128> fwd_addr;   // what the forward table routes on
+    // The flow's addresses, as the tuples hash them (IPv4 in the low 32
+    // bits): the packet's, or for an ICMP error the quoted packet's
+    // reversed. src_port, dst_port and protocol are the flow's too.
+    bit<128> flow_src;
+    bit<128> flow_dst;
     bit<8>   protocol;
     bit<16>  src_port;
     bit<16>  dst_port;
-    bit<1>   l4;         // TCP or UDP header parsed
+    bit<1>   l4;         // TCP or UDP header parsed (for an ICMP error: quoted)
     bit<1>   fragment;   // R-FRAG
+    bit<1>   icmp_error; // an ICMP error quoting a TCP or UDP packet: never tracked
+    bit<1>   bad_quote;  // an ICMP error whose quoted header is not of its family
     bit<1>   vip_hit;
     bit<1>   to_fallback;
     bit<1>   dropped;
@@ -307,6 +339,8 @@ parser LbParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout stand
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
         meta.protocol = hdr.ipv4.protocol;
+        meta.flow_src = (bit<128>)hdr.ipv4.src;
+        meta.flow_dst = (bit<128>)hdr.ipv4.dst;
         transition select(hdr.ipv4.mf, hdr.ipv4.frag_offset) {
             (1w0, 13w0): parse_ipv4_l4;
             default: parse_ipv4_fragment;
@@ -316,7 +350,14 @@ parser LbParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout stand
         meta.fragment = 1;
         // Only the first fragment carries the transport header.
         transition select(hdr.ipv4.frag_offset) {
-            13w0: parse_ipv4_l4;
+            13w0: parse_ipv4_fragment_l4;
+            default: accept;
+        }
+    }
+    state parse_ipv4_fragment_l4 {
+        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
+            (4w5, PROTO_TCP): parse_tcp;
+            (4w5, PROTO_UDP): parse_udp;
             default: accept;
         }
     }
@@ -325,18 +366,93 @@ parser LbParser(packet_in pkt, out headers_t hdr, inout meta_t meta, inout stand
         transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
             (4w5, PROTO_TCP): parse_tcp;
             (4w5, PROTO_UDP): parse_udp;
+            (4w5, PROTO_ICMP): parse_icmp4;
             default: accept;
         }
+    }
+    // ICMP errors (destination unreachable, time exceeded, parameter
+    // problem) quote the IPv4 header and first 8 bytes of the packet that
+    // failed; other ICMP types count as unparsed.
+    state parse_icmp4 {
+        pkt.extract(hdr.icmp);
+        transition select(hdr.icmp.type) {
+            3: parse_quoted_ipv4;
+            11: parse_quoted_ipv4;
+            12: parse_quoted_ipv4;
+            default: accept;
+        }
+    }
+    state parse_quoted_ipv4 {
+        pkt.extract(hdr.quoted_ipv4);
+        // A quoted packet with options or of a fragment counts as
+        // unparsed (fallback); one of another family is malformed.
+        transition select(hdr.quoted_ipv4.version, hdr.quoted_ipv4.ihl, hdr.quoted_ipv4.frag_offset, hdr.quoted_ipv4.protocol) {
+            (4w4, 4w5, 13w0, PROTO_TCP): parse_quoted_ports4;
+            (4w4, 4w5, 13w0, PROTO_UDP): parse_quoted_ports4;
+            (4w4, _, _, _): accept;
+            default: parse_bad_quote;
+        }
+    }
+    state parse_quoted_ports4 {
+        pkt.extract(hdr.quoted_ports);
+        // The flow is the quoted packet reversed: client → VIP.
+        meta.protocol = hdr.quoted_ipv4.protocol;
+        meta.flow_src = (bit<128>)hdr.quoted_ipv4.dst;
+        meta.flow_dst = (bit<128>)hdr.quoted_ipv4.src;
+        meta.src_port = hdr.quoted_ports.dst_port;
+        meta.dst_port = hdr.quoted_ports.src_port;
+        meta.icmp_error = 1;
+        meta.l4 = 1;
+        transition accept;
+    }
+    state parse_bad_quote {
+        meta.bad_quote = 1;
+        transition accept;
     }
     state parse_ipv6 {
         pkt.extract(hdr.ipv6);
         meta.protocol = hdr.ipv6.next_hdr;
+        meta.flow_src = hdr.ipv6.src;
+        meta.flow_dst = hdr.ipv6.dst;
         transition select(hdr.ipv6.next_hdr) {
             PROTO_FRAG: parse_ipv6_frag;
             PROTO_TCP: parse_tcp;
             PROTO_UDP: parse_udp;
+            PROTO_ICMPV6: parse_icmp6;
             default: accept;
         }
+    }
+    // ICMPv6 errors (types 1-4) quote the IPv6 header and what follows; a
+    // quoted packet with extension headers counts as unparsed (fallback).
+    state parse_icmp6 {
+        pkt.extract(hdr.icmp);
+        transition select(hdr.icmp.type) {
+            1: parse_quoted_ipv6;
+            2: parse_quoted_ipv6;
+            3: parse_quoted_ipv6;
+            4: parse_quoted_ipv6;
+            default: accept;
+        }
+    }
+    state parse_quoted_ipv6 {
+        pkt.extract(hdr.quoted_ipv6);
+        transition select(hdr.quoted_ipv6.version, hdr.quoted_ipv6.next_hdr) {
+            (4w6, PROTO_TCP): parse_quoted_ports6;
+            (4w6, PROTO_UDP): parse_quoted_ports6;
+            (4w6, _): accept;
+            default: parse_bad_quote;
+        }
+    }
+    state parse_quoted_ports6 {
+        pkt.extract(hdr.quoted_ports);
+        meta.protocol = hdr.quoted_ipv6.next_hdr;
+        meta.flow_src = hdr.quoted_ipv6.dst;
+        meta.flow_dst = hdr.quoted_ipv6.src;
+        meta.src_port = hdr.quoted_ports.dst_port;
+        meta.dst_port = hdr.quoted_ports.src_port;
+        meta.icmp_error = 1;
+        meta.l4 = 1;
+        transition accept;
     }
     state parse_ipv6_frag {
         pkt.extract(hdr.ipv6_frag);
@@ -371,6 +487,10 @@ control LbVerifyChecksum(inout headers_t hdr, inout meta_t meta) {
 control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     counter(SERVICE_COUNTERS, CounterType.packets_and_bytes) service_packets;
     counter(SERVICE_COUNTERS, CounterType.packets) service_new_conns;
+    // ICMP errors about a tracked flow without a valid entry, sent where the
+    // ring sends the flow (they create no entry, so service_new_conns does
+    // not count them).
+    counter(SERVICE_COUNTERS, CounterType.packets) service_icmp_error_misses;
     counter(BACKEND_COUNTERS, CounterType.packets) backend_new_conns;
     counter(1, CounterType.packets_and_bytes) fallback_packets;
     counter(DROP_REASONS, CounterType.packets) drops;
@@ -553,24 +673,29 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         if (meta.ct_bypass == 0) {
             meta.now = sm.ingress_global_timestamp;
         }
-        if (sm.parser_error != error.NoError) {
+        if (sm.parser_error != error.NoError || meta.bad_quote == 1) {
             drop_packet(DROP_MALFORMED);
             return;
         }
+        // The VIP key is the flow's destination (an ICMP error's: the
+        // quoted packet's source); what is not ours is routed on the
+        // packet's own.
         if (hdr.ipv4.isValid()) {
-            meta.dst_addr = 128w0xffff00000000 | (bit<128>)hdr.ipv4.dst;
+            meta.dst_addr = 128w0xffff00000000 | meta.flow_dst;
+            meta.fwd_addr = 128w0xffff00000000 | (bit<128>)hdr.ipv4.dst;
         } else if (hdr.ipv6.isValid()) {
-            meta.dst_addr = hdr.ipv6.dst;
+            meta.dst_addr = meta.flow_dst;
+            meta.fwd_addr = hdr.ipv6.dst;
         }
-        meta.fwd_addr = meta.dst_addr;
 
         if (hdr.ipv4.isValid() || hdr.ipv6.isValid()) {
             if (meta.fragment == 1 || meta.l4 == 0) {
                 // R-FRAG, design decision 5: every fragment and every IP
-                // packet this program does not parse (ESP, GRE, ICMP, IPv4
-                // options, IPv6 extension headers) leaves unchanged through
-                // the fallback port, where the XDP datapath applies the
-                // same rules with the same ring.
+                // packet this program does not parse (ESP, GRE, ICMP but
+                // errors quoting TCP or UDP, IPv4 options, IPv6 extension
+                // headers, in the packet or in the one an error quotes)
+                // leaves unchanged through the fallback port, where the XDP
+                // datapath applies the same rules with the same ring.
                 meta.to_fallback = 1;
             } else if (!vip_port.apply().hit) {
                 if (!vip_proto.apply().hit) {
@@ -587,7 +712,7 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
             if (meta.ct_bypass == 0) {
                 service_packets.count(meta.service_id & (SERVICE_COUNTERS - 1));
             }
-            if (hdr.tcp.isValid()) {
+            if (meta.protocol == PROTO_TCP) {
                 meta.affinity = meta.tcp_affinity;
                 meta.track = meta.tcp_track;
                 meta.persist = meta.tcp_persist;
@@ -601,7 +726,8 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
             // shared with the client's fragments and unparsed protocols,
             // which only the fallback sees. Two conntracks would split such a
             // session after a ring change, so the whole session goes to the
-            // fallback, unchanged, and lives in one conntrack there.
+            // fallback, unchanged, and lives in one conntrack there; so
+            // do the ICMP errors about it.
             if (meta.track == TUPLE_2 || meta.track == TUPLE_3) {
                 meta.to_fallback = 1;
             }
@@ -612,20 +738,20 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                     if (hdr.ipv4.isValid()) {
                         if (meta.track == TUPLE_5) {
                             hash(meta.h_trk, HashAlgorithm.crc32, 32w0,
-                                 { hdr.ipv4.src, hdr.ipv4.dst, meta.protocol, meta.src_port, meta.dst_port }, HASH_MAX);
+                                 { meta.flow_src[31:0], meta.flow_dst[31:0], meta.protocol, meta.src_port, meta.dst_port }, HASH_MAX);
                         } else if (meta.track == TUPLE_3) {
-                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { hdr.ipv4.src, hdr.ipv4.dst, meta.protocol }, HASH_MAX);
+                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { meta.flow_src[31:0], meta.flow_dst[31:0], meta.protocol }, HASH_MAX);
                         } else {
-                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { hdr.ipv4.src, hdr.ipv4.dst }, HASH_MAX);
+                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { meta.flow_src[31:0], meta.flow_dst[31:0] }, HASH_MAX);
                         }
                     } else {
                         if (meta.track == TUPLE_5) {
                             hash(meta.h_trk, HashAlgorithm.crc32, 32w0,
-                                 { hdr.ipv6.src, hdr.ipv6.dst, meta.protocol, meta.src_port, meta.dst_port }, HASH_MAX);
+                                 { meta.flow_src, meta.flow_dst, meta.protocol, meta.src_port, meta.dst_port }, HASH_MAX);
                         } else if (meta.track == TUPLE_3) {
-                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { hdr.ipv6.src, hdr.ipv6.dst, meta.protocol }, HASH_MAX);
+                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { meta.flow_src, meta.flow_dst, meta.protocol }, HASH_MAX);
                         } else {
-                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { hdr.ipv6.src, hdr.ipv6.dst }, HASH_MAX);
+                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { meta.flow_src, meta.flow_dst }, HASH_MAX);
                         }
                     }
                     hash(meta.ct_bucket, HashAlgorithm.crc32, 32w0, { meta.service_id, meta.h_trk }, (bit<32>)CT_BUCKETS);
@@ -666,7 +792,8 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                     }
 
                     // R-CT-1/2: a SYN of a 5-tuple-affinity service skips the
-                    // lookup; so does the second pass after a resubmit.
+                    // lookup; so does the second pass after a resubmit. (An
+                    // ICMP error has no TCP header here: it looks up.)
                     bool syn = hdr.tcp.isValid() && hdr.tcp.syn == 1 && hdr.tcp.ack_flag == 0;
                     if (meta.ct_way != 4 && !(syn && meta.syn_new == 1) && meta.ct_bypass == 0) {
                         bit<48> seen;
@@ -693,20 +820,20 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                     if (hdr.ipv4.isValid()) {
                         if (meta.affinity == TUPLE_5) {
                             hash(meta.slot, HashAlgorithm.crc32, 32w0,
-                                 { hdr.ipv4.src, hdr.ipv4.dst, meta.protocol, meta.src_port, meta.dst_port }, meta.ring_size);
+                                 { meta.flow_src[31:0], meta.flow_dst[31:0], meta.protocol, meta.src_port, meta.dst_port }, meta.ring_size);
                         } else if (meta.affinity == TUPLE_3) {
-                            hash(meta.slot, HashAlgorithm.crc32, 32w0, { hdr.ipv4.src, hdr.ipv4.dst, meta.protocol }, meta.ring_size);
+                            hash(meta.slot, HashAlgorithm.crc32, 32w0, { meta.flow_src[31:0], meta.flow_dst[31:0], meta.protocol }, meta.ring_size);
                         } else {
-                            hash(meta.slot, HashAlgorithm.crc32, 32w0, { hdr.ipv4.src, hdr.ipv4.dst }, meta.ring_size);
+                            hash(meta.slot, HashAlgorithm.crc32, 32w0, { meta.flow_src[31:0], meta.flow_dst[31:0] }, meta.ring_size);
                         }
                     } else {
                         if (meta.affinity == TUPLE_5) {
                             hash(meta.slot, HashAlgorithm.crc32, 32w0,
-                                 { hdr.ipv6.src, hdr.ipv6.dst, meta.protocol, meta.src_port, meta.dst_port }, meta.ring_size);
+                                 { meta.flow_src, meta.flow_dst, meta.protocol, meta.src_port, meta.dst_port }, meta.ring_size);
                         } else if (meta.affinity == TUPLE_3) {
-                            hash(meta.slot, HashAlgorithm.crc32, 32w0, { hdr.ipv6.src, hdr.ipv6.dst, meta.protocol }, meta.ring_size);
+                            hash(meta.slot, HashAlgorithm.crc32, 32w0, { meta.flow_src, meta.flow_dst, meta.protocol }, meta.ring_size);
                         } else {
-                            hash(meta.slot, HashAlgorithm.crc32, 32w0, { hdr.ipv6.src, hdr.ipv6.dst }, meta.ring_size);
+                            hash(meta.slot, HashAlgorithm.crc32, 32w0, { meta.flow_src, meta.flow_dst }, meta.ring_size);
                         }
                     }
                     if (!ring.apply().hit) {
@@ -737,7 +864,13 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                     return;
                 }
 
-                if (meta.track != TUPLE_NONE) {
+                if (meta.track != TUPLE_NONE && meta.icmp_error == 1) {
+                    // An ICMP error neither creates nor refreshes the entry
+                    // of the flow it quotes (R-CT-3).
+                    if (meta.ct_candidate == 0) {
+                        service_icmp_error_misses.count(meta.service_id & (SERVICE_COUNTERS - 1));
+                    }
+                } else if (meta.track != TUPLE_NONE) {
                     if (meta.ct_candidate == 1) {
                         ct_seen.write(meta.ct_base + meta.ct_way, meta.now);
                     } else {
@@ -867,6 +1000,10 @@ control LbDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.ipv6_frag);
         pkt.emit(hdr.tcp);
         pkt.emit(hdr.udp);
+        pkt.emit(hdr.icmp);
+        pkt.emit(hdr.quoted_ipv4);
+        pkt.emit(hdr.quoted_ipv6);
+        pkt.emit(hdr.quoted_ports);
     }
 }
 

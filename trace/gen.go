@@ -28,6 +28,13 @@ type GenOptions struct {
 	// of payload with DF set (IPv4; IPv6 always counts as DF), around and
 	// above what fits a 1,500-byte MTU once encapsulated (R-MTU).
 	Oversize bool
+	// ICMPErrors adds many more ICMP errors (IPv4 destination unreachable
+	// and time exceeded, ICMPv6 packet too big and destination
+	// unreachable): about TCP and UDP flows with entries (a quarter of
+	// the flows), about flows live across an event (after it), and about
+	// flows no packet was sent for, which the ring decides without
+	// creating an entry. Tagged like every packet, one in eight.
+	ICMPErrors bool
 }
 
 // Generate returns a seeded, realistic trace for cfg: many clients; TCP
@@ -173,6 +180,7 @@ func (g *gen) flow() {
 		if g.r.IntN(20) == 0 {
 			g.icmpError(t+gap(), p.Tuple())
 		}
+		g.moreErrors(t+gap(), p.Tuple())
 	case proto == compiler.ProtoUDP:
 		dport := g.port(s)
 		for n := g.r.IntN(4) + 1; n > 0; n-- {
@@ -184,6 +192,9 @@ func (g *gen) flow() {
 				g.add(t, g.oversize(p))
 			}
 			t += gap()
+			if n == 1 {
+				g.moreErrors(t, p.Tuple())
+			}
 		}
 	default:
 		var p targets.Packet
@@ -243,12 +254,40 @@ func (g *gen) fragments(t float64, p targets.Packet) {
 	}
 }
 
+// moreErrors is GenOptions.ICMPErrors for flow f, whose last packet was
+// before t: sometimes an error about f, sometimes one about a flow of
+// the same client and service that sent nothing (another client port).
+func (g *gen) moreErrors(t float64, f compiler.Tuple) {
+	if !g.o.ICMPErrors {
+		return
+	}
+	if g.r.IntN(4) == 0 {
+		g.icmpErrorOf(t, f, g.r.IntN(2))
+	}
+	if g.r.IntN(8) == 0 {
+		u := f
+		u.SrcPort = uint16(1024 + g.r.IntN(64511))
+		g.icmpErrorOf(t+0.001, u, g.r.IntN(2))
+	}
+}
+
 // icmpError emits an error from a router about the reply of flow f.
-func (g *gen) icmpError(t float64, f compiler.Tuple) {
+func (g *gen) icmpError(t float64, f compiler.Tuple) { g.icmpErrorOf(t, f, 0) }
+
+// icmpErrorOf emits an error of kind k about the reply of flow f: 0 is
+// fragmentation needed (ICMPv6: packet too big), 1 time exceeded (ICMPv6:
+// destination unreachable).
+func (g *gen) icmpErrorOf(t float64, f compiler.Tuple, k int) {
 	router := netip.MustParseAddr("192.0.2.254")
 	p := targets.Packet{Src: router, Dst: f.Dst, Proto: compiler.IPProtoICMP, ICMPType: 3, ICMPCode: 4}
+	if k == 1 {
+		p.ICMPType, p.ICMPCode = 11, 0
+	}
 	if f.Dst.Is6() {
 		p.Src, p.Proto, p.ICMPType, p.ICMPCode = netip.MustParseAddr("2001:db8:ffff::fe"), compiler.IPProtoICMPv6, 2, 0
+		if k == 1 {
+			p.ICMPType, p.ICMPCode = 1, 4
+		}
 	}
 	p.Inner = &compiler.Tuple{Src: f.Dst, Dst: f.Src, Proto: f.Proto, SrcPort: f.DstPort, DstPort: f.SrcPort}
 	g.add(t, p)
@@ -373,6 +412,9 @@ func (g *gen) liveFlow(ev genEvent) {
 		t += 0.01 + g.r.Float64()*0.05
 		g.add(t, next(targets.FlagACK))
 	}
+	// After the event: an error about the flow, whose entry may have been
+	// re-selected (R-PERSIST) or flushed (R-EPOCH).
+	g.moreErrors(t+0.005, p.Tuple())
 }
 
 // Describe is a one-line summary of a generated trace, for logs.

@@ -29,7 +29,13 @@
  *   - as in ../lb.p4, a packet too big for the egress MTU (egress_mtu) once
  *     encapsulated leaves unchanged through the fallback port after the
  *     conntrack step (R-MTU), and one 802.1Q tag is kept on what leaves
- *     (R-VLAN).
+ *     (R-VLAN);
+ *   - as in ../lb.p4, an ICMP error (IPv4 types 3, 11, 12; ICMPv6 types 1-4)
+ *     quoting a TCP or UDP packet is decided by the quoted flow reversed:
+ *     the parser puts that flow's addresses, protocol and ports where the
+ *     packet's own go (flow_src, flow_dst, protocol, ports), and the lookup
+ *     reads conntrack without writing it (ct_seen_read), so an error never
+ *     creates or refreshes an entry.
  *
  * Table, action and parameter names are those of ../lb.p4 (control
  * "LbIngress"; tables vip_port, vip_proto, vip_addr, service, ring, backend,
@@ -89,11 +95,13 @@ const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_IPV6 = 0x86dd;
 const bit<16> ETHERTYPE_VLAN = 0x8100;
 
+const bit<8> PROTO_ICMP = 1;
 const bit<8> PROTO_IPIP = 4;
 const bit<8> PROTO_TCP = 6;
 const bit<8> PROTO_UDP = 17;
 const bit<8> PROTO_IPV6 = 41;
 const bit<8> PROTO_FRAG = 44;
+const bit<8> PROTO_ICMPV6 = 58;
 
 /* Tuple kinds, as compiler.TupleKind numbers them. */
 const bit<3> TUPLE_NONE = 0;
@@ -204,6 +212,20 @@ header udp_t {
     bit<16> checksum;
 }
 
+/* ICMP and ICMPv6 share this header's layout. */
+header icmp_t {
+    bit<8>  type;
+    bit<8>  code;
+    bit<16> checksum;
+    bit<32> rest;
+}
+
+/* The ports of the TCP or UDP packet an ICMP error quotes. */
+header ports_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+}
+
 /* Resubmit data: Tofino passes PORT_METADATA_SIZE (64) bits back. The
  * first pass's tick rides along: a packet's two passes are one moment for
  * conntrack, as in ../lb.p4 and the model. */
@@ -226,6 +248,10 @@ struct headers_t {
     ipv6_frag_t ipv6_frag;
     tcp_t       tcp;
     udp_t       udp;
+    icmp_t      icmp;
+    ipv4_t      quoted_ipv4; // the packet an ICMP error quotes
+    ipv6_t      quoted_ipv6;
+    ports_t     quoted_ports;
 }
 
 struct meta_t {
@@ -233,11 +259,18 @@ struct meta_t {
     bit<32>  now32;      // global_tstamp[47:16]
     bit<128> dst_addr;   // IPv4 as ::ffff:a.b.c.d, so one key serves both families
     bit<128> fwd_addr;   // what the forward table routes on
+    // The flow's addresses, as the tuples hash them (IPv4 in the low 32
+    // bits): the packet's, or for an ICMP error the quoted packet's
+    // reversed. src_port, dst_port and protocol are the flow's too.
+    bit<128> flow_src;
+    bit<128> flow_dst;
     bit<8>   protocol;
     bit<16>  src_port;
     bit<16>  dst_port;
-    bit<1>   l4;         // TCP or UDP header parsed
+    bit<1>   l4;         // TCP or UDP header parsed (for an ICMP error: quoted)
     bit<1>   fragment;   // R-FRAG
+    bit<1>   icmp_error; // an ICMP error quoting a TCP or UDP packet: never tracked
+    bit<1>   bad_quote;  // an ICMP error whose quoted header is not of its family
     bit<1>   vip_hit;
     bit<1>   to_fallback;
     bit<1>   dropped;
@@ -306,6 +339,10 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
         md.dst_port = 0;
         md.l4 = 0;
         md.fragment = 0;
+        md.icmp_error = 0;
+        md.bad_quote = 0;
+        md.flow_src = 0;
+        md.flow_dst = 0;
         md.ct_bypass = 0;
         transition select(ig_intr_md.resubmit_flag) {
             1: parse_resubmit;
@@ -349,6 +386,8 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
         md.protocol = hdr.ipv4.protocol;
+        md.flow_src = (bit<128>)hdr.ipv4.src;
+        md.flow_dst = (bit<128>)hdr.ipv4.dst;
         transition select(hdr.ipv4.mf, hdr.ipv4.frag_offset) {
             (1w0, 13w0): parse_ipv4_l4;
             default: parse_ipv4_fragment;
@@ -358,7 +397,14 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
         md.fragment = 1;
         // Only the first fragment carries the transport header.
         transition select(hdr.ipv4.frag_offset) {
-            13w0: parse_ipv4_l4;
+            13w0: parse_ipv4_fragment_l4;
+            default: accept;
+        }
+    }
+    state parse_ipv4_fragment_l4 {
+        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
+            (4w5, PROTO_TCP): parse_tcp;
+            (4w5, PROTO_UDP): parse_udp;
             default: accept;
         }
     }
@@ -367,18 +413,87 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
         transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
             (4w5, PROTO_TCP): parse_tcp;
             (4w5, PROTO_UDP): parse_udp;
+            (4w5, PROTO_ICMP): parse_icmp4;
             default: accept;
         }
+    }
+    // ICMP errors quote the IP header and first 8 bytes of the packet that
+    // failed (as ../lb.p4).
+    state parse_icmp4 {
+        pkt.extract(hdr.icmp);
+        transition select(hdr.icmp.type) {
+            3: parse_quoted_ipv4;
+            11: parse_quoted_ipv4;
+            12: parse_quoted_ipv4;
+            default: accept;
+        }
+    }
+    state parse_quoted_ipv4 {
+        pkt.extract(hdr.quoted_ipv4);
+        transition select(hdr.quoted_ipv4.version, hdr.quoted_ipv4.ihl, hdr.quoted_ipv4.frag_offset, hdr.quoted_ipv4.protocol) {
+            (4w4, 4w5, 13w0, PROTO_TCP): parse_quoted_ports4;
+            (4w4, 4w5, 13w0, PROTO_UDP): parse_quoted_ports4;
+            (4w4, _, _, _): accept;
+            default: parse_bad_quote;
+        }
+    }
+    state parse_quoted_ports4 {
+        pkt.extract(hdr.quoted_ports);
+        md.protocol = hdr.quoted_ipv4.protocol;
+        md.flow_src = (bit<128>)hdr.quoted_ipv4.dst;
+        md.flow_dst = (bit<128>)hdr.quoted_ipv4.src;
+        md.src_port = hdr.quoted_ports.dst_port;
+        md.dst_port = hdr.quoted_ports.src_port;
+        md.icmp_error = 1;
+        md.l4 = 1;
+        transition accept;
+    }
+    state parse_bad_quote {
+        md.bad_quote = 1;
+        transition accept;
     }
     state parse_ipv6 {
         pkt.extract(hdr.ipv6);
         md.protocol = hdr.ipv6.next_hdr;
+        md.flow_src = hdr.ipv6.src;
+        md.flow_dst = hdr.ipv6.dst;
         transition select(hdr.ipv6.next_hdr) {
             PROTO_FRAG: parse_ipv6_frag;
             PROTO_TCP: parse_tcp;
             PROTO_UDP: parse_udp;
+            PROTO_ICMPV6: parse_icmp6;
             default: accept;
         }
+    }
+    state parse_icmp6 {
+        pkt.extract(hdr.icmp);
+        transition select(hdr.icmp.type) {
+            1: parse_quoted_ipv6;
+            2: parse_quoted_ipv6;
+            3: parse_quoted_ipv6;
+            4: parse_quoted_ipv6;
+            default: accept;
+        }
+    }
+    state parse_quoted_ipv6 {
+        pkt.extract(hdr.quoted_ipv6);
+        transition select(hdr.quoted_ipv6.version, hdr.quoted_ipv6.next_hdr) {
+            (4w6, PROTO_TCP): parse_quoted_ports6;
+            (4w6, PROTO_UDP): parse_quoted_ports6;
+            (4w6, _): accept;
+            default: parse_bad_quote;
+        }
+    }
+    state parse_quoted_ports6 {
+        pkt.extract(hdr.quoted_ports);
+        md.protocol = hdr.quoted_ipv6.next_hdr;
+        md.flow_src = hdr.quoted_ipv6.dst;
+        md.flow_dst = hdr.quoted_ipv6.src;
+        md.src_port = hdr.quoted_ports.dst_port;
+        md.dst_port = hdr.quoted_ports.src_port;
+        md.icmp_error = 1;
+        md.l4 = 1;
+        transition accept;
     }
     state parse_ipv6_frag {
         pkt.extract(hdr.ipv6_frag);
@@ -413,6 +528,8 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                 inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     Counter<bit<64>, bit<SERVICE_COUNTER_BITS>>(1 << SERVICE_COUNTER_BITS, CounterType_t.PACKETS_AND_BYTES) service_packets;
     Counter<bit<64>, bit<SERVICE_COUNTER_BITS>>(1 << SERVICE_COUNTER_BITS, CounterType_t.PACKETS) service_new_conns;
+    // ICMP errors about a tracked flow without a valid entry (as ../lb.p4).
+    Counter<bit<64>, bit<SERVICE_COUNTER_BITS>>(1 << SERVICE_COUNTER_BITS, CounterType_t.PACKETS) service_icmp_error_misses;
     Counter<bit<64>, bit<BACKEND_COUNTER_BITS>>(1 << BACKEND_COUNTER_BITS, CounterType_t.PACKETS) backend_new_conns;
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS_AND_BYTES) fallback_packets;
     Counter<bit<64>, bit<DROP_REASON_BITS>>(1 << DROP_REASON_BITS, CounterType_t.PACKETS) drops;
@@ -480,6 +597,12 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
             if (md.now32 - value < md.idle_ticks) {
                 value = md.now32;
             }
+        }
+    };
+    // An ICMP error: read only (it never refreshes its flow's entry).
+    RegisterAction<bit<32>, ct_index_t, bit<32>>(ct_seen) ct_seen_read = {
+        void apply(inout bit<32> value, out bit<32> old) {
+            old = value;
         }
     };
     RegisterAction<bit<32>, ct_index_t, bit<1>>(ct_epoch) ct_epoch_swap = {
@@ -704,15 +827,19 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
             } else {
                 ig_dprsr_md.drop_ctl = 1;
             }
-        } else if (ig_prsr_md.parser_err != 0) {
+        } else if (ig_prsr_md.parser_err != 0 || md.bad_quote == 1) {
             drop_packet(DROP_MALFORMED);
         } else {
+            // The VIP key is the flow's destination (an ICMP error's: the
+            // quoted packet's source); what is not ours is routed on the
+            // packet's own.
             if (hdr.ipv4.isValid()) {
-                md.dst_addr = 128w0xffff00000000 | (bit<128>)hdr.ipv4.dst;
+                md.dst_addr = 128w0xffff00000000 | md.flow_dst;
+                md.fwd_addr = 128w0xffff00000000 | (bit<128>)hdr.ipv4.dst;
             } else if (hdr.ipv6.isValid()) {
-                md.dst_addr = hdr.ipv6.dst;
+                md.dst_addr = md.flow_dst;
+                md.fwd_addr = hdr.ipv6.dst;
             }
-            md.fwd_addr = md.dst_addr;
             if (hdr.ipv4.isValid() || hdr.ipv6.isValid()) {
                 if (md.fragment == 1 || md.l4 == 0) {
                     // R-FRAG, design decision 5: every fragment and every IP
@@ -738,7 +865,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
 
         if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0) {
             idle_ticks.apply();
-            if (hdr.tcp.isValid()) {
+            if (md.protocol == PROTO_TCP) {
                 md.affinity = md.tcp_affinity;
                 md.track = md.tcp_track;
                 md.persist = md.tcp_persist;
@@ -761,33 +888,33 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
             // tracking tuples (a fragment never gets here, so a 5-tuple has ports).
             if (hdr.ipv4.isValid()) {
                 if (md.affinity == TUPLE_5) {
-                    md.h_aff = hash_v4_5.get({ hdr.ipv4.src, hdr.ipv4.dst, md.protocol, md.src_port, md.dst_port });
+                    md.h_aff = hash_v4_5.get({ md.flow_src[31:0], md.flow_dst[31:0], md.protocol, md.src_port, md.dst_port });
                 } else if (md.affinity == TUPLE_3) {
-                    md.h_aff = hash_v4_3.get({ hdr.ipv4.src, hdr.ipv4.dst, md.protocol });
+                    md.h_aff = hash_v4_3.get({ md.flow_src[31:0], md.flow_dst[31:0], md.protocol });
                 } else {
-                    md.h_aff = hash_v4_2.get({ hdr.ipv4.src, hdr.ipv4.dst });
+                    md.h_aff = hash_v4_2.get({ md.flow_src[31:0], md.flow_dst[31:0] });
                 }
                 if (md.track == TUPLE_5) {
-                    md.h_trk = trk_v4_5.get({ hdr.ipv4.src, hdr.ipv4.dst, md.protocol, md.src_port, md.dst_port });
+                    md.h_trk = trk_v4_5.get({ md.flow_src[31:0], md.flow_dst[31:0], md.protocol, md.src_port, md.dst_port });
                 } else if (md.track == TUPLE_3) {
-                    md.h_trk = trk_v4_3.get({ hdr.ipv4.src, hdr.ipv4.dst, md.protocol });
+                    md.h_trk = trk_v4_3.get({ md.flow_src[31:0], md.flow_dst[31:0], md.protocol });
                 } else {
-                    md.h_trk = trk_v4_2.get({ hdr.ipv4.src, hdr.ipv4.dst });
+                    md.h_trk = trk_v4_2.get({ md.flow_src[31:0], md.flow_dst[31:0] });
                 }
             } else {
                 if (md.affinity == TUPLE_5) {
-                    md.h_aff = hash_v6_5.get({ hdr.ipv6.src, hdr.ipv6.dst, md.protocol, md.src_port, md.dst_port });
+                    md.h_aff = hash_v6_5.get({ md.flow_src, md.flow_dst, md.protocol, md.src_port, md.dst_port });
                 } else if (md.affinity == TUPLE_3) {
-                    md.h_aff = hash_v6_3.get({ hdr.ipv6.src, hdr.ipv6.dst, md.protocol });
+                    md.h_aff = hash_v6_3.get({ md.flow_src, md.flow_dst, md.protocol });
                 } else {
-                    md.h_aff = hash_v6_2.get({ hdr.ipv6.src, hdr.ipv6.dst });
+                    md.h_aff = hash_v6_2.get({ md.flow_src, md.flow_dst });
                 }
                 if (md.track == TUPLE_5) {
-                    md.h_trk = trk_v6_5.get({ hdr.ipv6.src, hdr.ipv6.dst, md.protocol, md.src_port, md.dst_port });
+                    md.h_trk = trk_v6_5.get({ md.flow_src, md.flow_dst, md.protocol, md.src_port, md.dst_port });
                 } else if (md.track == TUPLE_3) {
-                    md.h_trk = trk_v6_3.get({ hdr.ipv6.src, hdr.ipv6.dst, md.protocol });
+                    md.h_trk = trk_v6_3.get({ md.flow_src, md.flow_dst, md.protocol });
                 } else {
-                    md.h_trk = trk_v6_2.get({ hdr.ipv6.src, hdr.ipv6.dst });
+                    md.h_trk = trk_v6_2.get({ md.flow_src, md.flow_dst });
                 }
             }
 
@@ -806,7 +933,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                 if (md.ct_sig == 0) {
                     md.ct_sig = 1; // 0 marks an empty slot
                 }
-                if (md.ring_hit == 1) {
+                if (md.ring_hit == 1 && md.icmp_error == 0) {
                     md.ct_creating = 1;
                 }
                 // R-CT-1/2: a SYN of a 5-tuple-affinity service skips the
@@ -822,7 +949,11 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                 } else if (!fresh_start) {
                     md.ct_sig_hit = ct_sig_match.execute(md.ct_index);
                     if (md.ct_sig_hit == 1) {
-                        md.ct_seen = ct_seen_refresh.execute(md.ct_index);
+                        if (md.icmp_error == 1) {
+                            md.ct_seen = ct_seen_read.execute(md.ct_index);
+                        } else {
+                            md.ct_seen = ct_seen_refresh.execute(md.ct_index);
+                        }
                         md.ct_epoch_ok = ct_epoch_match.execute(md.ct_index);
                     }
                 }
@@ -837,6 +968,8 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                     md.backend_id = ct_backend_write.execute(md.ct_index);
                     service_new_conns.count(md.service_id[SERVICE_COUNTER_BITS-1:0]);
                     backend_new_conns.count(md.ring_backend[BACKEND_COUNTER_BITS-1:0]);
+                } else if (md.icmp_error == 1 && md.ring_hit == 1) {
+                    service_icmp_error_misses.count(md.service_id[SERVICE_COUNTER_BITS-1:0]);
                 }
             }
 
@@ -998,6 +1131,10 @@ control LbIngressDeparser(packet_out pkt, inout headers_t hdr, in meta_t md,
         pkt.emit(hdr.ipv6_frag);
         pkt.emit(hdr.tcp);
         pkt.emit(hdr.udp);
+        pkt.emit(hdr.icmp);
+        pkt.emit(hdr.quoted_ipv4);
+        pkt.emit(hdr.quoted_ipv6);
+        pkt.emit(hdr.quoted_ports);
     }
 }
 

@@ -6,28 +6,24 @@
 // it.
 //
 // Conntrack lives in two places. The switch tracks the TCP and UDP flows
-// it handles (5-tuple keys of services that track the 5-tuple); the
-// fallback tracks everything the switch sends it: fragments (3-tuple keys,
-// R-FRAG), protocols the switch does not parse, and the whole of every
-// session tracked without ports (2- and 3-tuple keys: lb.p4 sends such a
-// session to the fallback so that one conntrack holds it). The two key
-// sets are disjoint, so the system agrees with a single reference
-// datapath when, for every packet, the hop that decides it gives the
-// reference's verdict, and every key's entry in the hop that holds it is
-// the reference's entry for that key. Two exceptions follow from what the
-// fallback cannot see:
-//   - a packet too big for the switch to encapsulate (R-MTU) is sent to the
-//     fallback after the switch's conntrack step, so the fallback then
-//     holds its own entry for a switch key; that packet agrees on its
-//     action and MTU;
-//   - an ICMP error about a flow the switch tracks is sent to the fallback
-//     (the switch parses no ICMP), which does not hold the flow's entry:
-//     it decides as on a miss, by the flow's affinity tuple on the ring.
-//     The error agrees on its service, and reaches the flow's backend only
-//     while that is still the ring's choice (not after a change of the
-//     eligible set; with an empty set it is dropped). The spec's ICMP rule
-//     (the error follows the flow's entry) holds on the whole system only
-//     once the switch looks such errors up itself.
+// it handles (5-tuple keys of services that track the 5-tuple), and looks
+// them up, without creating or refreshing an entry, for the ICMP errors
+// that quote them (targets/packet.go); the fallback tracks everything the
+// switch sends it: fragments (3-tuple keys, R-FRAG), protocols the switch
+// does not parse, and the whole of every session tracked without ports
+// (2- and 3-tuple keys: lb.p4 sends such a session, and the ICMP errors
+// about it, to the fallback so that one conntrack holds it). ICMP errors
+// about flows of other protocols go to the fallback too, which holds
+// those flows. The two key sets are disjoint, so the system agrees with a
+// single reference datapath when, for every packet, the hop that decides
+// it gives the reference's verdict, and every key's entry in the hop that
+// holds it is the reference's entry for that key. One exception follows
+// from what the switch cannot do: a packet too big for the switch to
+// encapsulate (R-MTU) is sent to the fallback after the switch's
+// conntrack step, so the fallback then holds its own entry for a switch
+// key; that packet agrees on its action and MTU (an ICMP error that big,
+// which the switch also sends on, is decided by the fallback's ring, not
+// by its flow's entry on the switch).
 package chain
 
 import (

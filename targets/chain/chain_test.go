@@ -45,16 +45,9 @@ func newSystem(t *testing.T) *system {
 // lockstep and returns every disagreement, as the package documentation
 // defines agreement: per packet, the verdict of the hop that decided it
 // (action, service, backend, conntrack outcome, drop reason, MTU; a packet
-// sent on for R-MTU on its action and MTU only, an ICMP error the fallback
-// decides without the flow's entry on its action and service); per key, the entry in the
+// sent on for R-MTU on its action and MTU only); per key, the entry in the
 // hop that holds it is the reference's, and the other hop holds none.
 func agree(t *testing.T, cfg *compiler.Config, st compiler.State, lines []trace.Line, pushOnly bool) (packets, punted int, diffs []string) {
-	var icmpRing int
-	defer func() {
-		if icmpRing > 0 {
-			t.Logf("%d ICMP errors decided by the fallback's ring instead of the switch's entry (the second exception)", icmpRing)
-		}
-	}()
 	t.Helper()
 	s := newSystem(t)
 	ctx := context.Background()
@@ -102,14 +95,6 @@ func agree(t *testing.T, cfg *compiler.Config, st compiler.State, lines []trace.
 				mtuKeys[k] = true
 			}
 			continue
-		case len(hops) == 2 && l.Packet.Inner != nil && (!c.Same(p) || c.Backend != p.Backend):
-			// An ICMP error: the fallback does not hold the quoted flow's
-			// entry when the switch tracks the flow; it uses the ring.
-			if c.Service != p.Service || c.CT != targets.CTMiss {
-				fail("ICMP error: system %s (hops %d), reference %s", c, len(hops), p)
-			}
-			icmpRing++
-			continue
 		case !c.Same(p) || c.Backend != p.Backend:
 			fail("system %s (hops %d), reference %s", c, len(hops), p)
 			continue
@@ -140,9 +125,7 @@ func agree(t *testing.T, cfg *compiler.Config, st compiler.State, lines []trace.
 // system (switch and fallback) does not meet yet, and why. Such a trace
 // still runs: it is reported as pending only while it fails, and the test
 // fails once it passes.
-var pendingOnSystem = map[string]string{
-	"icmp-errors.jsonl": "ICMP errors about flows the switch tracks: lb.p4 sends every ICMP packet to the fallback, which does not hold the flow's entry and decides by the ring (the second exception of package chain); the switch must look such errors up itself (P4 part)",
-}
+var pendingOnSystem = map[string]string{}
 
 // TestComposedSystemAgreesOnSpecTraces: every spec trace, replayed on the
 // whole system (the switch model with the fallback's model behind its
@@ -219,7 +202,7 @@ func TestComposedSystemAgreesOnGeneratedTraces(t *testing.T) {
 			continue // a validation fixture or a health file
 		}
 		t.Run(filepath.Base(cf), func(t *testing.T) {
-			lines := trace.Generate(cfg, trace.GenOptions{Seed: uint64(i + 1), Packets: 2000, Clients: 40, Duration: 200, Events: true, Oversize: true})
+			lines := trace.Generate(cfg, trace.GenOptions{Seed: uint64(i + 1), Packets: 2000, Clients: 40, Duration: 200, Events: true, Oversize: true, ICMPErrors: true})
 			n, p, diffs := agree(t, cfg, st, lines, false)
 			for j, d := range diffs {
 				if j == 10 {

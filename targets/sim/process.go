@@ -123,11 +123,14 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 	frag := pkt.Fragmented()
 	r.det.Fragment = frag
 	r.det.VLAN = pkt.VLAN
-	if r.d.fallback && (frag || (pkt.Proto != compiler.IPProtoTCP && pkt.Proto != compiler.IPProtoUDP)) {
+	if r.d.fallback && (frag || (pkt.Proto != compiler.IPProtoTCP && pkt.Proto != compiler.IPProtoUDP && !isICMPError(pkt))) {
 		r.v.Action = targets.Fallback
-		if frag {
+		switch {
+		case frag:
 			r.step(StepFallback, "%s fragment: the switch does not reassemble; sent to the fallback port (R-FRAG)", pkt.Frag)
-		} else {
+		case pkt.Proto == compiler.IPProtoICMP || pkt.Proto == compiler.IPProtoICMPv6:
+			r.step(StepFallback, "ICMP type %d is not an error the switch looks up; sent to the fallback port", pkt.ICMPType)
+		default:
 			r.step(StepFallback, "protocol %d is not parsed by the switch; sent to the fallback port", pkt.Proto)
 		}
 		return nil
@@ -441,6 +444,13 @@ func (r *run) icmpError(pkt targets.Packet, now time.Duration) error {
 	}
 	r.step(StepICMPError, "ICMP error type %d code %d quotes %v:%d → %v:%d proto %d; flow is %v:%d → %v:%d", pkt.ICMPType, pkt.ICMPCode,
 		in.Src, in.SrcPort, in.Dst, in.DstPort, in.Proto, flow.Src, flow.SrcPort, flow.Dst, flow.DstPort)
+	if r.d.fallback && flow.Proto != compiler.IPProtoTCP && flow.Proto != compiler.IPProtoUDP {
+		// The switch parses TCP and UDP ports in a quoted packet only; a
+		// flow of another protocol lives in the fallback's conntrack.
+		r.v.Action = targets.Fallback
+		r.step(StepFallback, "the quoted packet's protocol %d is not parsed by the switch; sent to the fallback port", flow.Proto)
+		return nil
+	}
 	port := flow.DstPort
 	svc, kind, ok := r.d.lookup(flow.Dst, flow.Proto, port)
 	if !ok {
@@ -453,6 +463,13 @@ func (r *run) icmpError(pkt targets.Packet, now time.Duration) error {
 	c := compiler.ClassOf(flow.Proto)
 	pol := svc.Classes[c]
 	r.det.Class = c.String()
+	if r.d.fallback && (pol.Track == compiler.Tuple2 || pol.Track == compiler.Tuple3) {
+		// The flow's session lives in the fallback's conntrack (see
+		// process): so does the decision about its errors.
+		r.v = targets.Verdict{Action: targets.Fallback, Steps: r.v.Steps}
+		r.step(StepFallback, "the quoted flow's %s session (%s, no ports) lives in the fallback's conntrack: sent to the fallback port", c, pol.Track)
+		return nil
+	}
 	if pol.Track == compiler.TupleNone {
 		r.v.CT = targets.CTUntracked
 		r.step("R-CT-3", "the quoted flow's protocol is not tracked")

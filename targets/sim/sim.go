@@ -17,9 +17,14 @@ type Options struct {
 	// keyed by the tracking tuple (NewExact).
 	Conntrack Conntrack
 	// Fallback gives P4-switch semantics: fragments, and every protocol
-	// the switch does not parse (anything but TCP and UDP), get Action
-	// Fallback (sent out the fallback port unchanged) instead of being
-	// processed (design decision 5).
+	// the switch does not parse (anything but TCP, UDP and ICMP errors),
+	// get Action Fallback (sent out the fallback port unchanged) instead
+	// of being processed (design decision 5); so do the sessions tracked
+	// without ports (2- and 3-tuple) and the ICMP errors about them, ICMP
+	// errors quoting a protocol other than TCP and UDP, and packets too
+	// big to encapsulate (R-MTU). An ICMP error about a TCP or UDP flow
+	// the switch handles is decided by the switch, by the flow's entry or
+	// the ring, as without Fallback.
 	Fallback bool
 	// Clock reads the compile clock and Now the datapath's own (the
 	// virtual time Process is given) when a backend row is written; the

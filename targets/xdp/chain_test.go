@@ -25,8 +25,7 @@ var pendingOnChain = map[string]string{}
 // chainAgree replays lines on sim-p4 (lb.p4's model) chained to the XDP
 // program, and on the plain reference with the switch's geometry, and
 // returns the verdicts that disagree, as package chain defines agreement
-// (an R-MTU punt on its action and MTU; an ICMP error the fallback decides
-// without the flow's entry on its service, as a miss).
+// (an R-MTU punt on its action and MTU).
 func chainAgree(t *testing.T, cfg *compiler.Config, st compiler.State, lines []trace.Line, pushOnly bool) (packets, punted int, diffs []string) {
 	t.Helper()
 	o, err := live.SimOptions(nil)
@@ -79,8 +78,6 @@ func chainAgree(t *testing.T, cfg *compiler.Config, st compiler.State, lines []t
 		switch {
 		case len(hops) == 2 && slices.ContainsFunc(hops[0].Verdict.Steps, func(s targets.Step) bool { return s.Rule == "R-MTU" }):
 			bad = c.Action != p.Action || c.MTU != p.MTU
-		case len(hops) == 2 && l.Packet.Inner != nil && (!c.Same(p) || c.Backend != p.Backend):
-			bad = c.Service != p.Service || c.CT != targets.CTMiss
 		default:
 			bad = !c.Same(p) || c.Backend != p.Backend
 		}
@@ -138,7 +135,7 @@ func TestChainWithXDPAgrees(t *testing.T) {
 			if !ok {
 				t.Skipf("%s is a configuration the compiler rejects by design (a validation fixture)", cf)
 			}
-			lines := trace.Generate(cfg, trace.GenOptions{Seed: uint64(50 + i), Packets: 1500, Clients: 40, Duration: 200, Events: true, Oversize: true})
+			lines := trace.Generate(cfg, trace.GenOptions{Seed: uint64(50 + i), Packets: 1500, Clients: 40, Duration: 200, Events: true, Oversize: true, ICMPErrors: true})
 			n, p, diffs := chainAgree(t, cfg, st, lines, false)
 			total, punts = total+n, punts+p
 			reportChain(t, filepath.Base(cf), diffs)

@@ -163,7 +163,7 @@ func TestGeneratedTracesAgreeWithSim(t *testing.T) {
 				t.Fatalf("%s does not load and is not a listed validation fixture: %v", name, err)
 			}
 			cfg, st := loadCfg(t, cf, health)
-			lines := trace.Generate(cfg, trace.GenOptions{Seed: uint64(i + 1), Packets: 3000, Clients: 40, Duration: 300, Events: true, Oversize: true})
+			lines := trace.Generate(cfg, trace.GenOptions{Seed: uint64(i + 1), Packets: 3000, Clients: 40, Duration: 300, Events: true, Oversize: true, ICMPErrors: true})
 			if why, ok := pendingOnXDP[filepath.Base(cf)]; ok {
 				var diffs []string
 				replayBothOpts(t, cfg, st, lines, false, &diffs)

@@ -28,8 +28,8 @@ func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 // counterIDs are lb.p4's counters this package reads.
 type counterIDs struct {
-	newConns, drops         uint32
-	newConnsSize, dropsSize int64
+	newConns, icmpMisses, drops             uint32
+	newConnsSize, icmpMissesSize, dropsSize int64
 }
 
 func lookupCounters(sc *runtime.Schema) (counterIDs, error) {
@@ -38,7 +38,7 @@ func lookupCounters(sc *runtime.Schema) (counterIDs, error) {
 		name string
 		id   *uint32
 		size *int64
-	}{{"service_new_conns", &c.newConns, &c.newConnsSize}, {"drops", &c.drops, &c.dropsSize}} {
+	}{{"service_new_conns", &c.newConns, &c.newConnsSize}, {"service_icmp_error_misses", &c.icmpMisses, &c.icmpMissesSize}, {"drops", &c.drops, &c.dropsSize}} {
 		ct, err := sc.Counter(x.name)
 		if err != nil {
 			return c, err
@@ -48,20 +48,33 @@ func lookupCounters(sc *runtime.Schema) (counterIDs, error) {
 	return c, nil
 }
 
-func (s *Switch) readNewConns(ctx context.Context, svc uint32) (int64, error) {
+// serviceCell names one service's cell of a per-service counter: the
+// packets that selected a backend afresh for a tracked flow (entries
+// created: service_new_conns; ICMP errors about a flow without a valid
+// entry: service_icmp_error_misses).
+type serviceCell struct {
+	icmp bool
+	svc  uint32
+}
+
+func (s *Switch) readCell(ctx context.Context, c serviceCell) (int64, error) {
 	s.stats.CounterReads++
-	idx := int64(svc) % s.ctrs.newConnsSize
+	id, size, name := s.ctrs.newConns, s.ctrs.newConnsSize, "service_new_conns"
+	if c.icmp {
+		id, size, name = s.ctrs.icmpMisses, s.ctrs.icmpMissesSize, "service_icmp_error_misses"
+	}
+	idx := int64(c.svc) % size
 	ents, err := s.tgt.Client().Read(ctx, &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{
-		CounterId: s.ctrs.newConns, Index: &p4v1.Index{Index: idx}}}})
+		CounterId: id, Index: &p4v1.Index{Index: idx}}}})
 	if err != nil {
-		return 0, fmt.Errorf("read service_new_conns[%d]: %w", idx, err)
+		return 0, fmt.Errorf("read %s[%d]: %w", name, idx, err)
 	}
 	for _, e := range ents {
 		if ce := e.GetCounterEntry(); ce != nil && ce.GetIndex().GetIndex() == idx {
 			return ce.GetData().GetPacketCount(), nil
 		}
 	}
-	return 0, fmt.Errorf("read service_new_conns[%d]: no such cell in the answer", idx)
+	return 0, fmt.Errorf("read %s[%d]: no such cell in the answer", name, idx)
 }
 
 func (s *Switch) readDrops(ctx context.Context) (map[int64]int64, error) {
@@ -205,20 +218,22 @@ func (s *Switch) run(ctx context.Context, pkt targets.Packet, wait time.Duration
 	}
 	s.stats.Packets++
 	// Where the switch will look: the VIP tables hold the IR's VIP rows,
-	// and only unfragmented TCP and UDP reach them (the rest falls back).
+	// and only the flows of unfragmented TCP and UDP and of ICMP errors
+	// quoting them reach them (the rest falls back).
 	var svc *compiler.ServiceRow
-	if !pkt.Fragmented() && (pkt.Proto == compiler.IPProtoTCP || pkt.Proto == compiler.IPProtoUDP) {
-		if v, ok := s.ir.Lookup(pkt.Dst, pkt.Proto, pkt.DstPort); ok {
+	if f, ok := switchFlow(pkt); ok {
+		if v, ok := s.ir.Lookup(f.Dst, f.Proto, f.DstPort); ok {
 			svc = s.ir.Service(v.ServiceID)
 		}
 	}
 	if svc != nil {
-		if _, ok := s.newConns[svc.ID]; !ok {
-			n, err := s.readNewConns(ctx, svc.ID)
+		c := serviceCell{icmp: pkt.Proto == compiler.IPProtoICMP || pkt.Proto == compiler.IPProtoICMPv6, svc: svc.ID}
+		if _, ok := s.newConns[c]; !ok {
+			n, err := s.readCell(ctx, c)
 			if err != nil {
 				return targets.Verdict{}, err
 			}
-			s.newConns[svc.ID] = n
+			s.newConns[c] = n
 		}
 	}
 	// Anything still queued is nobody's outcome.
@@ -272,10 +287,40 @@ func (s *Switch) run(ctx context.Context, pkt targets.Packet, wait time.Duration
 	}
 }
 
+// switchFlow is the flow lb.p4 decides pkt by: an unfragmented TCP or UDP
+// packet's own, or for an ICMP error quoting a TCP or UDP packet of its
+// family the quoted packet reversed (the client's flow). ok is false for
+// what the switch sends to the fallback unlooked-at or drops as malformed.
+func switchFlow(pkt targets.Packet) (compiler.Tuple, bool) {
+	if pkt.Fragmented() {
+		return compiler.Tuple{}, false
+	}
+	switch pkt.Proto {
+	case compiler.IPProtoTCP, compiler.IPProtoUDP:
+		return pkt.Tuple(), true
+	case compiler.IPProtoICMP, compiler.IPProtoICMPv6:
+		in := pkt.Inner
+		if in == nil || (in.Proto != compiler.IPProtoTCP && in.Proto != compiler.IPProtoUDP) {
+			return compiler.Tuple{}, false
+		}
+		v4 := pkt.Src.Unmap().Is4()
+		isErr := pkt.ICMPType == 3 || pkt.ICMPType == 11 || pkt.ICMPType == 12
+		if !v4 {
+			isErr = pkt.ICMPType >= 1 && pkt.ICMPType <= 4
+		}
+		if !isErr || (pkt.Proto == compiler.IPProtoICMP) != v4 || in.Src.Unmap().Is4() != v4 || in.Dst.Unmap().Is4() != v4 {
+			return compiler.Tuple{}, false
+		}
+		return compiler.Tuple{Src: in.Dst.Unmap(), Dst: in.Src.Unmap(), Proto: in.Proto, SrcPort: in.DstPort, DstPort: in.SrcPort}, true
+	}
+	return compiler.Tuple{}, false
+}
+
 // notHit is the conntrack outcome of a packet that did not hit: R-CT-3
-// untracked, R-CT-1/2 new, else a miss.
+// untracked, R-CT-1/2 new, else a miss. An ICMP error's is its flow's.
 func notHit(pkt targets.Packet, svc *compiler.ServiceRow) string {
-	if svc.Classes[compiler.ClassOf(pkt.Proto)].Track == compiler.TupleNone {
+	f, _ := switchFlow(pkt)
+	if svc.Classes[compiler.ClassOf(f.Proto)].Track == compiler.TupleNone {
 		return targets.CTUntracked
 	}
 	if pkt.IsSYN() && svc.SynNew {
@@ -299,10 +344,11 @@ func l2Len(frame []byte) int {
 // that does not send the whole session to the fallback (2- and 3-tuple
 // sessions go there unprocessed, R-FRAG-CFG).
 func punted(pkt targets.Packet, svc *compiler.ServiceRow) bool {
-	if svc == nil || pkt.Frag != targets.FragNone || (pkt.Proto != compiler.IPProtoTCP && pkt.Proto != compiler.IPProtoUDP) {
+	f, ok := switchFlow(pkt)
+	if svc == nil || !ok {
 		return false
 	}
-	t := svc.Classes[compiler.ClassOf(pkt.Proto)].Track
+	t := svc.Classes[compiler.ClassOf(f.Proto)].Track
 	return t != compiler.Tuple2 && t != compiler.Tuple3
 }
 
@@ -390,15 +436,19 @@ func (s *Switch) forward(ctx context.Context, pkt targets.Packet, svc *compiler.
 }
 
 // ctOutcome reads the service's new-connections cell to tell a conntrack
-// hit from a new entry for a packet the pipeline selected a backend for.
+// hit from a new entry for a packet the pipeline selected a backend for
+// (for an ICMP error, which creates no entry, its ICMP-misses cell: a hit
+// from a selection by the ring).
 func (s *Switch) ctOutcome(ctx context.Context, pkt targets.Packet, svc *compiler.ServiceRow) (string, error) {
-	n, err := s.readNewConns(ctx, svc.ID)
+	c := serviceCell{icmp: pkt.Proto == compiler.IPProtoICMP || pkt.Proto == compiler.IPProtoICMPv6, svc: svc.ID}
+	n, err := s.readCell(ctx, c)
 	if err != nil {
 		return "", err
 	}
-	created := n - s.newConns[svc.ID]
-	s.newConns[svc.ID] = n
-	tracked := svc.Classes[compiler.ClassOf(pkt.Proto)].Track != compiler.TupleNone
+	created := n - s.newConns[c]
+	s.newConns[c] = n
+	f, _ := switchFlow(pkt)
+	tracked := svc.Classes[compiler.ClassOf(f.Proto)].Track != compiler.TupleNone
 	switch {
 	case !tracked && created == 0:
 		return targets.CTUntracked, nil

@@ -116,7 +116,7 @@ type Switch struct {
 	minIdle time.Duration
 	svcName string // the service with minIdle
 
-	newConns map[uint32]int64 // service ID → service_new_conns cell, as last read
+	newConns map[serviceCell]int64 // per-service counter cells, as last read
 	drops    map[int64]int64
 	ctrs     counterIDs
 
@@ -194,7 +194,7 @@ func Start(ctx context.Context, opts Options) (*Switch, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
 
-	s := &Switch{opts: opts, log: log, newConns: map[uint32]int64{}, ir: &compiler.IR{}, freeDL: map[uint32]uint64{}}
+	s := &Switch{opts: opts, log: log, newConns: map[serviceCell]int64{}, ir: &compiler.IR{}, freeDL: map[uint32]uint64{}}
 	s.set = netns.NewSet(fmt.Sprintf("%s-%d-%d", nsPrefix, os.Getpid(), instances.Add(1)))
 	if err := s.start(ctx); err != nil {
 		s.Close()
@@ -408,7 +408,7 @@ func (s *Switch) Reset(ctx context.Context) error {
 	if _, err := s.tgt.Client().EnsurePipeline(ctx, runtime.Pipeline{P4Info: info, DeviceConfig: s.opts.DeviceConfig, Cookie: cookie}); err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}
-	s.newConns = map[uint32]int64{}
+	s.newConns = map[serviceCell]int64{}
 	s.started = false
 	s.freeDL = map[uint32]uint64{}
 	s.stats = Stats{Restarts: s.stats.Restarts}
