@@ -19,10 +19,11 @@ import (
 // Time is what the switch can keep in a 32-bit register: the tick
 // global_tstamp[47:16] (tick.TNA = 2^16 ns). The 48-bit nanosecond counter,
 // and with it the tick, wraps every 2^48 ns ≈ 78.2 h. The program's age is
-// (now − seen) mod 2^32 ticks, so TNA implements Ager: the datapath's
-// R-AGE check then sees exactly the switch's age, right across a wrap, and
-// also its one blind spot (an entry idle for a whole multiple of 78.2 h,
-// give or take its idle timeout, looks fresh again).
+// (now − seen) mod 2^32 ticks, compared by its sign (Aged), so TNA
+// implements Ager: the datapath's R-AGE check then decides exactly as the
+// switch does, right across a wrap, and also in its one blind spot (an
+// entry idle for more than 2^31 ticks past its timeout, 39.1 h, and less
+// than the 78.2 h wrap, looks fresh again).
 type TNA struct {
 	Slots int
 	// Origin is the switch's 48-bit global timestamp (ns) at virtual time 0;
@@ -64,9 +65,19 @@ func (t *TNA) DeadlineExpired(deadline, now time.Duration) bool {
 	return tick.TNAPassed(t.Tick(now), dl)
 }
 
-// Age implements Ager: the switch's idle time of e at now, in whole ticks.
-func (t *TNA) Age(e Entry, now time.Duration) time.Duration {
-	return time.Duration(t.Tick(now)-t.Tick(e.LastSeen)) * tick.TNA
+// Aged implements Ager as the program decides it: the idle timeout is
+// idle_ticks = ⌈idle / tick⌉, and an entry is alive while
+// (seen − (now − idle_ticks)) mod 2^32, read as a signed 32-bit number,
+// is positive: one subtraction and a sign test, which a Tofino stateful ALU
+// does in the same RegisterAction that reads last-seen. That is "age <
+// idle_ticks" for an age up to idle_ticks + 2^31 ticks (39.1 h plus the
+// timeout); an entry left idle longer, up to the 78.2 h wrap, looks alive
+// again (TestRAGE_TNAAliasAfterHalfPeriod). It returns the age in whole
+// ticks.
+func (t *TNA) Aged(e Entry, now, idle time.Duration) (bool, time.Duration) {
+	age := t.Tick(now) - t.Tick(e.LastSeen)
+	idleTicks := uint32(-floorDiv(-idle, tick.TNA))
+	return int32(idleTicks-age) <= 0, time.Duration(age) * tick.TNA
 }
 
 // Lookup implements Conntrack.
@@ -92,7 +103,8 @@ func (t *TNA) Len() int { return t.n }
 
 // Ager is implemented by a geometry whose target measures idle time
 // differently from the virtual clock (coarser, or in a counter that
-// wraps). The datapath's R-AGE check uses Age instead of now − LastSeen.
+// wraps). The datapath's R-AGE check asks Aged instead of comparing
+// now − LastSeen with the idle timeout; it returns the age it saw too.
 type Ager interface {
-	Age(e Entry, now time.Duration) time.Duration
+	Aged(e Entry, now, idle time.Duration) (aged bool, age time.Duration)
 }

@@ -116,22 +116,39 @@ func TestRAGE_TNATickResolution(t *testing.T) {
 	}
 }
 
-// TestRAGE_TNAAliasAfterFullPeriod states the one thing 32 bits cannot
-// tell: an entry idle for a whole timestamp period (2^48 ns ≈ 78.2 h) plus
-// less than its timeout looks fresh on the switch, and the geometry says so.
-func TestRAGE_TNAAliasAfterFullPeriod(t *testing.T) {
-	d, _ := tnaDatapath(t, 1<<16, 12345)
-	ctx := context.Background()
-	d.Process(ctx, tcp("198.51.100.7", 4242, targets.FlagSYN), 0)
-	period := time.Duration(wrapNS)
-	if v, _ := d.Process(ctx, tcp("198.51.100.7", 4242, targets.FlagACK), period+10*time.Second); v.CT != targets.CTHit {
-		t.Fatalf("after one period + 10 s: %v, want the switch's stale hit", v.CT)
-	}
-	exact := New(Options{})
-	exact.Apply(ctx, compiler.DiffIR(nil, d.IR()))
-	exact.Process(ctx, tcp("198.51.100.7", 4242, targets.FlagSYN), 0)
-	if v, _ := exact.Process(ctx, tcp("198.51.100.7", 4242, targets.FlagACK), period+10*time.Second); v.CT != targets.CTMiss {
-		t.Fatalf("exact reference after one period: %v, want miss", v.CT)
+// TestRAGE_TNAAliasAfterHalfPeriod states the one thing the switch's
+// R-AGE check cannot tell: it reads (seen − (now − idle_ticks)) mod 2^32 by
+// its sign, so an entry idle for more than its timeout plus 2^31 ticks
+// (39.1 h) and less than the 2^32-tick wrap (78.2 h) looks fresh on the
+// switch, and the geometry says so; the exact reference expires it.
+func TestRAGE_TNAAliasAfterHalfPeriod(t *testing.T) {
+	idleTicks := time.Duration(tick.TNAIdleTicks(60))
+	for _, tc := range []struct {
+		name  string
+		ticks time.Duration // idle, in ticks
+		want  string
+	}{
+		{"timeout", idleTicks, targets.CTMiss},
+		{"timeout+2^31", idleTicks + 1<<31, targets.CTMiss},
+		{"timeout+2^31+1", idleTicks + 1<<31 + 1, targets.CTHit},
+		{"2^32-1", 1<<32 - 1, targets.CTHit},
+		{"2^32 (a whole period)", 1 << 32, targets.CTHit},
+		{"2^32+timeout", 1<<32 + idleTicks, targets.CTMiss},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, _ := tnaDatapath(t, 1<<16, 12345*uint64(tick.TNA))
+			ctx := context.Background()
+			d.Process(ctx, tcp("198.51.100.7", 4242, targets.FlagSYN), 0)
+			if v, _ := d.Process(ctx, tcp("198.51.100.7", 4242, targets.FlagACK), tc.ticks*tick.TNA); v.CT != tc.want {
+				t.Fatalf("after %d ticks idle: %v, want %v", tc.ticks, v.CT, tc.want)
+			}
+			exact := New(Options{})
+			exact.Apply(ctx, compiler.DiffIR(nil, d.IR()))
+			exact.Process(ctx, tcp("198.51.100.7", 4242, targets.FlagSYN), 0)
+			if v, _ := exact.Process(ctx, tcp("198.51.100.7", 4242, targets.FlagACK), tc.ticks*tick.TNA); v.CT != targets.CTMiss {
+				t.Fatalf("exact reference after %d ticks: %v, want miss", tc.ticks, v.CT)
+			}
+		})
 	}
 }
 

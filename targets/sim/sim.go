@@ -204,8 +204,7 @@ func (d *Datapath) expired(b *compiler.BackendRow, now time.Duration) bool {
 // the modelled datapath measures it; it returns the age it saw.
 func (d *Datapath) aged(e Entry, now, idle time.Duration) (bool, time.Duration) {
 	if a, ok := d.ct.(Ager); ok {
-		age := a.Age(e, now) // the target's clock (TNA: 32-bit ticks)
-		return age >= idle, age
+		return a.Aged(e, now, idle) // the target's clock (TNA: 32-bit ticks)
 	}
 	age := now - e.LastSeen
 	if tk := d.opts.Tick; tk > 0 {
