@@ -41,7 +41,7 @@ func LoadP4Info(path string) (*Schema, error) {
 // ParseP4Info decodes a P4Info in text or binary form.
 func ParseP4Info(data []byte) (*p4configv1.P4Info, error) {
 	info := &p4configv1.P4Info{}
-	terr := prototext.Unmarshal(data, info)
+	terr := prototext.UnmarshalOptions{Resolver: p4infoResolver{}}.Unmarshal(data, info)
 	if terr == nil {
 		return info, nil
 	}

@@ -2,6 +2,7 @@ package bmv2
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/p4"
@@ -25,11 +26,19 @@ func Capacity() (compiler.Capacity, error) {
 // Conntrack, when the P4Info lists its registers, is the size of ct_sig.
 func P4Capacity(target string, info *p4configv1.P4Info, raise string) (compiler.Capacity, error) {
 	sizes := map[string]int{}
+	add := func(name string, size int) {
+		sizes[name] = size
+		// The Tofino back end names objects after the pipeline too
+		// (pipe.LbIngress.vip_port).
+		if _, rest, ok := strings.Cut(name, "."); ok && strings.Contains(rest, ".") {
+			sizes[rest] = size
+		}
+	}
 	for _, t := range info.GetTables() {
-		sizes[t.GetPreamble().GetName()] = int(t.GetSize())
+		add(t.GetPreamble().GetName(), int(t.GetSize()))
 	}
 	for _, r := range info.GetRegisters() {
-		sizes[r.GetPreamble().GetName()] = int(r.GetSize())
+		add(r.GetPreamble().GetName(), int(r.GetSize()))
 	}
 	c := compiler.Capacity{Target: target}
 	for _, t := range []struct{ name, holds, macro string }{
