@@ -47,29 +47,49 @@ check-generated-p4:
 	done; \
 	exit $$status
 
-# TNA program (Tofino): p4/tna/lb.p4 → p4/tna/build/lb.p4info.txtpb, by the
-# front end of a p4c built with the Tofino back end (-DENABLE_TOFINO=ON, see
-# docs/toolchain.md): its p4test finds tna.p4 in its own p4include. Set
-# TNA_INCLUDE to a directory holding tna.p4 if yours does not. Skipped with
-# the reason when p4test or tna.p4 is absent; targets/tofino's tests check
-# the committed file.
-P4TEST ?= p4test
-TNA_INCLUDE ?=
+# TNA program (Tofino): p4/tna/lb.p4, compiled by the Tofino back end of
+# p4c (p4c-barefoot and its assembler bfas; docs/toolchain.md builds them)
+# for Tofino 1 (--target tofino --arch tna, 12 stages) and Tofino 2
+# (--target tofino2 --arch t2na, 20 stages). Committed under TNA_OUT: each
+# target's P4Info, bf-rt.json and resources summary (cmd/tna-build, from
+# the compiler's resources.json). Where the program fits, the device files
+# (device/<target>/pipe/tofino*.bin and context.json, about 11 MB) are written too,
+# for `lbc push --device-config`, and are not committed. Skipped with the
+# reason when the compiler is absent.
+P4C_BAREFOOT ?= p4c-barefoot
+BFAS ?= bfas
 TNA_OUT ?= p4/tna/build
 p4: p4-tna
 p4-tna:
-	@command -v $(P4TEST) >/dev/null || { echo "p4-tna: $(P4TEST) not on PATH; skipped (docs/toolchain.md builds it)"; exit 0; }; \
-	probe=$$(mktemp --suffix=.p4) && echo '#include <tna.p4>' > $$probe && \
-	$(P4TEST) -D__TARGET_TOFINO__=1 $(if $(TNA_INCLUDE),-I $(TNA_INCLUDE)) $$probe >/dev/null 2>&1; \
-	ok=$$?; rm -f $$probe; \
-	[ $$ok = 0 ] || { echo "p4-tna: $(P4TEST) finds no tna.p4 (a p4c built without -DENABLE_TOFINO=ON); set TNA_INCLUDE to p4c's backends/tofino/bf-p4c/p4include; skipped"; exit 0; }; \
-	$(P4TEST) -D__TARGET_TOFINO__=1 $(if $(TNA_INCLUDE),-I $(TNA_INCLUDE)) --p4runtime-files $(TNA_OUT)/lb.p4info.txtpb p4/tna/lb.p4
+	@command -v $(P4C_BAREFOOT) >/dev/null && command -v $(BFAS) >/dev/null || { echo "p4-tna: $(P4C_BAREFOOT) or $(BFAS) not on PATH; skipped (docs/toolchain.md builds them)"; exit 0; }; \
+	set -e; tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	for spec in tofino:tna:12: tofino2:t2na:20:tofino2/; do \
+		target=$${spec%%:*}; rest=$${spec#*:}; arch=$${rest%%:*}; rest=$${rest#*:}; stages=$${rest%%:*}; sub=$${rest#*:}; \
+		out=$(TNA_OUT)/$$sub; mkdir -p $$out; \
+		echo "p4-tna: $$target ($$arch)"; \
+		$(P4C_BAREFOOT) --target $$target --arch $$arch -o $$tmp/$$target --p4runtime-files $$tmp/$$target/lb.p4info.txtpb \
+			--bf-rt-schema $$tmp/$$target/bf-rt.json p4/tna/lb.p4 >$$tmp/$$target.log 2>&1 || { cat $$tmp/$$target.log; exit 1; }; \
+		$(P4C_BAREFOOT) --target $$target --arch $$arch -g -o $$tmp/$$target-g p4/tna/lb.p4 >/dev/null 2>&1 || { echo "p4-tna: $$target: the -g compile failed"; exit 1; }; \
+		cp $$tmp/$$target/lb.p4info.txtpb $$tmp/$$target/bf-rt.json $$out; \
+		go run ./cmd/tna-build resources -stages $$stages -title "p4/tna/lb.p4 for $$target ($$arch), default sizes, $$($(P4C_BAREFOOT) --version 2>&1 | tr '\n' ' ' | sed 's/ *$$//')" \
+			$$tmp/$$target-g/pipe/logs > $$out/resources-$$target.txt; \
+		if $(BFAS) -o $$tmp/$$target/pipe $$tmp/$$target/pipe/lb.bfa >$$tmp/$$target-bfas.log 2>&1; then \
+			dev=$(TNA_OUT)/device/$$target; rm -rf $$dev; mkdir -p $$dev/pipe; \
+			cp $$tmp/$$target/pipe/tofino*.bin $$tmp/$$target/pipe/context.json $$dev/pipe/; \
+			cp $$tmp/$$target/bf-rt.json $$dev/; echo "p4-tna: $$target fits; device files in $$dev"; \
+		else echo "p4-tna: $$target: $$(grep -o 'supports up to.*' $$tmp/$$target-bfas.log | head -1)"; fi; \
+	done
 
 check-generated-p4-tna:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	$(MAKE) -s p4-tna TNA_OUT=$$tmp >$$tmp/log 2>&1 || { cat $$tmp/log; exit 1; }; \
 	if grep -q skipped $$tmp/log; then sed -n 's/^p4-tna/check-generated-p4-tna/p' $$tmp/log; exit 0; fi; \
-	cmp -s $$tmp/lb.p4info.txtpb p4/tna/build/lb.p4info.txtpb || { echo "p4/tna/build/lb.p4info.txtpb differs from what 'make p4-tna' generates; run make p4-tna and commit"; exit 1; }
+	status=0; for f in lb.p4info.txtpb bf-rt.json tofino2/lb.p4info.txtpb tofino2/bf-rt.json; do \
+		go run ./cmd/tna-build same $$tmp/$$f p4/tna/build/$$f 2>/dev/null || { echo "p4/tna/build/$$f differs from what 'make p4-tna' generates; run make p4-tna and commit"; status=1; }; \
+	done; \
+	for f in resources-tofino.txt tofino2/resources-tofino2.txt; do \
+		cmp -s $$tmp/$$f p4/tna/build/$$f || { echo "p4/tna/build/$$f differs from what 'make p4-tna' generates; run make p4-tna and commit"; diff $$tmp/$$f p4/tna/build/$$f | head -5; status=1; }; \
+	done; exit $$status
 
 # Scenario testbench (root): run one scenario end to end and write its report.
 #   make testbench SCENARIO=seed001-failover [TOPOLOGY=netns|mininet] [OUT=dir]

@@ -13,10 +13,12 @@
  *     alternative RegisterActions of which exactly one runs per packet;
  *   - 48-bit timestamps do not fit a register: last-seen is the 32-bit tick
  *     global_tstamp[47:16] (1 tick = 2^16 ns = 65.536 us; it wraps with the
- *     48-bit counter every 2^48 ns = 78.2 h). The age is (now - seen) mod 2^32
- *     ticks, right across a wrap; only an entry idle for a whole multiple of
- *     78.2 h (within its idle timeout) would look fresh again. targets/sim's
- *     TNA geometry (ct_tna.go) models exactly this;
+ *     48-bit counter every 2^48 ns = 78.2 h). An entry is alive while
+ *     (seen - (now - idle_ticks)) mod 2^32 is positive as a signed number,
+ *     decided in the RegisterAction that reads last-seen: (now - seen) <
+ *     idle_ticks right across a wrap, for an age up to idle_ticks + 2^31
+ *     ticks (39.1 h past the timeout). targets/sim's TNA geometry
+ *     (ct_tna.go, TNA.Aged) models exactly this;
  *   - seconds cannot be turned into ticks without a multiplier, so the idle
  *     timeout in ticks comes from the idle_ticks table (one entry per distinct
  *     idleTimeoutSec, written by targets/tofino): ticks = ceil(sec * 1e9 / 2^16);
@@ -42,10 +44,15 @@
  * tunnel_source, egress_mtu, fallback, forward), so targets/bmv2's IR
  * translation serves both; idle_ticks is the one table only this program has.
  *
- * Regenerate build/lb.p4info.txtpb with `make p4-tna`; never edit it by hand.
+ * Compiled by the Tofino back end of p4c for Tofino 1 and 2: `make p4-tna`
+ * regenerates build/ (docs/tofino.md); never edit those files by hand.
  */
 #include <core.p4>
+#if __TARGET_TOFINO__ == 2
+#include <t2na.p4>
+#else
 #include <tna.p4>
+#endif
 
 /* Conntrack: CT_SLOTS = 2^CT_INDEX_BITS direct-mapped slots. index =
  * CRC32(service_id, h_trk) low bits, signature = CRC32(h_trk, service_id)
@@ -267,13 +274,16 @@ struct meta_t {
     bit<8>   protocol;
     bit<16>  src_port;
     bit<16>  dst_port;
+    bit<1>   is_tcp;     // TCP (for an ICMP error: quoted TCP)
     bit<1>   l4;         // TCP or UDP header parsed (for an ICMP error: quoted)
     bit<1>   fragment;   // R-FRAG
     bit<1>   icmp_error; // an ICMP error quoting a TCP or UDP packet: never tracked
     bit<1>   bad_quote;  // an ICMP error whose quoted header is not of its family
     bit<1>   vip_hit;
     bit<1>   to_fallback;
+    bit<1>   trk_fallback; // to the fallback for its tracking tuple (set apart: see below)
     bit<1>   dropped;
+    bit<DROP_REASON_BITS> drop_reason;
     bit<1>   ct_bypass;  // second pass: select afresh (R-PERSIST, R-DRAIN)
 
     // service row
@@ -295,23 +305,42 @@ struct meta_t {
     bit<3>   udp_track;
     bit<1>   udp_persist;
     // the packet's class
-    bit<3>   affinity;
     bit<3>   track;
     bit<1>   persist;
 
     // ring and backend
-    bit<32>  h_aff;
+    bit<32>  h5;         // R-HASH of the 5-tuple layout
+    bit<32>  h3;         // of the 3-tuple layout
+    bit<32>  h2;         // of the 2-tuple layout
     bit<32>  slot;
     bit<1>   ring_hit;
     bit<32>  ring_backend;
     bit<32>  backend_id;
-    bit<32>  be_service;
+    bit<32>  be_svc_diff;  // the row's service XOR this packet's: 0 when they are one
+    bit<32>  be_until;     // be_deadline + ~now32 = ~(now32 - be_deadline), modulo 2^32
+    bit<32>  now_inv;      // ~now32
+    bit<1>   be_v4;        // be_addr is ::ffff:a.b.c.d (be_family)
+    bit<1>   be_foreign;   // the row belongs to another service
+    bit<1>   be_due;       // be_deadline has come (if there is one)
+    bit<1>   be_has_deadline;
+    bit<1>   no_ring;      // no entry and no ring slot: dropped (R-ELIG-3/4)
+    bit<1>   reselect;     // resubmit: select afresh (R-DRAIN, R-PERSIST, ...)
+    bit<16>  inner_len;    // the IP packet's length, the payload of IP-in-IP
+    bit<8>   inner_proto;  // IP-in-IP's protocol: 4 or 41
+    // MTU - (inner_len + 20), modulo 2^16: negative (bit 15) when too big
+    // for IPv4-in-IP. Exact while both are below 2^15: the configuration's
+    // MTU is at most 9216 (compiler.MaxMTU) and a Tofino port takes frames
+    // of at most 10240 bytes.
+    bit<16>  mtu_slack4;
+    bit<16>  mtu_slack6;   // MTU - (inner_len + 40)
+    bit<16>  mtu;          // egress_mtu's
+    bit<16>  need4;        // inner_len + 20
+    bit<16>  need6;        // inner_len + 40
     bit<128> be_addr;
     bit<48>  be_mac;
     bit<1>   be_healthy;
     bit<1>   be_draining;
     bit<32>  be_deadline;  // tick; 0 = none
-    bit<32>  be_past;      // now32 - be_deadline: bit 31 clear once it has come
     bit<1>   too_big;      // R-MTU
 
     // conntrack
@@ -322,8 +351,8 @@ struct meta_t {
     bit<1>   ct_creating;  // this packet writes its entry (trackable, a backend to record)
     bit<1>   ct_sig_hit;
     bit<1>   ct_epoch_ok;
-    bit<32>  ct_seen;      // the stored last-seen tick before this packet
-    bit<32>  ct_age;       // now32 - ct_seen, in ticks, modulo 2^32
+    bit<32>  ct_oldest;    // now32 - idle_ticks: an entry last seen after it is alive
+    bit<1>   ct_alive;     // R-AGE, as the ct_seen RegisterAction decided
     bit<1>   ct_candidate; // a live entry of this epoch names the backend
 
     bit<32>  tunnel_src4;
@@ -338,11 +367,10 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
         md.src_port = 0;
         md.dst_port = 0;
         md.l4 = 0;
+        md.is_tcp = 0;
         md.fragment = 0;
         md.icmp_error = 0;
         md.bad_quote = 0;
-        md.flow_src = 0;
-        md.flow_dst = 0;
         md.ct_bypass = 0;
         transition select(ig_intr_md.resubmit_flag) {
             1: parse_resubmit;
@@ -385,9 +413,6 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
     }
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
-        md.protocol = hdr.ipv4.protocol;
-        md.flow_src = (bit<128>)hdr.ipv4.src;
-        md.flow_dst = (bit<128>)hdr.ipv4.dst;
         transition select(hdr.ipv4.mf, hdr.ipv4.frag_offset) {
             (1w0, 13w0): parse_ipv4_l4;
             default: parse_ipv4_fragment;
@@ -431,17 +456,25 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
     state parse_quoted_ipv4 {
         pkt.extract(hdr.quoted_ipv4);
         transition select(hdr.quoted_ipv4.version, hdr.quoted_ipv4.ihl, hdr.quoted_ipv4.frag_offset, hdr.quoted_ipv4.protocol) {
-            (4w4, 4w5, 13w0, PROTO_TCP): parse_quoted_ports4;
-            (4w4, 4w5, 13w0, PROTO_UDP): parse_quoted_ports4;
+            (4w4, 4w5, 13w0, PROTO_TCP): parse_quoted_tcp4;
+            (4w4, 4w5, 13w0, PROTO_UDP): parse_quoted_udp4;
             (4w4, _, _, _): accept;
             default: parse_bad_quote;
         }
     }
-    state parse_quoted_ports4 {
+    state parse_quoted_tcp4 {
         pkt.extract(hdr.quoted_ports);
-        md.protocol = hdr.quoted_ipv4.protocol;
-        md.flow_src = (bit<128>)hdr.quoted_ipv4.dst;
-        md.flow_dst = (bit<128>)hdr.quoted_ipv4.src;
+        md.protocol = PROTO_TCP;
+        md.is_tcp = 1;
+        md.src_port = hdr.quoted_ports.dst_port;
+        md.dst_port = hdr.quoted_ports.src_port;
+        md.icmp_error = 1;
+        md.l4 = 1;
+        transition accept;
+    }
+    state parse_quoted_udp4 {
+        pkt.extract(hdr.quoted_ports);
+        md.protocol = PROTO_UDP;
         md.src_port = hdr.quoted_ports.dst_port;
         md.dst_port = hdr.quoted_ports.src_port;
         md.icmp_error = 1;
@@ -454,9 +487,6 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
     }
     state parse_ipv6 {
         pkt.extract(hdr.ipv6);
-        md.protocol = hdr.ipv6.next_hdr;
-        md.flow_src = hdr.ipv6.src;
-        md.flow_dst = hdr.ipv6.dst;
         transition select(hdr.ipv6.next_hdr) {
             PROTO_FRAG: parse_ipv6_frag;
             PROTO_TCP: parse_tcp;
@@ -478,17 +508,25 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
     state parse_quoted_ipv6 {
         pkt.extract(hdr.quoted_ipv6);
         transition select(hdr.quoted_ipv6.version, hdr.quoted_ipv6.next_hdr) {
-            (4w6, PROTO_TCP): parse_quoted_ports6;
-            (4w6, PROTO_UDP): parse_quoted_ports6;
+            (4w6, PROTO_TCP): parse_quoted_tcp6;
+            (4w6, PROTO_UDP): parse_quoted_udp6;
             (4w6, _): accept;
             default: parse_bad_quote;
         }
     }
-    state parse_quoted_ports6 {
+    state parse_quoted_tcp6 {
         pkt.extract(hdr.quoted_ports);
-        md.protocol = hdr.quoted_ipv6.next_hdr;
-        md.flow_src = hdr.quoted_ipv6.dst;
-        md.flow_dst = hdr.quoted_ipv6.src;
+        md.protocol = PROTO_TCP;
+        md.is_tcp = 1;
+        md.src_port = hdr.quoted_ports.dst_port;
+        md.dst_port = hdr.quoted_ports.src_port;
+        md.icmp_error = 1;
+        md.l4 = 1;
+        transition accept;
+    }
+    state parse_quoted_udp6 {
+        pkt.extract(hdr.quoted_ports);
+        md.protocol = PROTO_UDP;
         md.src_port = hdr.quoted_ports.dst_port;
         md.dst_port = hdr.quoted_ports.src_port;
         md.icmp_error = 1;
@@ -498,15 +536,15 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
     state parse_ipv6_frag {
         pkt.extract(hdr.ipv6_frag);
         md.fragment = 1;
-        md.protocol = hdr.ipv6_frag.next_hdr;
-        transition select(hdr.ipv6_frag.frag_offset, hdr.ipv6_frag.next_hdr) {
-            (13w0, PROTO_TCP): parse_tcp;
-            (13w0, PROTO_UDP): parse_udp;
-            default: accept;
-        }
+        // Every fragment leaves through the fallback port unchanged, so its
+        // transport header is not needed (and a state after the fragment
+        // header could not read the IPv6 addresses at a fixed offset).
+        transition accept;
     }
     state parse_tcp {
         pkt.extract(hdr.tcp);
+        md.protocol = PROTO_TCP;
+        md.is_tcp = 1;
         md.src_port = hdr.tcp.src_port;
         md.dst_port = hdr.tcp.dst_port;
         md.l4 = 1;
@@ -514,6 +552,7 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
     }
     state parse_udp {
         pkt.extract(hdr.udp);
+        md.protocol = PROTO_UDP;
         md.src_port = hdr.udp.src_port;
         md.dst_port = hdr.udp.dst_port;
         md.l4 = 1;
@@ -537,19 +576,13 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     /* R-HASH: CRC-32 (polynomial 0x04C11DB7, reflected, init and final XOR
      * 0xFFFFFFFF), spelled out rather than left to the predefined CRC32. */
     CRCPolynomial<bit<32>>(32w0x04C11DB7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF) crc32;
-    // One Hash unit per field list: affinity and tracking tuples of each family.
+    // One Hash unit per R-HASH layout; affinity and tracking share them.
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v4_5;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v4_3;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v4_2;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v6_5;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v6_3;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v6_2;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) trk_v4_5;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) trk_v4_3;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) trk_v4_2;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) trk_v6_5;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) trk_v6_3;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) trk_v6_2;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) ct_index_hash;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) ct_sig_hash;
 
@@ -583,26 +616,43 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     };
     // ct_seen: return the old tick; creating: a hit is refreshed and a new
     // entry starts now, so the slot always takes now32.
-    RegisterAction<bit<32>, ct_index_t, bit<32>>(ct_seen) ct_seen_swap = {
-        void apply(inout bit<32> value, out bit<32> old) {
-            old = value;
+    // R-AGE (lazy), decided where last-seen is read: the entry is alive
+    // while (seen - ct_oldest) mod 2^32 is positive as a signed number,
+    // ct_oldest being now32 - idle_ticks. That is (now - seen) mod 2^32 <
+    // idle_ticks for an age up to idle_ticks + 2^31 ticks (39.1 h past the
+    // timeout); one subtraction and a sign test fit a stateful ALU, where
+    // now - seen < idle_ticks (three operands) does not. targets/sim's
+    // TNA.Aged decides the same way.
+    //
+    // Creating: a hit is refreshed and a new entry starts now, so the slot
+    // always takes now32.
+    RegisterAction<bit<32>, ct_index_t, bit<1>>(ct_seen) ct_seen_swap = {
+        void apply(inout bit<32> value, out bit<1> alive) {
+            alive = 0;
+            if ((int<32>)(value - md.ct_oldest) > 0) {
+                alive = 1;
+            }
             value = md.now32;
         }
     };
     // Not creating (no backend to record): refresh only a live entry of this
-    // flow (R-AGE: an expired entry must stay expired).
-    RegisterAction<bit<32>, ct_index_t, bit<32>>(ct_seen) ct_seen_refresh = {
-        void apply(inout bit<32> value, out bit<32> old) {
-            old = value;
-            if (md.now32 - value < md.idle_ticks) {
+    // flow (an expired entry must stay expired).
+    RegisterAction<bit<32>, ct_index_t, bit<1>>(ct_seen) ct_seen_refresh = {
+        void apply(inout bit<32> value, out bit<1> alive) {
+            alive = 0;
+            if ((int<32>)(value - md.ct_oldest) > 0) {
+                alive = 1;
                 value = md.now32;
             }
         }
     };
     // An ICMP error: read only (it never refreshes its flow's entry).
-    RegisterAction<bit<32>, ct_index_t, bit<32>>(ct_seen) ct_seen_read = {
-        void apply(inout bit<32> value, out bit<32> old) {
-            old = value;
+    RegisterAction<bit<32>, ct_index_t, bit<1>>(ct_seen) ct_seen_read = {
+        void apply(inout bit<32> value, out bit<1> alive) {
+            alive = 0;
+            if ((int<32>)(value - md.ct_oldest) > 0) {
+                alive = 1;
+            }
         }
     };
     RegisterAction<bit<32>, ct_index_t, bit<1>>(ct_epoch) ct_epoch_swap = {
@@ -634,9 +684,11 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         }
     };
 
+    // The drops counter is counted once, at the end of the pipeline:
+    // Tofino addresses an indirect counter from one table (one stage).
     action drop_packet(bit<DROP_REASON_BITS> reason) {
         ig_dprsr_md.drop_ctl = 1;
-        drops.count(reason);
+        md.drop_reason = reason;
         md.dropped = 1;
     }
 
@@ -683,6 +735,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         // ESP/GRE and other protocols leave through the fallback port; their
         // columns are held so that a read-back re-compiles to no writes.
         md.ring_size = ring_size;
+        md.ring_mask = ring_size - 1; // here, not beside the hash: one ALU step per action
         md.active_half = active_half;
         md.epoch = epoch;
         md.idle_timeout_sec = idle_timeout_sec;
@@ -719,6 +772,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     // The double-buffered weighted Maglev ring.
     action set_ring_backend(bit<32> backend_id) {
         md.ring_backend = backend_id;
+        md.backend_id = backend_id; // unless a conntrack entry names another
         md.ring_hit = 1;
     }
     table ring {
@@ -736,12 +790,14 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     // a tick of this switch's clock (0 = never), mapped by the controller
     // with a clock probe.
     action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining, bit<32> deadline) {
-        md.be_service = service_id;
+        md.be_svc_diff = service_id ^ md.service_id; // 0: this service's
         md.be_addr = addr;
+        md.fwd_addr = addr; // encapsulated: routed to the backend
         md.be_mac = mac;
         md.be_healthy = healthy;
         md.be_draining = draining;
         md.be_deadline = deadline;
+        md.be_until = deadline + md.now_inv;
     }
     table backend {
         key = { md.backend_id: exact @name("backend_id"); }
@@ -760,14 +816,27 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         default_action = set_tunnel_source(0, 0);
     }
 
-    // The egress MTU IP-in-IP packets must fit (R-MTU).
-    bit<16> mtu_limit = DEFAULT_MTU;
+    // The egress MTU IP-in-IP packets must fit (R-MTU): the margins left for
+    // each outer family, negative (bit 31 set) when the packet is too big.
     action set_mtu(bit<16> mtu) {
-        mtu_limit = mtu;
+        md.mtu = mtu;
     }
     table egress_mtu {
         actions = { set_mtu; }
         default_action = set_mtu(DEFAULT_MTU);
+    }
+
+    // An IPv4 backend's address is ::ffff:a.b.c.d: 96 bits are too wide for
+    // a gateway, so a one-entry table tells the family.
+    action set_be_v4() {
+        md.be_v4 = 1;
+    }
+    table be_family {
+        key = { md.be_addr[127:32]: exact @name("be_addr_prefix"); }
+        actions = { set_be_v4; @defaultonly NoAction; }
+        const default_action = NoAction();
+        const entries = { 96w0xffff: set_be_v4(); }
+        size = 1;
     }
 
     // Fragments and unparsed protocols of a service.
@@ -781,6 +850,170 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     table fallback {
         actions = { set_fallback_port; no_fallback; }
         default_action = no_fallback();
+    }
+
+    // The tuples of the packet's class (R-AFF, R-TRK): the class's columns
+    // of the service row pick which of the three hashes (h5, h3, h2) the
+    // ring slot and the conntrack key use. One table with constant entries
+    // instead of a cascade of conditions (a stage holds 16 logical tables);
+    // TUPLE_2 and TUPLE_NONE take h2 (NONE tracks nothing).
+    action use_tcp_a5_t5() {
+        md.slot = md.h5 & md.ring_mask;
+        md.h_trk = md.h5;
+        md.track = md.tcp_track;
+        md.persist = md.tcp_persist;
+    }
+    action use_tcp_a5_t3() {
+        md.slot = md.h5 & md.ring_mask;
+        md.h_trk = md.h3;
+        md.track = md.tcp_track;
+        md.persist = md.tcp_persist;
+    }
+    action use_tcp_a5_t2() {
+        md.slot = md.h5 & md.ring_mask;
+        md.h_trk = md.h2;
+        md.track = md.tcp_track;
+        md.persist = md.tcp_persist;
+    }
+    action use_tcp_a3_t5() {
+        md.slot = md.h3 & md.ring_mask;
+        md.h_trk = md.h5;
+        md.track = md.tcp_track;
+        md.persist = md.tcp_persist;
+    }
+    action use_tcp_a3_t3() {
+        md.slot = md.h3 & md.ring_mask;
+        md.h_trk = md.h3;
+        md.track = md.tcp_track;
+        md.persist = md.tcp_persist;
+    }
+    action use_tcp_a3_t2() {
+        md.slot = md.h3 & md.ring_mask;
+        md.h_trk = md.h2;
+        md.track = md.tcp_track;
+        md.persist = md.tcp_persist;
+    }
+    action use_tcp_a2_t5() {
+        md.slot = md.h2 & md.ring_mask;
+        md.h_trk = md.h5;
+        md.track = md.tcp_track;
+        md.persist = md.tcp_persist;
+    }
+    action use_tcp_a2_t3() {
+        md.slot = md.h2 & md.ring_mask;
+        md.h_trk = md.h3;
+        md.track = md.tcp_track;
+        md.persist = md.tcp_persist;
+    }
+    action use_tcp_a2_t2() {
+        md.slot = md.h2 & md.ring_mask;
+        md.h_trk = md.h2;
+        md.track = md.tcp_track;
+        md.persist = md.tcp_persist;
+    }
+    action use_udp_a5_t5() {
+        md.slot = md.h5 & md.ring_mask;
+        md.h_trk = md.h5;
+        md.track = md.udp_track;
+        md.persist = md.udp_persist;
+    }
+    action use_udp_a5_t3() {
+        md.slot = md.h5 & md.ring_mask;
+        md.h_trk = md.h3;
+        md.track = md.udp_track;
+        md.persist = md.udp_persist;
+    }
+    action use_udp_a5_t2() {
+        md.slot = md.h5 & md.ring_mask;
+        md.h_trk = md.h2;
+        md.track = md.udp_track;
+        md.persist = md.udp_persist;
+    }
+    action use_udp_a3_t5() {
+        md.slot = md.h3 & md.ring_mask;
+        md.h_trk = md.h5;
+        md.track = md.udp_track;
+        md.persist = md.udp_persist;
+    }
+    action use_udp_a3_t3() {
+        md.slot = md.h3 & md.ring_mask;
+        md.h_trk = md.h3;
+        md.track = md.udp_track;
+        md.persist = md.udp_persist;
+    }
+    action use_udp_a3_t2() {
+        md.slot = md.h3 & md.ring_mask;
+        md.h_trk = md.h2;
+        md.track = md.udp_track;
+        md.persist = md.udp_persist;
+    }
+    action use_udp_a2_t5() {
+        md.slot = md.h2 & md.ring_mask;
+        md.h_trk = md.h5;
+        md.track = md.udp_track;
+        md.persist = md.udp_persist;
+    }
+    action use_udp_a2_t3() {
+        md.slot = md.h2 & md.ring_mask;
+        md.h_trk = md.h3;
+        md.track = md.udp_track;
+        md.persist = md.udp_persist;
+    }
+    action use_udp_a2_t2() {
+        md.slot = md.h2 & md.ring_mask;
+        md.h_trk = md.h2;
+        md.track = md.udp_track;
+        md.persist = md.udp_persist;
+    }
+    table tuples {
+        key = {
+            md.is_tcp: ternary @name("is_tcp");
+            md.tcp_affinity: ternary @name("tcp_affinity");
+            md.tcp_track: ternary @name("tcp_track");
+            md.udp_affinity: ternary @name("udp_affinity");
+            md.udp_track: ternary @name("udp_track");
+        }
+        actions = {
+            use_tcp_a5_t5;
+            use_tcp_a5_t3;
+            use_tcp_a5_t2;
+            use_tcp_a3_t5;
+            use_tcp_a3_t3;
+            use_tcp_a3_t2;
+            use_tcp_a2_t5;
+            use_tcp_a2_t3;
+            use_tcp_a2_t2;
+            use_udp_a5_t5;
+            use_udp_a5_t3;
+            use_udp_a5_t2;
+            use_udp_a3_t5;
+            use_udp_a3_t3;
+            use_udp_a3_t2;
+            use_udp_a2_t5;
+            use_udp_a2_t3;
+            use_udp_a2_t2;
+        }
+        const entries = {
+            (1, TUPLE_5, TUPLE_5, _, _): use_tcp_a5_t5();
+            (1, TUPLE_5, TUPLE_3, _, _): use_tcp_a5_t3();
+            (1, TUPLE_5, _, _, _): use_tcp_a5_t2();
+            (1, TUPLE_3, TUPLE_5, _, _): use_tcp_a3_t5();
+            (1, TUPLE_3, TUPLE_3, _, _): use_tcp_a3_t3();
+            (1, TUPLE_3, _, _, _): use_tcp_a3_t2();
+            (1, _, TUPLE_5, _, _): use_tcp_a2_t5();
+            (1, _, TUPLE_3, _, _): use_tcp_a2_t3();
+            (1, _, _, _, _): use_tcp_a2_t2();
+            (0, _, _, TUPLE_5, TUPLE_5): use_udp_a5_t5();
+            (0, _, _, TUPLE_5, TUPLE_3): use_udp_a5_t3();
+            (0, _, _, TUPLE_5, _): use_udp_a5_t2();
+            (0, _, _, TUPLE_3, TUPLE_5): use_udp_a3_t5();
+            (0, _, _, TUPLE_3, TUPLE_3): use_udp_a3_t3();
+            (0, _, _, TUPLE_3, _): use_udp_a3_t2();
+            (0, _, _, _, TUPLE_5): use_udp_a2_t5();
+            (0, _, _, _, TUPLE_3): use_udp_a2_t3();
+            (0, _, _, _, _): use_udp_a2_t2();
+        }
+        size = 18;
     }
 
     // Plain L3 forwarding for packets to no VIP and for encapsulated packets.
@@ -802,17 +1035,28 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         if (md.ct_bypass == 0) {
             md.now32 = ig_prsr_md.global_tstamp[47:16];
         }
+        md.now_inv = ~md.now32;
         md.dst_addr = 0;
         md.dropped = 0;
+        md.drop_reason = 0;
         md.vip_hit = 0;
         md.to_fallback = 0;
+        md.trk_fallback = 0;
         md.ring_hit = 0;
         md.idle_ticks = 0;
         md.ct_creating = 0;
         md.ct_sig_hit = 0;
         md.ct_epoch_ok = 0;
+        md.ct_alive = 0;
         md.ct_candidate = 0;
         md.too_big = 0;
+        md.reselect = 0;
+        md.no_ring = 0;
+        md.track = TUPLE_NONE;
+        md.be_v4 = 0;
+        md.be_foreign = 0;
+        md.be_due = 0;
+        md.be_has_deadline = 0;
         tunnel_source.apply();
 
         if (hdr.packet_out.isValid()) {
@@ -833,12 +1077,61 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
             // The VIP key is the flow's destination (an ICMP error's: the
             // quoted packet's source); what is not ours is routed on the
             // packet's own.
-            if (hdr.ipv4.isValid()) {
-                md.dst_addr = 128w0xffff00000000 | md.flow_dst;
-                md.fwd_addr = 128w0xffff00000000 | (bit<128>)hdr.ipv4.dst;
+            // The flow's fields are copied here, not in the parser: Tofino's
+            // parser writes a field once per path, and an ICMP error's
+            // would be written twice.
+            if (hdr.quoted_ipv4.isValid() && md.icmp_error == 1) {
+                md.flow_src = (bit<128>)hdr.quoted_ipv4.dst;
+                md.flow_dst = (bit<128>)hdr.quoted_ipv4.src;
+                md.dst_addr = 128w0xffff00000000 | (bit<128>)hdr.quoted_ipv4.src;
+            } else if (hdr.quoted_ipv6.isValid() && md.icmp_error == 1) {
+                md.flow_src = hdr.quoted_ipv6.dst;
+                md.flow_dst = hdr.quoted_ipv6.src;
+                md.dst_addr = hdr.quoted_ipv6.src;
+            } else if (hdr.ipv4.isValid()) {
+                md.flow_src = (bit<128>)hdr.ipv4.src;
+                md.flow_dst = (bit<128>)hdr.ipv4.dst;
+                md.dst_addr = 128w0xffff00000000 | (bit<128>)hdr.ipv4.dst;
             } else if (hdr.ipv6.isValid()) {
-                md.dst_addr = md.flow_dst;
+                md.flow_src = hdr.ipv6.src;
+                md.flow_dst = hdr.ipv6.dst;
+                md.dst_addr = hdr.ipv6.dst;
+            }
+            // What IP-in-IP would carry, and the MTU margins (R-MTU), are
+            // known from the headers alone: computed here, early.
+            if (hdr.ipv4.isValid()) {
+                md.fwd_addr = 128w0xffff00000000 | (bit<128>)hdr.ipv4.dst;
+                md.inner_len = hdr.ipv4.total_len;
+                md.inner_proto = PROTO_IPIP;
+                md.need4 = hdr.ipv4.total_len + 20;
+                md.need6 = hdr.ipv4.total_len + 40;
+            } else if (hdr.ipv6.isValid()) {
                 md.fwd_addr = hdr.ipv6.dst;
+                md.inner_len = hdr.ipv6.payload_len + 40;
+                md.inner_proto = PROTO_IPV6;
+                md.need4 = hdr.ipv6.payload_len + 60;
+                md.need6 = hdr.ipv6.payload_len + 80;
+            }
+            egress_mtu.apply();
+            md.mtu_slack4 = md.mtu - md.need4;
+            md.mtu_slack6 = md.mtu - md.need6;
+            // R-HASH: CRC32 over each layout, before the service is known
+            // (a fragment or unparsed packet never uses them): the tuple
+            // hashes then cost no stage of their own.
+            if (hdr.ipv4.isValid()) {
+                md.h5 = hash_v4_5.get({ md.flow_src[31:0], md.flow_dst[31:0], md.protocol, md.src_port, md.dst_port });
+            } else {
+                md.h5 = hash_v6_5.get({ md.flow_src, md.flow_dst, md.protocol, md.src_port, md.dst_port });
+            }
+            if (hdr.ipv4.isValid()) {
+                md.h3 = hash_v4_3.get({ md.flow_src[31:0], md.flow_dst[31:0], md.protocol });
+            } else {
+                md.h3 = hash_v6_3.get({ md.flow_src, md.flow_dst, md.protocol });
+            }
+            if (hdr.ipv4.isValid()) {
+                md.h2 = hash_v4_2.get({ md.flow_src[31:0], md.flow_dst[31:0] });
+            } else {
+                md.h2 = hash_v6_2.get({ md.flow_src, md.flow_dst });
             }
             if (hdr.ipv4.isValid() || hdr.ipv6.isValid()) {
                 if (md.fragment == 1 || md.l4 == 0) {
@@ -865,75 +1158,46 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
 
         if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0) {
             idle_ticks.apply();
-            if (md.protocol == PROTO_TCP) {
-                md.affinity = md.tcp_affinity;
-                md.track = md.tcp_track;
-                md.persist = md.tcp_persist;
-            } else {
-                md.affinity = md.udp_affinity;
-                md.track = md.udp_track;
-                md.persist = md.udp_persist;
-            }
-            // A session tracked without ports (2- or 3-tuple: the R-FRAG-CFG
-            // services) is shared with the client's fragments and unparsed
-            // protocols, which only the fallback sees: the whole session goes
-            // to the fallback so that one conntrack holds it (as p4/lb.p4).
-            if (md.track == TUPLE_2 || md.track == TUPLE_3) {
-                md.to_fallback = 1;
-            }
+            // R-HASH: the packet's three layouts were hashed at the start
+            // (h5, h3, h2); the class's columns of the service row pick the
+            // affinity and the tracking tuple directly, in the stage after
+            // the service. R-MAGLEV-1: slot = hash mod ringSize = its low
+            // bits, ringSize being a power of two on this target.
+            tuples.apply();
         }
 
-        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0) {
-            // R-HASH: CRC32 over the R-HASH layout of the affinity and the
-            // tracking tuples (a fragment never gets here, so a 5-tuple has ports).
-            if (hdr.ipv4.isValid()) {
-                if (md.affinity == TUPLE_5) {
-                    md.h_aff = hash_v4_5.get({ md.flow_src[31:0], md.flow_dst[31:0], md.protocol, md.src_port, md.dst_port });
-                } else if (md.affinity == TUPLE_3) {
-                    md.h_aff = hash_v4_3.get({ md.flow_src[31:0], md.flow_dst[31:0], md.protocol });
-                } else {
-                    md.h_aff = hash_v4_2.get({ md.flow_src[31:0], md.flow_dst[31:0] });
-                }
-                if (md.track == TUPLE_5) {
-                    md.h_trk = trk_v4_5.get({ md.flow_src[31:0], md.flow_dst[31:0], md.protocol, md.src_port, md.dst_port });
-                } else if (md.track == TUPLE_3) {
-                    md.h_trk = trk_v4_3.get({ md.flow_src[31:0], md.flow_dst[31:0], md.protocol });
-                } else {
-                    md.h_trk = trk_v4_2.get({ md.flow_src[31:0], md.flow_dst[31:0] });
-                }
-            } else {
-                if (md.affinity == TUPLE_5) {
-                    md.h_aff = hash_v6_5.get({ md.flow_src, md.flow_dst, md.protocol, md.src_port, md.dst_port });
-                } else if (md.affinity == TUPLE_3) {
-                    md.h_aff = hash_v6_3.get({ md.flow_src, md.flow_dst, md.protocol });
-                } else {
-                    md.h_aff = hash_v6_2.get({ md.flow_src, md.flow_dst });
-                }
-                if (md.track == TUPLE_5) {
-                    md.h_trk = trk_v6_5.get({ md.flow_src, md.flow_dst, md.protocol, md.src_port, md.dst_port });
-                } else if (md.track == TUPLE_3) {
-                    md.h_trk = trk_v6_3.get({ md.flow_src, md.flow_dst, md.protocol });
-                } else {
-                    md.h_trk = trk_v6_2.get({ md.flow_src, md.flow_dst });
-                }
-            }
+        // A session tracked without ports (2- or 3-tuple: the R-FRAG-CFG
+        // services) is shared with the client's fragments and unparsed
+        // protocols, which only the fallback sees: the whole session goes to
+        // the fallback so that one conntrack holds it (as p4/lb.p4). The
+        // ring and conntrack below test the tuple themselves, so they do
+        // not wait for to_fallback.
+        if (md.track == TUPLE_2 || md.track == TUPLE_3) {
+            md.trk_fallback = 1;
+        }
 
-            // R-MAGLEV-1: slot = hash mod ringSize = its low bits, ringSize
-            // being a power of two on this target.
-            md.ring_mask = md.ring_size - 1;
-            md.slot = md.h_aff & md.ring_mask;
+        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0 && md.track != TUPLE_2 && md.track != TUPLE_3) {
+            md.ct_oldest = md.now32 - md.idle_ticks;
             if (md.no_backends == 0) {
                 ring.apply();
             }
 
+            // Index and signature in two actions: an action takes at most
+            // 32 bits from the hash units.
             if (md.track != TUPLE_NONE) {
                 md.ct_hash = ct_index_hash.get({ md.service_id, md.h_trk });
                 md.ct_index = md.ct_hash[CT_INDEX_BITS-1:0];
+            }
+            if (md.track != TUPLE_NONE) {
                 md.ct_sig = ct_sig_hash.get({ md.h_trk, md.service_id });
                 if (md.ct_sig == 0) {
                     md.ct_sig = 1; // 0 marks an empty slot
                 }
-                if (md.ring_hit == 1 && md.icmp_error == 0) {
+                // Creating does not wait for the ring's answer, so the
+                // conntrack registers are read while the ring is looked up:
+                // no_backends says whether there is a ring (an unwritten
+                // slot of a ring is an inconsistent IR).
+                if (md.no_backends == 0 && md.icmp_error == 0) {
                     md.ct_creating = 1;
                 }
                 // R-CT-1/2: a SYN of a 5-tuple-affinity service skips the
@@ -944,25 +1208,24 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
 
                 if (md.ct_creating == 1) {
                     md.ct_sig_hit = ct_sig_claim.execute(md.ct_index);
-                    md.ct_seen = ct_seen_swap.execute(md.ct_index);
+                    md.ct_alive = ct_seen_swap.execute(md.ct_index);
                     md.ct_epoch_ok = ct_epoch_swap.execute(md.ct_index);
                 } else if (!fresh_start) {
                     md.ct_sig_hit = ct_sig_match.execute(md.ct_index);
                     if (md.ct_sig_hit == 1) {
                         if (md.icmp_error == 1) {
-                            md.ct_seen = ct_seen_read.execute(md.ct_index);
+                            md.ct_alive = ct_seen_read.execute(md.ct_index);
                         } else {
-                            md.ct_seen = ct_seen_refresh.execute(md.ct_index);
+                            md.ct_alive = ct_seen_refresh.execute(md.ct_index);
                         }
                         md.ct_epoch_ok = ct_epoch_match.execute(md.ct_index);
                     }
                 }
-                // R-AGE (lazy): alive while (now - seen) mod 2^32 < idle ticks.
-                md.ct_age = md.now32 - md.ct_seen;
-                if (!fresh_start && md.ct_sig_hit == 1 && md.ct_epoch_ok == 1 && md.ct_age < md.idle_ticks) {
-                    md.ct_candidate = 1; // R-EPOCH checked too
-                }
-                if (md.ct_candidate == 1) {
+                // The candidate's condition is tested here, not through
+                // ct_candidate, so ct_backend runs in the stage after the
+                // others (R-EPOCH checked too).
+                if (!fresh_start && md.ct_sig_hit == 1 && md.ct_epoch_ok == 1 && md.ct_alive == 1) {
+                    md.ct_candidate = 1;
                     md.backend_id = ct_backend_read.execute(md.ct_index);
                 } else if (md.ct_creating == 1) {
                     md.backend_id = ct_backend_write.execute(md.ct_index);
@@ -973,17 +1236,17 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                 }
             }
 
-            if (md.ct_candidate == 0) {
-                if (md.ring_hit == 0) {
-                    // R-ELIG-3/4 dropTrafficIfUnhealthy, or a slot not written.
-                    drop_packet(DROP_NO_BACKENDS);
-                } else {
-                    md.backend_id = md.ring_backend;
-                }
+            if (md.ct_candidate == 0 && md.ring_hit == 0) {
+                // R-ELIG-3/4 dropTrafficIfUnhealthy, or a slot not written:
+                // dropped below (the backend lookup does not wait for it).
+                md.no_ring = 1;
             }
         }
 
-        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0) {
+        // The resubmitted packet is the one that came in, so what the stages
+        // below write to it on the first pass does not matter; only where it
+        // goes and what is counted wait for reselect.
+        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0 && md.trk_fallback == 0) {
             if (!backend.apply().hit) {
                 if (md.ct_candidate == 1) {
                     // R-DRAIN: the recorded backend is gone; select afresh.
@@ -993,103 +1256,107 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                     md.resub.pad0 = 0;
                     md.resub.pad1 = 0;
                     md.resub.now32 = md.now32;
+                    md.reselect = 1;
                 } else {
-                    drop_packet(DROP_NO_BACKENDS);
+                    md.no_ring = 1;
                 }
             } else {
-                // R-DRAIN, R-PERSIST-CAP: the deadline has come when
-                // (now - deadline) mod 2^32 < 2^31 (internal/tick).
-                md.be_past = md.now32 - md.be_deadline;
-                if (md.ct_candidate == 1 && (md.be_service != md.service_id ||
-                        (md.be_deadline != 0 && md.be_past[31:31] == 0) ||
-                        (md.be_healthy == 0 && md.persist == 0 && md.all_unhealthy == 0))) {
-                    // R-DRAIN and R-PERSIST-CAP (the backend's deadline),
-                    // R-PERSIST, R-PERSIST-LR: not allowed to stay; select
-                    // afresh.
+                // Each condition reads one 32-bit value (a Tofino gateway
+                // reads at most 4 bytes and 12 bits), so the three are
+                // taken apart here and joined below.
+                be_family.apply();
+                if (md.be_svc_diff != 0) {
+                    md.be_foreign = 1;
+                }
+                // R-DRAIN, R-PERSIST-CAP: the deadline D has come when
+                // (now - D) mod 2^32 < 2^31 (internal/tick), that is when
+                // bit 31 of be_until = D + ~now = ~(now - D) is set.
+                if (md.be_until[31:31] == 1) {
+                    md.be_due = 1;
+                }
+                if (md.be_deadline != 0) {
+                    md.be_has_deadline = 1;
+                }
+            }
+        }
+
+        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0 && md.trk_fallback == 0 && md.no_ring == 0 && md.ct_candidate == 1) {
+            if (md.be_foreign == 1 || (md.be_has_deadline == 1 && md.be_due == 1) ||
+                    (md.be_healthy == 0 && md.persist == 0 && md.all_unhealthy == 0)) {
+                // R-DRAIN and R-PERSIST-CAP (the backend's deadline),
+                // R-PERSIST, R-PERSIST-LR: not allowed to stay; select
+                // afresh.
                     ig_dprsr_md.resubmit_type = RESUBMIT_BYPASS;
                     md.resub.setValid();
                     md.resub.ct_bypass = 1;
                     md.resub.pad0 = 0;
                     md.resub.pad1 = 0;
                     md.resub.now32 = md.now32;
-                }
+                    md.reselect = 1;
             }
         }
 
-        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0 && ig_dprsr_md.resubmit_type != RESUBMIT_BYPASS) {
-            // Design decision 6: IP-in-IP (VIP preserved inside) or L2 DSR.
-            bit<16> inner_len;
-            bit<8> inner_proto;
-            if (hdr.ipv4.isValid()) {
-                inner_len = hdr.ipv4.total_len;
-                inner_proto = PROTO_IPIP;
-            } else {
-                inner_len = hdr.ipv6.payload_len + 40;
-                inner_proto = PROTO_IPV6;
-            }
-            bit<1> be_v4 = 0;
-            if (md.be_addr[127:32] == 96w0xffff) {
-                be_v4 = 1;
-            }
-            if (md.encap == 0) {
-                // R-MTU, after the conntrack step (as ../lb.p4): too big
-                // once encapsulated, the packet leaves unchanged through the
-                // fallback port, which answers with ICMP (DF set, always for
-                // IPv6) or fragments the outer packet (DF clear): the switch
-                // can do neither.
-                egress_mtu.apply();
-                bit<16> room = mtu_limit - 40;
-                if (be_v4 == 1) {
-                    room = mtu_limit - 20;
-                }
-                if (inner_len > room) {
+        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0 && md.trk_fallback == 0 && md.no_ring == 0 && md.encap == 0) {
+            // Design decision 6: IP-in-IP (VIP preserved inside).
+            // R-MTU, after the conntrack step (as ../lb.p4): too big once
+            // encapsulated, the packet leaves unchanged through the fallback
+            // port, which answers with ICMP (DF set, always for IPv6) or
+            // fragments the outer packet (DF clear): the switch can do
+            // neither. egress_mtu computed both margins at the start.
+            if (md.be_v4 == 1) {
+                if (md.mtu_slack4[15:15] == 1) {
                     md.too_big = 1;
                     md.to_fallback = 1;
-                }
-            }
-            if (md.encap == 0 && md.too_big == 0) {
-                bit<16> ether_type;
-                if (be_v4 == 1) {
+                } else {
                     hdr.outer_ipv4.setValid();
                     hdr.outer_ipv4.version = 4;
                     hdr.outer_ipv4.ihl = 5;
                     hdr.outer_ipv4.tos = 0;
-                    hdr.outer_ipv4.total_len = inner_len + 20;
+                    hdr.outer_ipv4.total_len = md.inner_len + 20;
                     hdr.outer_ipv4.identification = 0;
                     hdr.outer_ipv4.reserved = 0;
                     hdr.outer_ipv4.df = 0;
                     hdr.outer_ipv4.mf = 0;
                     hdr.outer_ipv4.frag_offset = 0;
                     hdr.outer_ipv4.ttl = 64;
-                    hdr.outer_ipv4.protocol = inner_proto;
+                    hdr.outer_ipv4.protocol = md.inner_proto;
                     hdr.outer_ipv4.checksum = 0;
                     hdr.outer_ipv4.src = md.tunnel_src4;
                     hdr.outer_ipv4.dst = md.be_addr[31:0];
-                    ether_type = ETHERTYPE_IPV4;
+                    // R-VLAN: the tag stays, in front of the outer header.
+                    if (hdr.vlan.isValid()) {
+                        hdr.vlan.ether_type = ETHERTYPE_IPV4;
+                    } else {
+                        hdr.ethernet.ether_type = ETHERTYPE_IPV4;
+                    }
+                }
+            } else {
+                if (md.mtu_slack6[15:15] == 1) {
+                    md.too_big = 1;
+                    md.to_fallback = 1;
                 } else {
                     hdr.outer_ipv6.setValid();
                     hdr.outer_ipv6.version = 6;
                     hdr.outer_ipv6.traffic_class = 0;
                     hdr.outer_ipv6.flow_label = 0;
-                    hdr.outer_ipv6.payload_len = inner_len;
-                    hdr.outer_ipv6.next_hdr = inner_proto;
+                    hdr.outer_ipv6.payload_len = md.inner_len;
+                    hdr.outer_ipv6.next_hdr = md.inner_proto;
                     hdr.outer_ipv6.hop_limit = 64;
                     hdr.outer_ipv6.src = md.tunnel_src6;
                     hdr.outer_ipv6.dst = md.be_addr;
-                    ether_type = ETHERTYPE_IPV6;
-                }
-                // R-VLAN: the tag stays, in front of the outer header.
-                if (hdr.vlan.isValid()) {
-                    hdr.vlan.ether_type = ether_type;
-                } else {
-                    hdr.ethernet.ether_type = ether_type;
+                    if (hdr.vlan.isValid()) {
+                        hdr.vlan.ether_type = ETHERTYPE_IPV6;
+                    } else {
+                        hdr.ethernet.ether_type = ETHERTYPE_IPV6;
+                    }
                 }
             }
-            md.fwd_addr = md.be_addr;
         }
 
-        if (md.dropped == 0 && ig_dprsr_md.resubmit_type != RESUBMIT_BYPASS) {
-            if (md.to_fallback == 1) {
+        if (md.reselect == 0 && md.no_ring == 1) {
+            drop_packet(DROP_NO_BACKENDS);
+        } else if (md.dropped == 0 && md.reselect == 0) {
+            if (md.to_fallback == 1 || md.trk_fallback == 1) {
                 fallback.apply();
             } else {
                 // By action, not hit: a default route is the default action,
@@ -1102,6 +1369,9 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                     }
                 }
             }
+        }
+        if (md.dropped == 1) {
+            drops.count(md.drop_reason);
         }
     }
 }

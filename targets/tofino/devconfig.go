@@ -341,7 +341,11 @@ func loadDir(dir, name string) (*DeviceConfig, error) {
 		if !e.IsDir() {
 			continue
 		}
+		// tofino.bin; Tofino 2's back end names it tofino2.bin.
 		bin, berr := os.ReadFile(filepath.Join(dir, e.Name(), "tofino.bin"))
+		if berr != nil {
+			bin, berr = os.ReadFile(filepath.Join(dir, e.Name(), "tofino2.bin"))
+		}
 		ctx, cerr := os.ReadFile(filepath.Join(dir, e.Name(), "context.json"))
 		if berr != nil || cerr != nil {
 			continue

@@ -2,11 +2,14 @@ package tofino
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"github.com/lbc-dev/lbc/testbench/p4rt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/lbc-dev/lbc/runtime"
 )
@@ -36,35 +39,111 @@ func p4testTNAArgs(t *testing.T, p4test string) ([]string, error) {
 	return args, nil
 }
 
-// TestP4testAcceptsTNAProgram: the open-source p4c frontend accepts
-// p4/tna/lb.p4 for Tofino 1, and the committed P4Info is what it produces
-// (`make p4-tna` regenerates it).
+// TestP4testAcceptsTNAProgram: the open-source p4c front end accepts
+// p4/tna/lb.p4 for Tofino 1 (the committed P4Info is the Tofino back end's:
+// TestTofinoCompilerOutputs).
 func TestP4testAcceptsTNAProgram(t *testing.T) {
 	p4test, err := exec.LookPath("p4test")
 	if err != nil {
-		t.Skipf("p4test not on PATH (%v): install p4c to check p4/tna/lb.p4; the committed P4Info is still used by the other tests", err)
+		t.Skipf("p4test not on PATH (%v): install p4c to check p4/tna/lb.p4", err)
 	}
 	args, err := p4testTNAArgs(t, p4test)
 	if err != nil {
 		t.Skipf("%v", err)
 	}
-	out := filepath.Join(t.TempDir(), "lb.p4info.txtpb")
-	// p4test runs from the repository root, as `make p4-tna` does.
-	cmd := exec.Command(p4test, append(args, "--p4runtime-files", out, "p4/tna/lb.p4")...)
+	cmd := exec.Command(p4test, append(args, "p4/tna/lb.p4")...)
 	cmd.Dir = "../.."
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("p4test rejects p4/tna/lb.p4: %v\n%s", err, msg)
 	}
-	got, err := os.ReadFile(out)
+}
+
+// TestTofinoCompilerOutputs: with the Tofino back end of p4c on PATH
+// (p4c-barefoot and bfas, docs/toolchain.md), p4/tna/lb.p4 compiles for
+// Tofino 2 and fits its 20 stages (bfas assembles it), the compiler's
+// P4Info and bf-rt.json are the committed ones (p4/tna/build/tofino2), and
+// its output directory is a device config lbc packs and pushes. The
+// Tofino 1 compile and the resource summaries are compared by `make
+// check-generated`.
+func TestTofinoCompilerOutputs(t *testing.T) {
+	bf, err := exec.LookPath("p4c-barefoot")
+	if err != nil {
+		t.Skipf("p4c-barefoot not on PATH (%v): the committed Tofino outputs are checked where the compiler is built (docs/toolchain.md)", err)
+	}
+	bfas, err := exec.LookPath("bfas")
+	if err != nil {
+		t.Skipf("bfas not on PATH (%v): it comes with p4c-barefoot (docs/toolchain.md)", err)
+	}
+	out := t.TempDir()
+	cmd := exec.Command(bf, "--target", "tofino2", "--arch", "t2na", "-o", out,
+		"--p4runtime-files", filepath.Join(out, "lb.p4info.txtpb"), "--bf-rt-schema", filepath.Join(out, "bf-rt.json"), "p4/tna/lb.p4")
+	cmd.Dir = "../.."
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("p4c-barefoot rejects p4/tna/lb.p4 for Tofino 2: %v\n%s", err, msg)
+	}
+	if msg, err := exec.Command(bfas, "-o", filepath.Join(out, "pipe"), filepath.Join(out, "pipe", "lb.bfa")).CombinedOutput(); err != nil {
+		t.Fatalf("p4/tna/lb.p4 no longer fits Tofino 2 (bfas): %v\n%s", err, msg)
+	}
+	for _, f := range []string{"lb.p4info.txtpb", "bf-rt.json"} {
+		got, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join("../../p4/tna/build/tofino2", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if same, err := sameCompilerOutput(f, got, want); err != nil || !same {
+			t.Errorf("p4/tna/build/tofino2/%s differs from what p4c-barefoot writes (%v); run make p4-tna and commit", f, err)
+		}
+	}
+	if _, err := runtime.LoadP4Info(filepath.Join(out, "lb.p4info.txtpb")); err != nil {
+		t.Fatalf("the compiler's P4Info: %v", err)
+	}
+	dc, err := LoadDeviceConfig(out, "lb")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile(tnaP4Info)
+	bin, _ := os.ReadFile(filepath.Join(out, "pipe", "tofino2.bin"))
+	ctx, _ := os.ReadFile(filepath.Join(out, "pipe", "context.json"))
+	if len(dc.Pipelines) != 1 || !bytes.Equal(dc.Pipelines[0].Binary, bin) || !bytes.Equal(dc.Pipelines[0].Context, ctx) || len(bin) == 0 {
+		t.Fatalf("device config from %s: %d pipelines, want pipe with tofino2.bin (%d bytes) and context.json", out, len(dc.Pipelines), len(bin))
+	}
+	for _, f := range []Format{FormatPI, FormatStratum} {
+		b, err := dc.Pack(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back *DeviceConfig
+		if f == FormatPI {
+			back, err = UnpackPI(b)
+		} else {
+			back, err = UnpackStratum(b)
+		}
+		if err != nil || len(back.Pipelines) != 1 || !bytes.Equal(back.Pipelines[0].Binary, bin) || !bytes.Equal(back.Pipelines[0].Context, ctx) {
+			t.Fatalf("%s packing of the compiler's outputs does not round-trip: %v", f, err)
+		}
+	}
+
+	// lbc push --target tofino --p4info <the compiler's> --device-config <its directory>
+	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("p4/tna/build/lb.p4info.txtpb differs from what p4test produces; run `make p4-tna` and commit")
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tg, err := Open(cctx, Options{Options: runtime.Options{Addr: srv.Addr(), DeviceID: 1, ElectionLow: 1},
+		P4InfoPath: filepath.Join(out, "lb.p4info.txtpb"), DeviceConfigPath: out, ProgramName: "lb"})
+	if err != nil {
+		t.Fatalf("Open with the compiler's outputs: %v", err)
+	}
+	defer tg.Close()
+	if !tg.PipelinePushed() {
+		t.Fatal("Open did not push the compiler's pipeline to an empty switch")
 	}
 }
 
@@ -125,4 +204,32 @@ func TestTNAP4InfoSharesNames(t *testing.T) {
 	if _, err := tna.Table("idle_ticks"); err != nil {
 		t.Error(err)
 	}
+}
+
+// sameCompilerOutput compares as `go run ./cmd/tna-build same` does: the
+// compiler writes the Snapshot externs, and lists in bf-rt.json, in an
+// order (and the snapshot table an id) that changes from run to run.
+func sameCompilerOutput(name string, a, b []byte) (bool, error) {
+	dir, err := os.MkdirTemp("", "tna-same")
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(dir)
+	pa, pb := filepath.Join(dir, "a-"+name), filepath.Join(dir, "b-"+name)
+	if err := os.WriteFile(pa, a, 0o644); err != nil {
+		return false, err
+	}
+	if err := os.WriteFile(pb, b, 0o644); err != nil {
+		return false, err
+	}
+	cmd := exec.Command("go", "run", "./cmd/tna-build", "same", pa, pb)
+	cmd.Dir = "../.."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
+			return false, nil
+		}
+		return false, fmt.Errorf("%v: %s", err, out)
+	}
+	return true, nil
 }
