@@ -277,18 +277,8 @@ func (t *transport) solve() error {
 // floor, or at its floor while remainder slots are left (the first to
 // reach its floor + 1 gets one). A stable matching of slots to members.
 func capacityGreedyRing(ms []RingMember, m int, weighted bool) *Ring {
-	ms = append([]RingMember(nil), ms...)
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	ms, w, total := byNameWeighted(ms, weighted)
 	n := len(ms)
-	w := make([]uint64, n)
-	var total uint64
-	for i, x := range ms {
-		w[i] = 1
-		if weighted {
-			w[i] = uint64(x.Weight)
-		}
-		total += w[i]
-	}
 	floor := make([]int, n)
 	extra := m
 	for i := range w {
@@ -352,18 +342,8 @@ func capacityGreedyRing(ms []RingMember, m int, weighted bool) *Ring {
 // that get a remainder slot are where a change's surplus can end, so more
 // of them are free to: shorter chains at N = 1000, longer below.
 func floorsFirstRing(ms []RingMember, m int, weighted bool) *Ring {
-	ms = append([]RingMember(nil), ms...)
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	ms, w, total := byNameWeighted(ms, weighted)
 	n := len(ms)
-	w := make([]uint64, n)
-	var total uint64
-	for i, x := range ms {
-		w[i] = 1
-		if weighted {
-			w[i] = uint64(x.Weight)
-		}
-		total += w[i]
-	}
 	ps := make([]perm, n)
 	for i, x := range ms {
 		ps[i] = permOf(x.Name, m)
@@ -492,4 +472,21 @@ func BenchmarkDisruptionAlternatives(b *testing.B) {
 			})
 		}
 	}
+}
+
+// byNameWeighted returns the members sorted by name, their weights (1 each
+// unweighted) and the weights' sum, as the alternative fills start.
+func byNameWeighted(ms []RingMember, weighted bool) ([]RingMember, []uint64, uint64) {
+	ms = append([]RingMember(nil), ms...)
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	w := make([]uint64, len(ms))
+	var total uint64
+	for i, x := range ms {
+		w[i] = 1
+		if weighted {
+			w[i] = uint64(x.Weight)
+		}
+		total += w[i]
+	}
+	return ms, w, total
 }
