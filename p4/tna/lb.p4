@@ -1037,6 +1037,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         }
         md.now_inv = ~md.now32;
         md.dst_addr = 0;
+        md.fwd_addr = 0; // non-IP packets: the forward table's default route
         md.dropped = 0;
         md.drop_reason = 0;
         md.vip_hit = 0;
