@@ -227,12 +227,15 @@ type tickedConntrack struct {
 	tick time.Duration
 }
 
-func (c *tickedConntrack) Age(e sim.Entry, now time.Duration) time.Duration {
+var _ sim.Ager = (*tickedConntrack)(nil)
+
+func (c *tickedConntrack) Aged(e sim.Entry, now, idle time.Duration) (bool, time.Duration) {
 	n := now/c.tick - e.LastSeen/c.tick
-	if n <= 0 {
-		return 0
+	age := time.Duration(0)
+	if n > 0 {
+		age = (n-1)*c.tick + 1
 	}
-	return (n-1)*c.tick + 1
+	return age >= idle, age
 }
 
 // runDifferential drives one configuration. tick is the XDP test

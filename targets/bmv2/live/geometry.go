@@ -61,9 +61,13 @@ func SimOptions(devcfg []byte) (sim.Options, error) {
 // (tick.BMv2Deadline), has passed once the timestamp reaches it.
 type usClock struct{ *sim.Register }
 
-// Age implements sim.Ager.
-func (usClock) Age(e sim.Entry, now time.Duration) time.Duration {
-	return (now/tick.BMv2 - e.LastSeen/tick.BMv2) * tick.BMv2
+var _ sim.Ager = usClock{}
+
+// Aged implements sim.Ager: lb.p4 keeps an entry while now − seen <
+// idle·10^6 in whole microseconds.
+func (usClock) Aged(e sim.Entry, now, idle time.Duration) (bool, time.Duration) {
+	age := (now/tick.BMv2 - e.LastSeen/tick.BMv2) * tick.BMv2
+	return age >= idle, age
 }
 
 // DeadlineExpired implements sim.DeadlineChecker.
