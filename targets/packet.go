@@ -68,6 +68,34 @@ type Packet struct {
 // and, on a miss, pick the backend from the ring by that flow's affinity
 // tuple. The error itself is never tracked.
 
+// IsICMPError reports an ICMP error that quotes a packet: IPv4 ICMP
+// types 3, 11 and 12, ICMPv6 types 1 to 4, each in its own family. A
+// middle or last fragment carries no ICMP header: no datapath can tell it
+// is part of an error.
+func (p Packet) IsICMPError() bool {
+	if p.Frag == FragMiddle || p.Frag == FragLast {
+		return false
+	}
+	switch {
+	case p.Proto == compiler.IPProtoICMP && p.Src.Unmap().Is4():
+		return p.ICMPType == 3 || p.ICMPType == 11 || p.ICMPType == 12
+	case p.Proto == compiler.IPProtoICMPv6 && p.Src.Is6() && !p.Src.Is4In6():
+		return p.ICMPType >= 1 && p.ICMPType <= 4
+	}
+	return false
+}
+
+// QuotedFlow is the flow an ICMP error is about: the quoted packet went
+// from the VIP to the client, so the flow is its reverse. It is the zero
+// Tuple when the packet quotes nothing.
+func (p Packet) QuotedFlow() compiler.Tuple {
+	in := p.Inner
+	if in == nil {
+		return compiler.Tuple{}
+	}
+	return compiler.Tuple{Src: in.Dst.Unmap(), Dst: in.Src.Unmap(), Proto: in.Proto, SrcPort: in.DstPort, DstPort: in.SrcPort}
+}
+
 // IsSYN reports a TCP SYN with ACK clear (R-CT-1).
 func (p Packet) IsSYN() bool {
 	return p.Proto == compiler.IPProtoTCP && p.Flags&FlagSYN != 0 && p.Flags&FlagACK == 0 && p.Frag <= FragFirst

@@ -88,21 +88,6 @@ func (d *Datapath) ProcessDetail(pkt targets.Packet, now time.Duration) (targets
 	return r.v, r.det, err
 }
 
-func isICMPError(p targets.Packet) bool {
-	// A middle or last fragment carries no ICMP header: no datapath can
-	// tell it is part of an error.
-	if p.Frag == targets.FragMiddle || p.Frag == targets.FragLast {
-		return false
-	}
-	switch {
-	case p.Proto == compiler.IPProtoICMP && p.Src.Unmap().Is4():
-		return p.ICMPType == 3 || p.ICMPType == 11 || p.ICMPType == 12
-	case p.Proto == compiler.IPProtoICMPv6 && p.Src.Is6() && !p.Src.Is4In6():
-		return p.ICMPType >= 1 && p.ICMPType <= 4
-	}
-	return false
-}
-
 func (r *run) drop(reason, rule, format string, args ...any) {
 	r.v.Action = targets.Drop
 	r.v.DropReason = reason
@@ -123,7 +108,7 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 	frag := pkt.Fragmented()
 	r.det.Fragment = frag
 	r.det.VLAN = pkt.VLAN
-	if r.d.fallback && (frag || (pkt.Proto != compiler.IPProtoTCP && pkt.Proto != compiler.IPProtoUDP && !isICMPError(pkt))) {
+	if r.d.fallback && (frag || (pkt.Proto != compiler.IPProtoTCP && pkt.Proto != compiler.IPProtoUDP && !pkt.IsICMPError())) {
 		r.v.Action = targets.Fallback
 		switch {
 		case frag:
@@ -135,7 +120,7 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 		}
 		return nil
 	}
-	if isICMPError(pkt) {
+	if pkt.IsICMPError() {
 		return r.icmpError(pkt, now)
 	}
 	if (pkt.Proto == compiler.IPProtoICMP || pkt.Proto == compiler.IPProtoICMPv6) && pkt.Inner != nil {
@@ -437,7 +422,7 @@ func (r *run) icmpError(pkt targets.Packet, now time.Duration) error {
 		return nil
 	}
 	in := *pkt.Inner
-	flow := compiler.Tuple{Src: in.Dst.Unmap(), Dst: in.Src.Unmap(), Proto: in.Proto, SrcPort: in.DstPort, DstPort: in.SrcPort}
+	flow := pkt.QuotedFlow()
 	if !flow.Src.IsValid() || !flow.Dst.IsValid() || flow.Src.Is4() != flow.Dst.Is4() || flow.Src.Is4() != pkt.Src.Is4() {
 		r.drop(targets.DropMalformed, StepMalformed, "quoted packet %v → %v does not match the error's address family", in.Src, in.Dst)
 		return nil

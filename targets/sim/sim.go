@@ -253,7 +253,7 @@ func (d *Datapath) lookup(dst netip.Addr, proto uint8, port uint16) (*compiler.S
 // conntrack state of datapaths key by key.
 func (d *Datapath) EntryOf(pkt targets.Packet) (k Key, e Entry, found, tracks bool) {
 	src, dst := pkt.Src.Unmap(), pkt.Dst.Unmap()
-	if !src.IsValid() || !dst.IsValid() || src.Is4() != dst.Is4() || isICMPError(pkt) {
+	if !src.IsValid() || !dst.IsValid() || src.Is4() != dst.Is4() || pkt.IsICMPError() {
 		return Key{}, Entry{}, false, false
 	}
 	frag := pkt.Fragmented()

@@ -57,6 +57,12 @@ type serviceCell struct {
 	svc  uint32
 }
 
+// cellOf is the counter cell that tells whether pkt, of service svc,
+// selected a backend afresh.
+func cellOf(pkt targets.Packet, svc *compiler.ServiceRow) serviceCell {
+	return serviceCell{icmp: pkt.Proto == compiler.IPProtoICMP || pkt.Proto == compiler.IPProtoICMPv6, svc: svc.ID}
+}
+
 func (s *Switch) readCell(ctx context.Context, c serviceCell) (int64, error) {
 	s.stats.CounterReads++
 	id, size, name := s.ctrs.newConns, s.ctrs.newConnsSize, "service_new_conns"
@@ -227,7 +233,7 @@ func (s *Switch) run(ctx context.Context, pkt targets.Packet, wait time.Duration
 		}
 	}
 	if svc != nil {
-		c := serviceCell{icmp: pkt.Proto == compiler.IPProtoICMP || pkt.Proto == compiler.IPProtoICMPv6, svc: svc.ID}
+		c := cellOf(pkt, svc)
 		if _, ok := s.newConns[c]; !ok {
 			n, err := s.readCell(ctx, c)
 			if err != nil {
@@ -299,19 +305,14 @@ func switchFlow(pkt targets.Packet) (compiler.Tuple, bool) {
 	case compiler.IPProtoTCP, compiler.IPProtoUDP:
 		return pkt.Tuple(), true
 	case compiler.IPProtoICMP, compiler.IPProtoICMPv6:
-		in := pkt.Inner
-		if in == nil || (in.Proto != compiler.IPProtoTCP && in.Proto != compiler.IPProtoUDP) {
+		f := pkt.QuotedFlow()
+		if !pkt.IsICMPError() || pkt.Inner == nil || (f.Proto != compiler.IPProtoTCP && f.Proto != compiler.IPProtoUDP) {
 			return compiler.Tuple{}, false
 		}
-		v4 := pkt.Src.Unmap().Is4()
-		isErr := pkt.ICMPType == 3 || pkt.ICMPType == 11 || pkt.ICMPType == 12
-		if !v4 {
-			isErr = pkt.ICMPType >= 1 && pkt.ICMPType <= 4
-		}
-		if !isErr || (pkt.Proto == compiler.IPProtoICMP) != v4 || in.Src.Unmap().Is4() != v4 || in.Dst.Unmap().Is4() != v4 {
+		if v4 := pkt.Src.Unmap().Is4(); f.Src.Is4() != v4 || f.Dst.Is4() != v4 {
 			return compiler.Tuple{}, false
 		}
-		return compiler.Tuple{Src: in.Dst.Unmap(), Dst: in.Src.Unmap(), Proto: in.Proto, SrcPort: in.DstPort, DstPort: in.SrcPort}, true
+		return f, true
 	}
 	return compiler.Tuple{}, false
 }
@@ -440,7 +441,7 @@ func (s *Switch) forward(ctx context.Context, pkt targets.Packet, svc *compiler.
 // (for an ICMP error, which creates no entry, its ICMP-misses cell: a hit
 // from a selection by the ring).
 func (s *Switch) ctOutcome(ctx context.Context, pkt targets.Packet, svc *compiler.ServiceRow) (string, error) {
-	c := serviceCell{icmp: pkt.Proto == compiler.IPProtoICMP || pkt.Proto == compiler.IPProtoICMPv6, svc: svc.ID}
+	c := cellOf(pkt, svc)
 	n, err := s.readCell(ctx, c)
 	if err != nil {
 		return "", err
