@@ -12,8 +12,7 @@
 // containers occupied.
 //
 // same exits 0 when two P4Infos (.txtpb) or two bf-rt.json files hold the
-// same content: p4c-barefoot 9.13.4 writes the Snapshot extern's instances,
-// and lists inside bf-rt.json, in an order that changes from run to run.
+// same content, 1 when they do not (tofino.SameCompilerOutput).
 package main
 
 import (

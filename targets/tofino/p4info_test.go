@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/lbc-dev/lbc/testbench/p4rt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/runtime"
+	"github.com/lbc-dev/lbc/testbench/p4rt"
 )
 
 const (
@@ -93,7 +93,7 @@ func TestTofinoCompilerOutputs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if same, err := sameCompilerOutput(f, got, want); err != nil || !same {
+		if same, err := SameCompilerOutput(f, got, want); err != nil || !same {
 			t.Errorf("p4/tna/build/tofino2/%s differs from what p4c-barefoot writes (%v); run make p4-tna and commit", f, err)
 		}
 	}
@@ -204,32 +204,4 @@ func TestTNAP4InfoSharesNames(t *testing.T) {
 	if _, err := tna.Table("idle_ticks"); err != nil {
 		t.Error(err)
 	}
-}
-
-// sameCompilerOutput compares as `go run ./cmd/tna-build same` does: the
-// compiler writes the Snapshot externs, and lists in bf-rt.json, in an
-// order (and the snapshot table an id) that changes from run to run.
-func sameCompilerOutput(name string, a, b []byte) (bool, error) {
-	dir, err := os.MkdirTemp("", "tna-same")
-	if err != nil {
-		return false, err
-	}
-	defer os.RemoveAll(dir)
-	pa, pb := filepath.Join(dir, "a-"+name), filepath.Join(dir, "b-"+name)
-	if err := os.WriteFile(pa, a, 0o644); err != nil {
-		return false, err
-	}
-	if err := os.WriteFile(pb, b, 0o644); err != nil {
-		return false, err
-	}
-	cmd := exec.Command("go", "run", "./cmd/tna-build", "same", pa, pb)
-	cmd.Dir = "../.."
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
-			return false, nil
-		}
-		return false, fmt.Errorf("%v: %s", err, out)
-	}
-	return true, nil
 }

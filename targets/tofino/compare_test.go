@@ -1,0 +1,60 @@
+package tofino
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestSameCompilerOutputIgnoresRunOrder: the comparison make
+// check-generated and TestTofinoCompilerOutputs use accepts the orders the
+// compiler varies from run to run (extern instances, bf-rt.json lists, the
+// snapshot table's id) and nothing else.
+func TestSameCompilerOutputIgnoresRunOrder(t *testing.T) {
+	p4info, err := os.ReadFile("../../p4/tna/build/tofino2/lb.p4info.txtpb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tofino1, err := os.ReadFile(tnaP4Info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Snapshot extern's two instances, swapped as another run writes them.
+	s := string(p4info)
+	at := strings.Index(s, "  extern_type_name: \"Snapshot\"\n")
+	if at < 0 {
+		t.Fatal("no Snapshot extern in the Tofino 2 P4Info")
+	}
+	head, rest := s[:at], s[at:]
+	parts := strings.SplitAfter(rest, "\n  instances {\n")
+	if len(parts) != 3 {
+		t.Fatalf("Snapshot extern with %d instances, want 2", len(parts)-1)
+	}
+	first := strings.TrimSuffix(parts[1], "  instances {\n")
+	end := strings.Index(parts[2], "\n  }\n}\n") + len("\n  }\n")
+	swapped := head + parts[0] + parts[2][:end] + "  instances {\n" + first + parts[2][end:]
+	if swapped == s {
+		t.Fatal("the swap changed nothing")
+	}
+	for _, tc := range []struct {
+		name string
+		a, b string
+		want bool
+	}{
+		{"P4Info itself", s, s, true},
+		{"P4Info with its snapshots swapped", s, swapped, true},
+		{"Tofino 1's P4Info", s, string(tofino1), false},
+		{"bf-rt lists reordered, snapshot id changed", `{"tables":[{"name":"pipe.snapshot.cfg","id":1,"depends_on":[2,3]},{"name":"t","id":9}]}`,
+			`{"tables":[{"name":"t","id":9},{"name":"pipe.snapshot.cfg","id":4,"depends_on":[3,2]}]}`, true},
+		{"bf-rt another table's id", `{"tables":[{"name":"t","id":9}]}`, `{"tables":[{"name":"t","id":8}]}`, false},
+	} {
+		name := "lb.p4info.txtpb"
+		if strings.HasPrefix(tc.name, "bf-rt") {
+			name = "bf-rt.json"
+		}
+		got, err := SameCompilerOutput(name, []byte(tc.a), []byte(tc.b))
+		if err != nil || got != tc.want {
+			t.Errorf("%s: same %v (%v), want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
