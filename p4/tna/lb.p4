@@ -288,7 +288,6 @@ struct meta_t {
 
     // service row
     bit<32>  service_id;
-    bit<32>  ring_size;
     bit<32>  ring_mask;
     bit<1>   active_half;
     bit<32>  epoch;
@@ -341,7 +340,6 @@ struct meta_t {
     bit<1>   be_healthy;
     bit<1>   be_draining;
     bit<32>  be_deadline;  // tick; 0 = none
-    bit<1>   too_big;      // R-MTU
 
     // conntrack
     bit<32>  h_trk;
@@ -734,7 +732,6 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                        bit<3> other_affinity, bit<3> other_track, bit<1> other_persist) {
         // ESP/GRE and other protocols leave through the fallback port; their
         // columns are held so that a read-back re-compiles to no writes.
-        md.ring_size = ring_size;
         md.ring_mask = ring_size - 1; // here, not beside the hash: one ALU step per action
         md.active_half = active_half;
         md.epoch = epoch;
@@ -1050,7 +1047,6 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         md.ct_epoch_ok = 0;
         md.ct_alive = 0;
         md.ct_candidate = 0;
-        md.too_big = 0;
         md.reselect = 0;
         md.no_ring = 0;
         md.track = TUPLE_NONE;
@@ -1306,7 +1302,6 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
             // neither. egress_mtu computed both margins at the start.
             if (md.be_v4 == 1) {
                 if (md.mtu_slack4[15:15] == 1) {
-                    md.too_big = 1;
                     md.to_fallback = 1;
                 } else {
                     hdr.outer_ipv4.setValid();
@@ -1333,7 +1328,6 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                 }
             } else {
                 if (md.mtu_slack6[15:15] == 1) {
-                    md.too_big = 1;
                     md.to_fallback = 1;
                 } else {
                     hdr.outer_ipv6.setValid();
