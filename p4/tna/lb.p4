@@ -10,7 +10,12 @@
  *   - registers only through RegisterActions, each register touched once per
  *     packet: conntrack is four direct-mapped register arrays (signature,
  *     last-seen, epoch, backend) indexed by the same hash, each with a few
- *     alternative RegisterActions of which exactly one runs per packet;
+ *     alternative RegisterActions of which exactly one runs per packet; the
+ *     signature has 31 bits, so an empty slot (CT_EMPTY) never matches;
+ *   - the chain of dependent steps is what has to fit Tofino 1's 12 stages:
+ *     the parser writes the flow's fields, the forward and fallback tables
+ *     only fill in metadata, and the verdict (resubmit, drop, fallback or
+ *     forward, with IP-in-IP or L2 DSR) is taken in one stage;
  *   - 48-bit timestamps do not fit a register: last-seen is the 32-bit tick
  *     global_tstamp[47:16] (1 tick = 2^16 ns = 65.536 us; it wraps with the
  *     48-bit counter every 2^48 ns = 78.2 h). An entry is alive while
@@ -55,14 +60,18 @@
 #endif
 
 /* Conntrack: CT_SLOTS = 2^CT_INDEX_BITS direct-mapped slots. index =
- * CRC32(service_id, h_trk) low bits, signature = CRC32(h_trk, service_id)
- * (0 taken as 1: 0 marks an empty slot), where h_trk is the R-HASH CRC32 of
- * the tracking tuple: the v1model program's bucket and signature with one
- * way per bucket. */
+ * CRC32(service_id, h_trk) low bits, signature = the low 31 bits of
+ * CRC32(h_trk, service_id), where h_trk is the R-HASH CRC32 of the tracking
+ * tuple: the v1model program's bucket with one way per bucket, and its
+ * signature less the top bit, so that CT_EMPTY (bit 31 set) marks an empty
+ * slot without a step that turns a signature 0 into 1 (targets/sim
+ * TNASlot). */
 #ifndef CT_INDEX_BITS
 #define CT_INDEX_BITS 16
 #endif
 #define CT_SLOTS (1 << CT_INDEX_BITS)
+/* An empty slot's signature: signatures are 31 bits, so none equals it. */
+#define CT_EMPTY 32w0x80000000
 typedef bit<CT_INDEX_BITS> ct_index_t;
 
 #ifndef VIP_TABLE_SIZE
@@ -71,8 +80,16 @@ typedef bit<CT_INDEX_BITS> ct_index_t;
 #ifndef SERVICE_TABLE_SIZE
 #define SERVICE_TABLE_SIZE 1024
 #endif
+/* Ring entries, both halves of every service. Tofino 1 holds 131,072 (one
+ * service at ringSize 65536, double-buffered) in the two stages between
+ * the tuples and the conntrack registers; 262,144 takes a third stage and
+ * then the program needs 14 of 12 (docs/tofino.md). */
 #ifndef RING_TABLE_SIZE
+#if __TARGET_TOFINO__ == 2
 #define RING_TABLE_SIZE 262144
+#else
+#define RING_TABLE_SIZE 131072
+#endif
 #endif
 #ifndef BACKEND_TABLE_SIZE
 #define BACKEND_TABLE_SIZE 16384
@@ -264,11 +281,12 @@ struct headers_t {
 struct meta_t {
     resubmit_h resub;
     bit<32>  now32;      // global_tstamp[47:16]
-    bit<128> dst_addr;   // IPv4 as ::ffff:a.b.c.d, so one key serves both families
     bit<128> fwd_addr;   // what the forward table routes on
     // The flow's addresses, as the tuples hash them (IPv4 in the low 32
     // bits): the packet's, or for an ICMP error the quoted packet's
     // reversed. src_port, dst_port and protocol are the flow's too.
+    // flow_dst is the VIP tables' key: an IPv4 address as ::ffff:a.b.c.d,
+    // so one key serves both families (flow_src's upper bits are unset).
     bit<128> flow_src;
     bit<128> flow_dst;
     bit<8>   protocol;
@@ -323,7 +341,13 @@ struct meta_t {
     bit<1>   be_due;       // be_deadline has come (if there is one)
     bit<1>   be_has_deadline;
     bit<1>   no_ring;      // no entry and no ring slot: dropped (R-ELIG-3/4)
-    bit<1>   reselect;     // resubmit: select afresh (R-DRAIN, R-PERSIST, ...)
+    bit<1>   reselect;     // resubmit: the recorded backend is gone (R-DRAIN)
+    bit<1>   cpu;          // a packet-out from the controller
+    bit<9>   fb_port;      // the fallback table's port
+    bit<1>   fb_set;       // ... if it has one
+    bit<9>   fwd_port;     // the forward table's next hop
+    bit<48>  fwd_dmac;
+    bit<1>   fwd_set;      // ... if it has one
     bit<16>  inner_len;    // the IP packet's length, the payload of IP-in-IP
     bit<8>   inner_proto;  // IP-in-IP's protocol: 4 or 41
     // MTU - (inner_len + 20), modulo 2^16: negative (bit 15) when too big
@@ -409,39 +433,55 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
             default: accept;
         }
     }
+
+    // The flow's fields (flow_src, flow_dst) are written where the header
+    // they come from is extracted, so the first stage needs no copy. Tofino's
+    // parser writes a field once per path: the IP header's kind is told
+    // from a lookahead first, and only the state of a TCP or UDP packet
+    // writes them from the packet (an ICMP error's come from the quoted
+    // header). IPv4 options, fragments and other protocols write none:
+    // they go to the fallback before anything reads them.
     state parse_ipv4 {
-        pkt.extract(hdr.ipv4);
-        transition select(hdr.ipv4.mf, hdr.ipv4.frag_offset) {
-            (1w0, 13w0): parse_ipv4_l4;
+        md.flow_dst[127:32] = 96w0xffff; // ::ffff:a.b.c.d, the VIP tables' form
+        // ihl, the MF flag and fragment offset, protocol.
+        bit<80> h = pkt.lookahead<bit<80>>();
+        transition select(h[75:72], h[29:29], h[28:16], h[7:0]) {
+            (4w5, 1w0, 13w0, PROTO_TCP): parse_ipv4_tcp;
+            (4w5, 1w0, 13w0, PROTO_UDP): parse_ipv4_udp;
+            (4w5, 1w0, 13w0, PROTO_ICMP): parse_ipv4_icmp;
+            (_, 1w0, 13w0, _): parse_ipv4_other; // options, other protocols
             default: parse_ipv4_fragment;
         }
     }
+    state parse_ipv4_tcp {
+        pkt.extract(hdr.ipv4);
+        md.flow_src[31:0] = hdr.ipv4.src;
+        md.flow_dst[31:0] = hdr.ipv4.dst;
+        transition parse_tcp;
+    }
+    state parse_ipv4_udp {
+        pkt.extract(hdr.ipv4);
+        md.flow_src[31:0] = hdr.ipv4.src;
+        md.flow_dst[31:0] = hdr.ipv4.dst;
+        transition parse_udp;
+    }
+    state parse_ipv4_icmp {
+        pkt.extract(hdr.ipv4);
+        transition parse_icmp4;
+    }
+    state parse_ipv4_other {
+        pkt.extract(hdr.ipv4);
+        transition accept;
+    }
     state parse_ipv4_fragment {
+        // Every fragment leaves through the fallback port unchanged, so its
+        // transport header is not needed.
+        pkt.extract(hdr.ipv4);
         md.fragment = 1;
-        // Only the first fragment carries the transport header.
-        transition select(hdr.ipv4.frag_offset) {
-            13w0: parse_ipv4_fragment_l4;
-            default: accept;
-        }
-    }
-    state parse_ipv4_fragment_l4 {
-        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
-            (4w5, PROTO_TCP): parse_tcp;
-            (4w5, PROTO_UDP): parse_udp;
-            default: accept;
-        }
-    }
-    state parse_ipv4_l4 {
-        // IPv4 options are not parsed: such packets count as unparsed.
-        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
-            (4w5, PROTO_TCP): parse_tcp;
-            (4w5, PROTO_UDP): parse_udp;
-            (4w5, PROTO_ICMP): parse_icmp4;
-            default: accept;
-        }
+        transition accept;
     }
     // ICMP errors quote the IP header and first 8 bytes of the packet that
-    // failed (as ../lb.p4).
+    // failed (as ../lb.p4); the flow is the quoted one, reversed.
     state parse_icmp4 {
         pkt.extract(hdr.icmp);
         transition select(hdr.icmp.type) {
@@ -452,15 +492,32 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
         }
     }
     state parse_quoted_ipv4 {
-        pkt.extract(hdr.quoted_ipv4);
-        transition select(hdr.quoted_ipv4.version, hdr.quoted_ipv4.ihl, hdr.quoted_ipv4.frag_offset, hdr.quoted_ipv4.protocol) {
-            (4w4, 4w5, 13w0, PROTO_TCP): parse_quoted_tcp4;
-            (4w4, 4w5, 13w0, PROTO_UDP): parse_quoted_udp4;
-            (4w4, _, _, _): accept;
+        // version, ihl, fragment offset, protocol.
+        bit<80> h = pkt.lookahead<bit<80>>();
+        transition select(h[79:76], h[75:72], h[28:16], h[7:0]) {
+            (4w4, 4w5, 13w0, PROTO_TCP): parse_quoted_ipv4_tcp;
+            (4w4, 4w5, 13w0, PROTO_UDP): parse_quoted_ipv4_udp;
+            (4w4, _, _, _): parse_quoted_ipv4_other;
             default: parse_bad_quote;
         }
     }
-    state parse_quoted_tcp4 {
+    state parse_quoted_ipv4_tcp {
+        pkt.extract(hdr.quoted_ipv4);
+        md.flow_src[31:0] = hdr.quoted_ipv4.dst;
+        md.flow_dst[31:0] = hdr.quoted_ipv4.src;
+        transition parse_quoted_tcp;
+    }
+    state parse_quoted_ipv4_udp {
+        pkt.extract(hdr.quoted_ipv4);
+        md.flow_src[31:0] = hdr.quoted_ipv4.dst;
+        md.flow_dst[31:0] = hdr.quoted_ipv4.src;
+        transition parse_quoted_udp;
+    }
+    state parse_quoted_ipv4_other {
+        pkt.extract(hdr.quoted_ipv4);
+        transition accept;
+    }
+    state parse_quoted_tcp {
         pkt.extract(hdr.quoted_ports);
         md.protocol = PROTO_TCP;
         md.is_tcp = 1;
@@ -470,7 +527,7 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
         md.l4 = 1;
         transition accept;
     }
-    state parse_quoted_udp4 {
+    state parse_quoted_udp {
         pkt.extract(hdr.quoted_ports);
         md.protocol = PROTO_UDP;
         md.src_port = hdr.quoted_ports.dst_port;
@@ -484,14 +541,43 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
         transition accept;
     }
     state parse_ipv6 {
-        pkt.extract(hdr.ipv6);
-        transition select(hdr.ipv6.next_hdr) {
+        // next header.
+        bit<56> h = pkt.lookahead<bit<56>>();
+        transition select(h[7:0]) {
+            PROTO_TCP: parse_ipv6_tcp;
+            PROTO_UDP: parse_ipv6_udp;
+            PROTO_ICMPV6: parse_ipv6_icmp;
             PROTO_FRAG: parse_ipv6_frag;
-            PROTO_TCP: parse_tcp;
-            PROTO_UDP: parse_udp;
-            PROTO_ICMPV6: parse_icmp6;
-            default: accept;
+            default: parse_ipv6_other;
         }
+    }
+    state parse_ipv6_tcp {
+        pkt.extract(hdr.ipv6);
+        md.flow_src = hdr.ipv6.src;
+        md.flow_dst = hdr.ipv6.dst;
+        transition parse_tcp;
+    }
+    state parse_ipv6_udp {
+        pkt.extract(hdr.ipv6);
+        md.flow_src = hdr.ipv6.src;
+        md.flow_dst = hdr.ipv6.dst;
+        transition parse_udp;
+    }
+    state parse_ipv6_icmp {
+        pkt.extract(hdr.ipv6);
+        transition parse_icmp6;
+    }
+    state parse_ipv6_other {
+        pkt.extract(hdr.ipv6);
+        transition accept;
+    }
+    state parse_ipv6_frag {
+        pkt.extract(hdr.ipv6);
+        pkt.extract(hdr.ipv6_frag);
+        md.fragment = 1;
+        // Every fragment leaves through the fallback port unchanged, so its
+        // transport header is not needed.
+        transition accept;
     }
     state parse_icmp6 {
         pkt.extract(hdr.icmp);
@@ -504,39 +590,29 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
         }
     }
     state parse_quoted_ipv6 {
-        pkt.extract(hdr.quoted_ipv6);
-        transition select(hdr.quoted_ipv6.version, hdr.quoted_ipv6.next_hdr) {
-            (4w6, PROTO_TCP): parse_quoted_tcp6;
-            (4w6, PROTO_UDP): parse_quoted_udp6;
-            (4w6, _): accept;
+        // version, next header.
+        bit<56> h = pkt.lookahead<bit<56>>();
+        transition select(h[55:52], h[7:0]) {
+            (4w6, PROTO_TCP): parse_quoted_ipv6_tcp;
+            (4w6, PROTO_UDP): parse_quoted_ipv6_udp;
+            (4w6, _): parse_quoted_ipv6_other;
             default: parse_bad_quote;
         }
     }
-    state parse_quoted_tcp6 {
-        pkt.extract(hdr.quoted_ports);
-        md.protocol = PROTO_TCP;
-        md.is_tcp = 1;
-        md.src_port = hdr.quoted_ports.dst_port;
-        md.dst_port = hdr.quoted_ports.src_port;
-        md.icmp_error = 1;
-        md.l4 = 1;
-        transition accept;
+    state parse_quoted_ipv6_tcp {
+        pkt.extract(hdr.quoted_ipv6);
+        md.flow_src = hdr.quoted_ipv6.dst;
+        md.flow_dst = hdr.quoted_ipv6.src;
+        transition parse_quoted_tcp;
     }
-    state parse_quoted_udp6 {
-        pkt.extract(hdr.quoted_ports);
-        md.protocol = PROTO_UDP;
-        md.src_port = hdr.quoted_ports.dst_port;
-        md.dst_port = hdr.quoted_ports.src_port;
-        md.icmp_error = 1;
-        md.l4 = 1;
-        transition accept;
+    state parse_quoted_ipv6_udp {
+        pkt.extract(hdr.quoted_ipv6);
+        md.flow_src = hdr.quoted_ipv6.dst;
+        md.flow_dst = hdr.quoted_ipv6.src;
+        transition parse_quoted_udp;
     }
-    state parse_ipv6_frag {
-        pkt.extract(hdr.ipv6_frag);
-        md.fragment = 1;
-        // Every fragment leaves through the fallback port unchanged, so its
-        // transport header is not needed (and a state after the fragment
-        // header could not read the IPv6 addresses at a fixed offset).
+    state parse_quoted_ipv6_other {
+        pkt.extract(hdr.quoted_ipv6);
         transition accept;
     }
     state parse_tcp {
@@ -589,7 +665,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
      * action is an exchange (return the old value, store this packet's), so
      * ct_seen and ct_epoch do not depend on each other; only ct_backend has
      * to wait for the verdict of the other three. */
-    Register<bit<32>, ct_index_t>(CT_SLOTS, 0) ct_sig;
+    Register<bit<32>, ct_index_t>(CT_SLOTS, CT_EMPTY) ct_sig;
     Register<bit<32>, ct_index_t>(CT_SLOTS, 0) ct_seen;
     Register<bit<32>, ct_index_t>(CT_SLOTS, 0) ct_epoch;
     Register<bit<32>, ct_index_t>(CT_SLOTS, 0) ct_backend;
@@ -697,7 +773,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     }
     table vip_port {
         key = {
-            md.dst_addr: exact @name("dst_addr");
+            md.flow_dst: exact @name("dst_addr");
             md.protocol: exact @name("protocol");
             md.dst_port: exact @name("dst_port");
         }
@@ -707,7 +783,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     }
     table vip_proto {
         key = {
-            md.dst_addr: exact @name("dst_addr");
+            md.flow_dst: exact @name("dst_addr");
             md.protocol: exact @name("protocol");
         }
         actions = { set_service_id; @defaultonly NoAction; }
@@ -716,7 +792,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     }
     table vip_addr {
         key = {
-            md.dst_addr: exact @name("dst_addr");
+            md.flow_dst: exact @name("dst_addr");
         }
         actions = { set_service_id; @defaultonly NoAction; }
         const default_action = NoAction();
@@ -837,12 +913,14 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     }
 
     // Fragments and unparsed protocols of a service.
+    // Looked up at the start; the last stage sends the packet there if it
+    // goes to the fallback.
     action set_fallback_port(bit<9> port) {
-        ig_tm_md.ucast_egress_port = port;
-        fallback_packets.count(0);
+        md.fb_port = port;
+        md.fb_set = 1;
     }
     action no_fallback() {
-        drop_packet(DROP_NO_FALLBACK);
+        md.fb_set = 0;
     }
     table fallback {
         actions = { set_fallback_port; no_fallback; }
@@ -1014,12 +1092,16 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     }
 
     // Plain L3 forwarding for packets to no VIP and for encapsulated packets.
+    // Looked up beside the backend row's checks (the packet's own
+    // destination, or the backend's address when encapsulated); the last
+    // stage decides whether the packet goes there.
     action set_next_hop(bit<9> port, bit<48> dmac) {
-        ig_tm_md.ucast_egress_port = port;
-        hdr.ethernet.dst = dmac;
+        md.fwd_port = port;
+        md.fwd_dmac = dmac;
+        md.fwd_set = 1;
     }
     action no_route() {
-        drop_packet(DROP_NO_ROUTE);
+        md.fwd_set = 0;
     }
     table forward {
         key = { md.fwd_addr: lpm @name("dst_addr"); }
@@ -1033,9 +1115,9 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
             md.now32 = ig_prsr_md.global_tstamp[47:16];
         }
         md.now_inv = ~md.now32;
-        md.dst_addr = 0;
         md.fwd_addr = 0; // non-IP packets: the forward table's default route
         md.dropped = 0;
+        md.cpu = 0;
         md.drop_reason = 0;
         md.vip_hit = 0;
         md.to_fallback = 0;
@@ -1043,6 +1125,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         md.ring_hit = 0;
         md.idle_ticks = 0;
         md.ct_creating = 0;
+        md.ct_sig = 0; // bit 31 stays 0: only CT_EMPTY has it
         md.ct_sig_hit = 0;
         md.ct_epoch_ok = 0;
         md.ct_alive = 0;
@@ -1055,10 +1138,13 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         md.be_due = 0;
         md.be_has_deadline = 0;
         tunnel_source.apply();
+        fallback.apply();
 
         if (hdr.packet_out.isValid()) {
             // From the controller: answer a clock probe, drop the rest.
-            md.dropped = 1; // nothing below applies to it
+            // Nothing below applies to it (vip_hit stays 0), and it is not
+            // a drop of the data path: not counted (as ../lb.p4).
+            md.cpu = 1;
             if (hdr.packet_out.op == OP_CLOCK_PROBE) {
                 hdr.packet_in.setValid();
                 hdr.packet_in.op = OP_CLOCK_PROBE;
@@ -1072,28 +1158,8 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
             drop_packet(DROP_MALFORMED);
         } else {
             // The VIP key is the flow's destination (an ICMP error's: the
-            // quoted packet's source); what is not ours is routed on the
-            // packet's own.
-            // The flow's fields are copied here, not in the parser: Tofino's
-            // parser writes a field once per path, and an ICMP error's
-            // would be written twice.
-            if (hdr.quoted_ipv4.isValid() && md.icmp_error == 1) {
-                md.flow_src = (bit<128>)hdr.quoted_ipv4.dst;
-                md.flow_dst = (bit<128>)hdr.quoted_ipv4.src;
-                md.dst_addr = 128w0xffff00000000 | (bit<128>)hdr.quoted_ipv4.src;
-            } else if (hdr.quoted_ipv6.isValid() && md.icmp_error == 1) {
-                md.flow_src = hdr.quoted_ipv6.dst;
-                md.flow_dst = hdr.quoted_ipv6.src;
-                md.dst_addr = hdr.quoted_ipv6.src;
-            } else if (hdr.ipv4.isValid()) {
-                md.flow_src = (bit<128>)hdr.ipv4.src;
-                md.flow_dst = (bit<128>)hdr.ipv4.dst;
-                md.dst_addr = 128w0xffff00000000 | (bit<128>)hdr.ipv4.dst;
-            } else if (hdr.ipv6.isValid()) {
-                md.flow_src = hdr.ipv6.src;
-                md.flow_dst = hdr.ipv6.dst;
-                md.dst_addr = hdr.ipv6.dst;
-            }
+            // quoted packet's source), written by the parser; what is not
+            // ours is routed on the packet's own.
             // What IP-in-IP would carry, and the MTU margins (R-MTU), are
             // known from the headers alone: computed here, early.
             if (hdr.ipv4.isValid()) {
@@ -1175,10 +1241,13 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
 
         if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0 && md.track != TUPLE_2 && md.track != TUPLE_3) {
             md.ct_oldest = md.now32 - md.idle_ticks;
-            if (md.no_backends == 0) {
-                ring.apply();
+            // Creating does not wait for the ring's answer, so the conntrack
+            // registers are read while the ring is looked up: no_backends
+            // says whether there is a ring (an unwritten slot of a ring is
+            // an inconsistent IR). Only tracked packets read it.
+            if (md.no_backends == 0 && md.icmp_error == 0) {
+                md.ct_creating = 1;
             }
-
             // Index and signature in two actions: an action takes at most
             // 32 bits from the hash units.
             if (md.track != TUPLE_NONE) {
@@ -1186,17 +1255,15 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                 md.ct_index = md.ct_hash[CT_INDEX_BITS-1:0];
             }
             if (md.track != TUPLE_NONE) {
-                md.ct_sig = ct_sig_hash.get({ md.h_trk, md.service_id });
-                if (md.ct_sig == 0) {
-                    md.ct_sig = 1; // 0 marks an empty slot
-                }
-                // Creating does not wait for the ring's answer, so the
-                // conntrack registers are read while the ring is looked up:
-                // no_backends says whether there is a ring (an unwritten
-                // slot of a ring is an inconsistent IR).
-                if (md.no_backends == 0 && md.icmp_error == 0) {
-                    md.ct_creating = 1;
-                }
+                // 31 bits: the registers start at CT_EMPTY, which no
+                // signature equals, so no step turns a 0 into a 1.
+                md.ct_sig[30:0] = ct_sig_hash.get({ md.h_trk, md.service_id })[30:0];
+            }
+            if (md.no_backends == 0) {
+                ring.apply();
+            }
+
+            if (md.track != TUPLE_NONE) {
                 // R-CT-1/2: a SYN of a 5-tuple-affinity service skips the
                 // lookup, and so does the second pass after a resubmit: the
                 // entry is written afresh.
@@ -1242,7 +1309,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
 
         // The resubmitted packet is the one that came in, so what the stages
         // below write to it on the first pass does not matter; only where it
-        // goes and what is counted wait for reselect.
+        // goes and what is counted wait for the verdict.
         if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0 && md.trk_fallback == 0) {
             if (!backend.apply().hit) {
                 if (md.ct_candidate == 1) {
@@ -1260,7 +1327,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
             } else {
                 // Each condition reads one 32-bit value (a Tofino gateway
                 // reads at most 4 bytes and 12 bits), so the three are
-                // taken apart here and joined below.
+                // taken apart here and joined in the verdict below.
                 be_family.apply();
                 if (md.be_svc_diff != 0) {
                     md.be_foreign = 1;
@@ -1276,93 +1343,94 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                 }
             }
         }
+        // Plain L3 forwarding, and the route to an encapsulating backend:
+        // looked up for every packet, used if the verdict forwards it.
+        forward.apply();
 
-        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0 && md.trk_fallback == 0 && md.no_ring == 0 && md.ct_candidate == 1) {
-            if (md.be_foreign == 1 || (md.be_has_deadline == 1 && md.be_due == 1) ||
-                    (md.be_healthy == 0 && md.persist == 0 && md.all_unhealthy == 0)) {
+        // The verdict, in one stage: every condition reads what the stages
+        // above decided, so none waits for another.
+        if (md.cpu == 0 && md.dropped == 0 && md.reselect == 0) {
+            if (md.ct_candidate == 1 && (md.be_foreign == 1 || (md.be_has_deadline == 1 && md.be_due == 1) ||
+                    (md.be_healthy == 0 && md.persist == 0 && md.all_unhealthy == 0))) {
                 // R-DRAIN and R-PERSIST-CAP (the backend's deadline),
-                // R-PERSIST, R-PERSIST-LR: not allowed to stay; select
-                // afresh.
-                    ig_dprsr_md.resubmit_type = RESUBMIT_BYPASS;
-                    md.resub.setValid();
-                    md.resub.ct_bypass = 1;
-                    md.resub.pad0 = 0;
-                    md.resub.pad1 = 0;
-                    md.resub.now32 = md.now32;
-                    md.reselect = 1;
-            }
-        }
-
-        if (md.vip_hit == 1 && md.dropped == 0 && md.to_fallback == 0 && md.trk_fallback == 0 && md.no_ring == 0 && md.encap == 0) {
-            // Design decision 6: IP-in-IP (VIP preserved inside).
-            // R-MTU, after the conntrack step (as ../lb.p4): too big once
-            // encapsulated, the packet leaves unchanged through the fallback
-            // port, which answers with ICMP (DF set, always for IPv6) or
-            // fragments the outer packet (DF clear): the switch can do
-            // neither. egress_mtu computed both margins at the start.
-            if (md.be_v4 == 1) {
-                if (md.mtu_slack4[15:15] == 1) {
-                    md.to_fallback = 1;
+                // R-PERSIST, R-PERSIST-LR: the recorded backend may not keep
+                // the flow; select afresh.
+                ig_dprsr_md.resubmit_type = RESUBMIT_BYPASS;
+                md.resub.setValid();
+                md.resub.ct_bypass = 1;
+                md.resub.pad0 = 0;
+                md.resub.pad1 = 0;
+                md.resub.now32 = md.now32;
+            } else if (md.no_ring == 1) {
+                // R-ELIG-3/4 dropTrafficIfUnhealthy, or a slot not written.
+                drop_packet(DROP_NO_BACKENDS);
+            } else if (md.to_fallback == 1 || md.trk_fallback == 1 ||
+                    (md.vip_hit == 1 && md.encap == 0 && md.be_v4 == 1 && md.mtu_slack4[15:15] == 1) ||
+                    (md.vip_hit == 1 && md.encap == 0 && md.be_v4 == 0 && md.mtu_slack6[15:15] == 1)) {
+                // Fragments, unparsed protocols, sessions tracked without
+                // ports, and (R-MTU, after the conntrack step, as ../lb.p4)
+                // a packet too big once encapsulated: it leaves unchanged
+                // through the fallback port, which answers with ICMP (DF
+                // set, always for IPv6) or fragments the outer packet (DF
+                // clear): the switch can do neither.
+                if (md.fb_set == 1) {
+                    ig_tm_md.ucast_egress_port = md.fb_port;
+                    fallback_packets.count(0);
                 } else {
-                    hdr.outer_ipv4.setValid();
-                    hdr.outer_ipv4.version = 4;
-                    hdr.outer_ipv4.ihl = 5;
-                    hdr.outer_ipv4.tos = 0;
-                    hdr.outer_ipv4.total_len = md.inner_len + 20;
-                    hdr.outer_ipv4.identification = 0;
-                    hdr.outer_ipv4.reserved = 0;
-                    hdr.outer_ipv4.df = 0;
-                    hdr.outer_ipv4.mf = 0;
-                    hdr.outer_ipv4.frag_offset = 0;
-                    hdr.outer_ipv4.ttl = 64;
-                    hdr.outer_ipv4.protocol = md.inner_proto;
-                    hdr.outer_ipv4.checksum = 0;
-                    hdr.outer_ipv4.src = md.tunnel_src4;
-                    hdr.outer_ipv4.dst = md.be_addr[31:0];
-                    // R-VLAN: the tag stays, in front of the outer header.
-                    if (hdr.vlan.isValid()) {
-                        hdr.vlan.ether_type = ETHERTYPE_IPV4;
-                    } else {
-                        hdr.ethernet.ether_type = ETHERTYPE_IPV4;
-                    }
+                    drop_packet(DROP_NO_FALLBACK);
                 }
-            } else {
-                if (md.mtu_slack6[15:15] == 1) {
-                    md.to_fallback = 1;
+            } else if (md.fwd_set == 1) {
+                // By action, not hit: a default route is the default
+                // action, whose table "misses" but still routes the packet.
+                ig_tm_md.ucast_egress_port = md.fwd_port;
+                if (md.vip_hit == 1 && md.encap == 1) {
+                    hdr.ethernet.dst = md.be_mac; // L2 DSR
                 } else {
-                    hdr.outer_ipv6.setValid();
-                    hdr.outer_ipv6.version = 6;
-                    hdr.outer_ipv6.traffic_class = 0;
-                    hdr.outer_ipv6.flow_label = 0;
-                    hdr.outer_ipv6.payload_len = md.inner_len;
-                    hdr.outer_ipv6.next_hdr = md.inner_proto;
-                    hdr.outer_ipv6.hop_limit = 64;
-                    hdr.outer_ipv6.src = md.tunnel_src6;
-                    hdr.outer_ipv6.dst = md.be_addr;
-                    if (hdr.vlan.isValid()) {
-                        hdr.vlan.ether_type = ETHERTYPE_IPV6;
-                    } else {
-                        hdr.ethernet.ether_type = ETHERTYPE_IPV6;
-                    }
+                    hdr.ethernet.dst = md.fwd_dmac;
                 }
-            }
-        }
-
-        if (md.reselect == 0 && md.no_ring == 1) {
-            drop_packet(DROP_NO_BACKENDS);
-        } else if (md.dropped == 0 && md.reselect == 0) {
-            if (md.to_fallback == 1 || md.trk_fallback == 1) {
-                fallback.apply();
-            } else {
-                // By action, not hit: a default route is the default action,
-                // whose table "misses" but still routes the packet.
-                switch (forward.apply().action_run) {
-                    set_next_hop: {
-                        if (md.vip_hit == 1 && md.encap == 1) {
-                            hdr.ethernet.dst = md.be_mac; // L2 DSR
+                if (md.vip_hit == 1 && md.encap == 0) {
+                    // Design decision 6: IP-in-IP (VIP preserved inside).
+                    if (md.be_v4 == 1) {
+                        hdr.outer_ipv4.setValid();
+                        hdr.outer_ipv4.version = 4;
+                        hdr.outer_ipv4.ihl = 5;
+                        hdr.outer_ipv4.tos = 0;
+                        hdr.outer_ipv4.total_len = md.inner_len + 20;
+                        hdr.outer_ipv4.identification = 0;
+                        hdr.outer_ipv4.reserved = 0;
+                        hdr.outer_ipv4.df = 0;
+                        hdr.outer_ipv4.mf = 0;
+                        hdr.outer_ipv4.frag_offset = 0;
+                        hdr.outer_ipv4.ttl = 64;
+                        hdr.outer_ipv4.protocol = md.inner_proto;
+                        hdr.outer_ipv4.checksum = 0;
+                        hdr.outer_ipv4.src = md.tunnel_src4;
+                        hdr.outer_ipv4.dst = md.be_addr[31:0];
+                        // R-VLAN: the tag stays, in front of the outer header.
+                        if (hdr.vlan.isValid()) {
+                            hdr.vlan.ether_type = ETHERTYPE_IPV4;
+                        } else {
+                            hdr.ethernet.ether_type = ETHERTYPE_IPV4;
+                        }
+                    } else {
+                        hdr.outer_ipv6.setValid();
+                        hdr.outer_ipv6.version = 6;
+                        hdr.outer_ipv6.traffic_class = 0;
+                        hdr.outer_ipv6.flow_label = 0;
+                        hdr.outer_ipv6.payload_len = md.inner_len;
+                        hdr.outer_ipv6.next_hdr = md.inner_proto;
+                        hdr.outer_ipv6.hop_limit = 64;
+                        hdr.outer_ipv6.src = md.tunnel_src6;
+                        hdr.outer_ipv6.dst = md.be_addr;
+                        if (hdr.vlan.isValid()) {
+                            hdr.vlan.ether_type = ETHERTYPE_IPV6;
+                        } else {
+                            hdr.ethernet.ether_type = ETHERTYPE_IPV6;
                         }
                     }
                 }
+            } else {
+                drop_packet(DROP_NO_ROUTE);
             }
         }
         if (md.dropped == 1) {
