@@ -52,7 +52,9 @@ check-generated-p4:
 # for Tofino 1 (--target tofino --arch tna, 12 stages) and Tofino 2
 # (--target tofino2 --arch t2na, 20 stages). Committed under TNA_OUT: each
 # target's P4Info, bf-rt.json and resources summary (cmd/tna-build, from
-# the compiler's resources.json). Where the program fits, the device files
+# the compiler's resources.json). The P4Info lists counters and registers as
+# standard P4Runtime entities (--p4runtime-force-std-externs, as Stratum
+# wants), so `lbc status` reads them as on BMv2. Where the program fits, the device files
 # (device/<target>/pipe/tofino*.bin and context.json, about 11 MB) are written too,
 # for `lbc push --device-config`, and are not committed. Skipped with the
 # reason when the compiler is absent.
@@ -68,7 +70,7 @@ p4-tna:
 		out=$(TNA_OUT)/$$sub; mkdir -p $$out; \
 		echo "p4-tna: $$target ($$arch)"; \
 		$(P4C_BAREFOOT) --target $$target --arch $$arch -o $$tmp/$$target --p4runtime-files $$tmp/$$target/lb.p4info.txtpb \
-			--bf-rt-schema $$tmp/$$target/bf-rt.json p4/tna/lb.p4 >$$tmp/$$target.log 2>&1 || { cat $$tmp/$$target.log; exit 1; }; \
+			--p4runtime-force-std-externs --bf-rt-schema $$tmp/$$target/bf-rt.json p4/tna/lb.p4 >$$tmp/$$target.log 2>&1 || { cat $$tmp/$$target.log; exit 1; }; \
 		$(P4C_BAREFOOT) --target $$target --arch $$arch -g -o $$tmp/$$target-g p4/tna/lb.p4 >/dev/null 2>&1 || { echo "p4-tna: $$target: the -g compile failed"; exit 1; }; \
 		cp $$tmp/$$target/lb.p4info.txtpb $$tmp/$$target/bf-rt.json $$out; \
 		go run ./cmd/tna-build resources -stages $$stages -title "p4/tna/lb.p4 for $$target ($$arch), default sizes, $$($(P4C_BAREFOOT) --version 2>&1 | tr '\n' ' ' | sed 's/ *$$//')" \

@@ -43,18 +43,24 @@ func NewRegister(buckets, ways int) (*Register, error) {
 
 // RegisterSlot is where a key lives: its bucket and signature.
 func RegisterSlot(k Key, buckets int) (bucket uint32, sig uint32) {
+	b, sig := slotHashes(k)
+	if sig == 0 {
+		sig = 1
+	}
+	return b % uint32(buckets), sig
+}
+
+// slotHashes are the two CRC32s both P4 programs place a key by:
+// CRC32(be32(service) | be32(h)) and CRC32(be32(h) | be32(service)).
+func slotHashes(k Key) (bucket, sig uint32) {
 	h := k.Hash()
 	var b [8]byte
 	binary.BigEndian.PutUint32(b[:4], k.ServiceID)
 	binary.BigEndian.PutUint32(b[4:], h)
-	bucket = compiler.HashBytes(b[:]) % uint32(buckets)
+	bucket = compiler.HashBytes(b[:])
 	binary.BigEndian.PutUint32(b[:4], h)
 	binary.BigEndian.PutUint32(b[4:], k.ServiceID)
-	sig = compiler.HashBytes(b[:])
-	if sig == 0 {
-		sig = 1
-	}
-	return bucket, sig
+	return bucket, compiler.HashBytes(b[:])
 }
 
 func (r *Register) find(k Key) (base, way int, sig uint32) {

@@ -10,11 +10,9 @@ import (
 // TNA is the conntrack geometry of p4/tna/lb.p4 (Tofino): Slots
 // direct-mapped slots (a power of two) in four register arrays —
 // signature, last-seen, epoch, backend — each touched once per packet. A
-// key's slot and signature are RegisterSlot's (the v1model program's
-// bucket and signature with one way per bucket; for a power of two the
-// modulo is the low bits the TNA program slices). Store always overwrites
-// the key's slot, live or not: a new flow whose slot holds another live
-// flow takes it, as the program's exchange RegisterActions do.
+// key's slot and signature are TNASlot's. Store always overwrites the key's
+// slot, live or not: a new flow whose slot holds another live flow takes
+// it, as the program's exchange RegisterActions do.
 //
 // Time is what the switch can keep in a 32-bit register: the tick
 // global_tstamp[47:16] (tick.TNA = 2^16 ns). The 48-bit nanosecond counter,
@@ -40,7 +38,27 @@ func NewTNA(slots int, origin uint64) (*TNA, error) {
 	if slots <= 0 || slots&(slots-1) != 0 {
 		return nil, fmt.Errorf("TNA conntrack: %d slots; the program indexes by hash bits, so it must be a power of two", slots)
 	}
-	return &TNA{Slots: slots, Origin: origin % (1 << tick.TNATimestampBits), sig: make([]uint32, slots), e: make([]Entry, slots)}, nil
+	t := &TNA{Slots: slots, Origin: origin % (1 << tick.TNATimestampBits), sig: make([]uint32, slots), e: make([]Entry, slots)}
+	for i := range t.sig {
+		t.sig[i] = TNAEmpty
+	}
+	return t, nil
+}
+
+// TNAEmpty is the signature register's initial value in p4/tna/lb.p4
+// (CT_EMPTY): bit 31 set, which no TNASlot signature has.
+const TNAEmpty = 1 << 31
+
+// TNASlot is where a key lives in p4/tna/lb.p4: the v1model program's
+// bucket with one way (RegisterSlot; for a power of two the modulo is the
+// low bits the program slices), and its signature's CRC32 cut to the low
+// 31 bits. The program does so because a step that turns a signature 0
+// into 1 (the v1model program's empty mark) costs a pipeline stage Tofino 1
+// does not have; an empty slot holds TNAEmpty instead. Two flows of a slot
+// then share a signature with probability 2^-31 instead of 2^-32.
+func TNASlot(k Key, slots int) (index uint32, sig uint32) {
+	b, sig := slotHashes(k)
+	return b % uint32(slots), sig &^ TNAEmpty
 }
 
 // Timestamp is the switch's 48-bit global timestamp (ns) at virtual time at.
@@ -82,7 +100,7 @@ func (t *TNA) Aged(e Entry, now, idle time.Duration) (bool, time.Duration) {
 
 // Lookup implements Conntrack.
 func (t *TNA) Lookup(k Key) (Entry, bool) {
-	i, sig := RegisterSlot(k, t.Slots)
+	i, sig := TNASlot(k, t.Slots)
 	if t.sig[i] != sig {
 		return Entry{}, false
 	}
@@ -91,8 +109,8 @@ func (t *TNA) Lookup(k Key) (Entry, bool) {
 
 // Store implements Conntrack.
 func (t *TNA) Store(k Key, e Entry) {
-	i, sig := RegisterSlot(k, t.Slots)
-	if t.sig[i] == 0 {
+	i, sig := TNASlot(k, t.Slots)
+	if t.sig[i] == TNAEmpty {
 		t.n++
 	}
 	t.sig[i], t.e[i] = sig, e

@@ -167,7 +167,7 @@ func TestTNAGeometryDirectMapped(t *testing.T) {
 	var a, b Key
 	for i := uint64(0); ; i++ {
 		k := syntheticKey(3, i)
-		idx, _ := RegisterSlot(k, 16)
+		idx, _ := TNASlot(k, 16)
 		if prev, ok := byIndex[idx]; ok {
 			a, b = prev, k
 			break
@@ -220,5 +220,41 @@ func TestRMAGLEV1_TNASlotIsHashBits(t *testing.T) {
 		if det.Slot != det.Hash&(det.RingSize-1) {
 			t.Fatalf("packet %d: slot %d, hash %#x & (%d-1) = %d", i, det.Slot, det.Hash, det.RingSize, det.Hash&(det.RingSize-1))
 		}
+	}
+}
+
+// R-CT on Tofino: the signature is the v1model program's cut to 31 bits,
+// and an empty slot (TNAEmpty, the register's initial value) matches no
+// key, so no key's first packet finds an entry it did not create.
+func TestRCT_TNASignature31Bits(t *testing.T) {
+	g, err := NewTNA(64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(0); i < 20000; i++ {
+		k := syntheticKey(7, i)
+		idx, sig := TNASlot(k, g.Slots)
+		bucket, full := RegisterSlot(k, g.Slots)
+		if idx != bucket {
+			t.Fatalf("key %d: TNA slot %d, v1model bucket %d: the program indexes both alike", i, idx, bucket)
+		}
+		if sig&TNAEmpty != 0 {
+			t.Fatalf("key %d: signature %#x has bit 31, which marks an empty slot", i, sig)
+		}
+		if full != 1 && sig != full&^TNAEmpty {
+			t.Fatalf("key %d: signature %#x, want the v1model one %#x without bit 31", i, sig, full&^TNAEmpty)
+		}
+		if _, ok := g.Lookup(k); ok {
+			t.Fatalf("key %d: hit in an empty geometry", i)
+		}
+	}
+	if g.Len() != 0 {
+		t.Fatalf("Len of an empty geometry = %d", g.Len())
+	}
+	k := syntheticKey(7, 1)
+	g.Store(k, Entry{BackendID: 5})
+	g.Store(k, Entry{BackendID: 6})
+	if e, ok := g.Lookup(k); !ok || e.BackendID != 6 || g.Len() != 1 {
+		t.Fatalf("after two stores: %+v %v, Len %d; want backend 6, one slot", e, ok, g.Len())
 	}
 }
