@@ -90,7 +90,16 @@ func writeStatus(w io.Writer, name string, ir *compiler.IR, cnt *counters) {
 		}
 		if c := cnt; c != nil {
 			if sc, ok := c.Services[s.ID]; ok {
-				fmt.Fprintf(w, "  packets %d, new connections %d, drops %d\n", sc["packets"], sc["new"], sc["drops"])
+				// Only what the datapath counts: per-service drops (XDP),
+				// ICMP errors that quoted no tracked flow (P4, R-CT-3).
+				fmt.Fprintf(w, "  packets %d, bytes %d, new connections %d", sc["packets"], sc["bytes"], sc["new"])
+				if n, ok := sc["drops"]; ok {
+					fmt.Fprintf(w, ", drops %d", n)
+				}
+				if n, ok := sc["icmp_error_misses"]; ok {
+					fmt.Fprintf(w, ", ICMP errors without a connection %d", n)
+				}
+				fmt.Fprintln(w)
 			}
 		}
 		slots := map[uint32]int{}

@@ -42,8 +42,8 @@ type counters struct {
 	Backends map[uint32]map[string]uint64 `json:"backends,omitempty"`
 }
 
-// targetCounters reads a targets.CounterTarget for status; hint is added
-// to a read error.
+// targetCounters reads a targets.CounterTarget (the P4 targets) for
+// status; hint is added to a read error.
 func targetCounters(t targets.Target, hint string) (*counters, error) {
 	ct, ok := t.(targets.CounterTarget)
 	if !ok {
@@ -51,14 +51,14 @@ func targetCounters(t targets.Target, hint string) (*counters, error) {
 	}
 	cnt, err := ct.Counters(context.Background())
 	if err != nil {
-		return nil, fmt.Errorf("counters: %w%s", err, hint)
+		return nil, fmt.Errorf("%w%s", err, hint) // status adds "counters: "
 	}
 	out := &counters{Global: map[string]uint64{"fallback": cnt.FallbackPunts}, Services: map[uint32]map[string]uint64{}, Backends: map[uint32]map[string]uint64{}}
 	for reason, n := range cnt.Drops {
 		out.Global["drop:"+reason] = n
 	}
 	for id, v := range cnt.Services {
-		out.Services[id] = map[string]uint64{"packets": v.Packets, "bytes": v.Bytes, "new": v.NewConnections}
+		out.Services[id] = map[string]uint64{"packets": v.Packets, "bytes": v.Bytes, "new": v.NewConnections, "icmp_error_misses": v.ICMPErrorMisses}
 	}
 	for id, v := range cnt.Backends {
 		out.Backends[id] = map[string]uint64{"new": v.NewConnections}

@@ -534,8 +534,9 @@ func TestDefaultEntriesIdempotent(t *testing.T) {
 	}
 }
 
-// Counters come back per service and backend ID, and drops by reason; a
-// read-only connection (status) reads without arbitration.
+// Counters come back per service and backend ID (with the ICMP errors that
+// quoted no tracked flow, R-CT-3), and drops by reason; a read-only
+// connection (status) reads without arbitration.
 func TestCountersReadOnly(t *testing.T) {
 	b := newBench(t, true, p4rt.Options{})
 	tg := b.open(t, 1)
@@ -554,6 +555,9 @@ func TestCountersReadOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := b.srv.SetCounter("service_icmp_error_misses", int64(web.ID), 3, 0); err != nil {
+		t.Fatal(err)
+	}
 	ro, err := Open(context.Background(), Options{Options: runtime.Options{Addr: b.srv.Addr(), DeviceID: 1, ReadOnly: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -563,7 +567,7 @@ func TestCountersReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := cnt.Services[web.ID]; s.Packets != 10 || s.Bytes != 1500 || s.NewConnections != 10 {
+	if s := cnt.Services[web.ID]; s.Packets != 10 || s.Bytes != 1500 || s.NewConnections != 10 || s.ICMPErrorMisses != 3 {
 		t.Errorf("service counters %+v", s)
 	}
 	if cnt.Backends[b1.ID].NewConnections != 10 || cnt.Drops["no-backends"] != 10 || cnt.FallbackPunts != 10 {

@@ -58,13 +58,18 @@ func (t *Target) Counters(ctx context.Context) (targets.Counters, error) {
 	if err != nil {
 		return out, err
 	}
+	im, isize, err := read("service_icmp_error_misses")
+	if err != nil {
+		return out, err
+	}
 	bn, bsize, err := read("backend_new_conns")
 	if err != nil {
 		return out, err
 	}
 	for _, s := range ir.Services {
 		p := pk[int64(s.ID)%psize]
-		out.Services[s.ID] = targets.ServiceCounters{Packets: uint64(p.Packets), Bytes: uint64(p.Bytes), NewConnections: uint64(nc[int64(s.ID)%nsize].Packets)}
+		out.Services[s.ID] = targets.ServiceCounters{Packets: uint64(p.Packets), Bytes: uint64(p.Bytes), NewConnections: uint64(nc[int64(s.ID)%nsize].Packets),
+			ICMPErrorMisses: uint64(im[int64(s.ID)%isize].Packets)}
 	}
 	for _, b := range ir.Backends {
 		out.Backends[b.ID] = targets.BackendCounters{NewConnections: uint64(bn[int64(b.ID)%bsize].Packets)}
