@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/lbc-dev/lbc/targets"
@@ -15,7 +16,7 @@ var (
 )
 
 var tofinoAdapter = &adapter{
-	Usage: "Tofino switch running p4/tna/lb.p4 over P4Runtime (--p4info: bf-p4c's P4Info; --device-config: bf-p4c's .conf or output directory; ringSize must be a power of two)",
+	Usage: "Tofino switch running p4/tna/lb.p4 over P4Runtime (--p4info: p4c-barefoot's P4Info, written with --p4runtime-force-std-externs as make p4-tna does; --device-config: its .conf or output directory; ringSize must be a power of two)",
 	Flags: []cli.Flag{p4AddrFlag, p4DeviceFlag, p4ElectionFlag, p4RoleFlag, p4InfoFlag, p4DevcfgFlag, tofinoFormatFlag, tofinoProgramFlag, p4BatchFlag, p4FallbackFlag, p4CAFlag, p4CertFlag, p4KeyFlag},
 	Open: func(c *cli.Context) (targets.Target, error) {
 		t, err := openTofino(c, false)
@@ -34,9 +35,16 @@ var tofinoAdapter = &adapter{
 		return t, nil
 	},
 	OpenRead: func(c *cli.Context) (targets.Target, error) { return openTofino(c, true) },
-	// p4test's P4Info has no TNA counters; bf-p4c's has.
+	// The TNA Counter externs are read with P4Runtime CounterEntry, as
+	// counters of the P4Info p4c-barefoot writes with
+	// --p4runtime-force-std-externs; a P4Info without them is
+	// tofino.ErrNoStdCounters, which says so itself.
 	Counters: func(t targets.Target) (*counters, error) {
-		return targetCounters(t, " (the switch's P4Info must come from bf-p4c to list the TNA Counter externs)")
+		cnt, err := targetCounters(t, "")
+		if err != nil && !errors.Is(err, tofino.ErrNoStdCounters) {
+			err = fmt.Errorf("%w (lbc reads the TNA counters with P4Runtime CounterEntry: the switch must run p4/tna/lb.p4 with the P4Info p4c-barefoot writes with --p4runtime-force-std-externs, as make p4-tna does)", err)
+		}
+		return cnt, err
 	},
 }
 

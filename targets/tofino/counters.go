@@ -1,0 +1,51 @@
+package tofino
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/lbc-dev/lbc/targets"
+)
+
+// ErrNoStdCounters: the switch's P4Info lists no P4Runtime counters, so
+// nothing of the TNA program's Counter externs can be read with a
+// CounterEntry. p4c-barefoot writes them as counters only with
+// --p4runtime-force-std-externs (as `make p4-tna` does); without it they
+// are barefoot.Counter externs, which only BF Runtime reads.
+var ErrNoStdCounters = errors.New("the switch's P4Info lists no P4Runtime counters")
+
+var _ targets.CounterTarget = (*Target)(nil)
+
+// Counters implements targets.CounterTarget with targets/bmv2's reading of
+// the counters both programs declare (service_packets, service_new_conns,
+// service_icmp_error_misses, backend_new_conns, fallback_packets, drops),
+// after checking that the P4Info lists them as P4Runtime counters: a
+// P4Info compiled without --p4runtime-force-std-externs is an
+// ErrNoStdCounters that names the externs it has instead.
+func (t *Target) Counters(ctx context.Context) (targets.Counters, error) {
+	info := t.Translator().Schema().Info
+	if len(info.GetCounters()) == 0 {
+		var externs []string
+		for _, e := range info.GetExterns() {
+			if e.GetExternTypeName() != "Counter" {
+				continue
+			}
+			for _, in := range e.GetInstances() {
+				name := in.GetPreamble().GetAlias()
+				if name == "" {
+					name = in.GetPreamble().GetName()
+				}
+				externs = append(externs, name)
+			}
+		}
+		if len(externs) > 0 {
+			return targets.Counters{}, fmt.Errorf("%w (it describes %s as barefoot.Counter externs: p4c-barefoot wrote it without --p4runtime-force-std-externs); "+
+				"compile p4/tna/lb.p4 with that flag, as make p4-tna does, and push that P4Info with its device config",
+				ErrNoStdCounters, strings.Join(externs, ", "))
+		}
+		return targets.Counters{}, fmt.Errorf("%w; is it p4/tna/lb.p4's, as p4c-barefoot --p4runtime-force-std-externs writes it (make p4-tna)?", ErrNoStdCounters)
+	}
+	return t.Target.Counters(ctx)
+}
