@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,13 +59,45 @@ func TestP4testAcceptsTNAProgram(t *testing.T) {
 	}
 }
 
+// tnaCompiles are the compiles of `make p4-tna` (Makefile): the target and
+// architecture, the target's MAU stages, and the folder its P4Info,
+// bf-rt.json and resources-<target>.txt are committed in.
+var tnaCompiles = []struct {
+	target, arch string
+	stages       int
+	dir          string
+}{
+	{"tofino", "tna", 12, "../../p4/tna/build"},
+	{"tofino2", "t2na", 20, "../../p4/tna/build/tofino2"},
+}
+
+// tnaCompilerVersion is `p4c-barefoot --version` as the Makefile puts it in
+// a summary's title: lines joined by spaces, trailing spaces dropped. The
+// compiler names itself by its argv[0], which the Makefile's default
+// (P4C_BAREFOOT = p4c-barefoot, found on PATH) makes the bare name.
+func tnaCompilerVersion(bf string) (string, error) {
+	cmd := exec.Command(bf, "--version")
+	cmd.Args[0] = "p4c-barefoot"
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %v: %s", bf, err, out)
+	}
+	return strings.TrimRight(strings.ReplaceAll(string(out), "\n", " "), " "), nil
+}
+
 // TestTofinoCompilerOutputs: with the Tofino back end of p4c on PATH
 // (p4c-barefoot and bfas, docs/toolchain.md), p4/tna/lb.p4 compiles for
-// Tofino 2 and fits its 20 stages (bfas assembles it), the compiler's
-// P4Info and bf-rt.json are the committed ones (p4/tna/build/tofino2), and
-// its output directory is a device config lbc packs and pushes. The
-// Tofino 1 compile and the resource summaries are compared by `make
-// check-generated`.
+// Tofino 1 and Tofino 2 with the flags of `make p4-tna` and fits each
+// (bfas assembles it), and the committed outputs are the compiler's: the
+// P4Info (std externs: counters and registers are P4Runtime's) and
+// bf-rt.json, compared by SameCompilerOutput, and the resource summary,
+// byte for byte with the title the Makefile writes. Each target is
+// compiled once, with -g added to make's release flags: -g only adds the
+// report the summary is made from (pipe/logs), and the P4Info and
+// bf-rt.json it writes are the release compile's byte for byte (so with
+// p4c-barefoot 9.13.4; the comparison with the committed files would show
+// a compiler for which that stops holding). The Tofino 1 output directory
+// is then a device config lbc packs and pushes.
 func TestTofinoCompilerOutputs(t *testing.T) {
 	bf, err := exec.LookPath("p4c-barefoot")
 	if err != nil {
@@ -74,40 +107,92 @@ func TestTofinoCompilerOutputs(t *testing.T) {
 	if err != nil {
 		t.Skipf("bfas not on PATH (%v): it comes with p4c-barefoot (docs/toolchain.md)", err)
 	}
-	out := t.TempDir()
-	cmd := exec.Command(bf, "--target", "tofino2", "--arch", "t2na", "-o", out,
-		"--p4runtime-files", filepath.Join(out, "lb.p4info.txtpb"), "--bf-rt-schema", filepath.Join(out, "bf-rt.json"), "p4/tna/lb.p4")
-	cmd.Dir = "../.."
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("p4c-barefoot rejects p4/tna/lb.p4 for Tofino 2: %v\n%s", err, msg)
+	version, err := tnaCompilerVersion(bf)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if msg, err := exec.Command(bfas, "-o", filepath.Join(out, "pipe"), filepath.Join(out, "pipe", "lb.bfa")).CombinedOutput(); err != nil {
-		t.Fatalf("p4/tna/lb.p4 no longer fits Tofino 2 (bfas): %v\n%s", err, msg)
-	}
-	for _, f := range []string{"lb.p4info.txtpb", "bf-rt.json"} {
-		got, err := os.ReadFile(filepath.Join(out, f))
-		if err != nil {
-			t.Fatal(err)
+	root := t.TempDir() // the parent's: the Tofino 1 output is pushed below
+	for _, c := range tnaCompiles {
+		ok := t.Run(c.target, func(t *testing.T) {
+			out := filepath.Join(root, c.target)
+			cmd := exec.Command(bf, "--target", c.target, "--arch", c.arch, "-g", "-o", out,
+				"--p4runtime-files", filepath.Join(out, "lb.p4info.txtpb"), "--p4runtime-force-std-externs",
+				"--bf-rt-schema", filepath.Join(out, "bf-rt.json"), "p4/tna/lb.p4")
+			cmd.Dir = "../.."
+			if msg, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("p4c-barefoot rejects p4/tna/lb.p4 for %s: %v\n%s", c.target, err, msg)
+			}
+			title := fmt.Sprintf("p4/tna/lb.p4 for %s (%s), default sizes, %s", c.target, c.arch, version)
+			var summary bytes.Buffer
+			if err := WriteResources(&summary, filepath.Join(out, "pipe", "logs"), title, c.stages); err != nil {
+				t.Fatal(err)
+			}
+			stagesLine, _, _ := strings.Cut(strings.TrimPrefix(summary.String(), title+"\n"), "\n")
+			if msg, err := exec.Command(bfas, "-o", filepath.Join(out, "pipe"), filepath.Join(out, "pipe", "lb.bfa")).CombinedOutput(); err != nil {
+				why := string(bytes.TrimSpace(msg))
+				if i := strings.Index(why, "supports up to"); i >= 0 {
+					why, _, _ = strings.Cut(why[i:], "\n")
+				}
+				t.Fatalf("p4/tna/lb.p4 no longer fits %s (%d stages): the compiler placed it in %s; bfas: %v: %s", c.target, c.stages, stagesLine, err, why)
+			}
+			if !strings.HasSuffix(stagesLine, "(fits)") {
+				t.Fatalf("p4/tna/lb.p4 no longer fits %s (%d stages): %s", c.target, c.stages, stagesLine)
+			}
+			for _, f := range []string{"lb.p4info.txtpb", "bf-rt.json"} {
+				got, err := os.ReadFile(filepath.Join(out, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := os.ReadFile(filepath.Join(c.dir, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if same, err := SameCompilerOutput(f, got, want); err != nil || !same {
+					t.Errorf("%s/%s differs from what p4c-barefoot writes for %s (%v); run make p4-tna and commit", c.dir, f, c.target, err)
+				}
+			}
+			summaryFile := filepath.Join(c.dir, "resources-"+c.target+".txt")
+			want, err := os.ReadFile(summaryFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := summary.Bytes(); !bytes.Equal(got, want) {
+				gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+				i := 0
+				for i < len(gl) && i < len(wl) && gl[i] == wl[i] {
+					i++
+				}
+				var g, w string
+				if i < len(gl) {
+					g = gl[i]
+				}
+				if i < len(wl) {
+					w = wl[i]
+				}
+				t.Errorf("%s differs from the compiler's report at line %d:\n got  %q\n want %q\nrun make p4-tna and commit", summaryFile, i+1, g, w)
+			}
+			s, err := runtime.LoadP4Info(filepath.Join(out, "lb.p4info.txtpb"))
+			if err != nil {
+				t.Fatalf("the compiler's P4Info: %v", err)
+			}
+			if _, err := s.Counter("service_packets"); err != nil {
+				t.Errorf("the compiler's P4Info for %s: %v (is --p4runtime-force-std-externs still honoured?)", c.target, err)
+			}
+		})
+		if !ok {
+			return
 		}
-		want, err := os.ReadFile(filepath.Join("../../p4/tna/build/tofino2", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if same, err := SameCompilerOutput(f, got, want); err != nil || !same {
-			t.Errorf("p4/tna/build/tofino2/%s differs from what p4c-barefoot writes (%v); run make p4-tna and commit", f, err)
-		}
 	}
-	if _, err := runtime.LoadP4Info(filepath.Join(out, "lb.p4info.txtpb")); err != nil {
-		t.Fatalf("the compiler's P4Info: %v", err)
-	}
+
+	out := filepath.Join(root, "tofino")
 	dc, err := LoadDeviceConfig(out, "lb")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, _ := os.ReadFile(filepath.Join(out, "pipe", "tofino2.bin"))
+	bin, _ := os.ReadFile(filepath.Join(out, "pipe", "tofino.bin"))
 	ctx, _ := os.ReadFile(filepath.Join(out, "pipe", "context.json"))
 	if len(dc.Pipelines) != 1 || !bytes.Equal(dc.Pipelines[0].Binary, bin) || !bytes.Equal(dc.Pipelines[0].Context, ctx) || len(bin) == 0 {
-		t.Fatalf("device config from %s: %d pipelines, want pipe with tofino2.bin (%d bytes) and context.json", out, len(dc.Pipelines), len(bin))
+		t.Fatalf("device config from %s: %d pipelines, want pipe with tofino.bin (%d bytes) and context.json", out, len(dc.Pipelines), len(bin))
 	}
 	for _, f := range []Format{FormatPI, FormatStratum} {
 		b, err := dc.Pack(f)
