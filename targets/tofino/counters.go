@@ -10,10 +10,10 @@ import (
 )
 
 // ErrNoStdCounters: the switch's P4Info lists no P4Runtime counters, so
-// nothing of the TNA program's Counter externs can be read with a
-// CounterEntry. p4c-barefoot writes them as counters only with
+// the TNA program's Counter externs cannot be read with a CounterEntry.
+// p4c-barefoot lists them as counters only with
 // --p4runtime-force-std-externs (as `make p4-tna` does); without it they
-// are barefoot.Counter externs, which only BF Runtime reads.
+// are barefoot.Counter externs.
 var ErrNoStdCounters = errors.New("the switch's P4Info lists no P4Runtime counters")
 
 var _ targets.CounterTarget = (*Target)(nil)
