@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -127,11 +128,18 @@ func writeStatus(w io.Writer, name string, ir *compiler.IR, cnt *counters) {
 			if s.RingSize > 0 && slots[b.ID] > 0 {
 				share = fmt.Sprintf("%.2f%%", 100*float64(slots[b.ID])/float64(s.RingSize))
 			}
-			var pk, nw uint64
+			// "-": a datapath that does not count it (the P4 programs count
+			// a backend's new connections, not its packets).
+			pk, nw := "-", "-"
 			if cnt != nil {
-				pk, nw = cnt.Backends[b.ID]["packets"], cnt.Backends[b.ID]["new"]
+				if v, ok := cnt.Backends[b.ID]["packets"]; ok {
+					pk = strconv.FormatUint(v, 10)
+				}
+				if v, ok := cnt.Backends[b.ID]["new"]; ok {
+					nw = strconv.FormatUint(v, 10)
+				}
 			}
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%d\t%s\t%d\t%d\t\n", b.Name, b.ID, b.IP, health, slots[b.ID], share, pk, nw)
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t\n", b.Name, b.ID, b.IP, health, slots[b.ID], share, pk, nw)
 		}
 		tw.Flush()
 	}

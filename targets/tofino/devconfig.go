@@ -293,7 +293,7 @@ func LoadDeviceConfig(path, name string) (*DeviceConfig, error) {
 	}
 	var conf bfConf
 	if err := json.Unmarshal(data, &conf); err != nil {
-		return nil, fmt.Errorf("--device-config %s: not a bf-p4c .conf file (%v); pass the .conf file or the bf-p4c output directory", path, err)
+		return nil, fmt.Errorf("--device-config %s: not a .conf file of p4c-barefoot (bf-p4c) (%v); pass the .conf file or the compiler's output directory (make p4-tna: p4/tna/build/device/tofino)", path, err)
 	}
 	if len(conf.P4Devices) == 0 || len(conf.P4Devices[0].P4Programs) == 0 {
 		return nil, fmt.Errorf("--device-config %s: no p4_devices[0].p4_programs entry", path)
@@ -353,7 +353,7 @@ func loadDir(dir, name string) (*DeviceConfig, error) {
 		c.Pipelines = append(c.Pipelines, Pipeline{Name: e.Name(), Binary: bin, Context: ctx})
 	}
 	if len(c.Pipelines) == 0 {
-		return nil, fmt.Errorf("--device-config %s: no <pipeline>/tofino.bin with <pipeline>/context.json in this directory (is it bf-p4c's output directory?)", dir)
+		return nil, fmt.Errorf("--device-config %s: no <pipeline>/tofino.bin with <pipeline>/context.json in this directory (is it p4c-barefoot's output directory? make p4-tna writes p4/tna/build/device/tofino)", dir)
 	}
 	return c, nil
 }

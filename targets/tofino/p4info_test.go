@@ -23,7 +23,7 @@ const (
 // p4testTNAArgs returns p4test's flags for the TNA program, or why p4test
 // cannot compile it: a p4c built with the Tofino back end
 // (-DENABLE_TOFINO=ON, docs/toolchain.md) finds tna.p4 in its own
-// p4include; the TNA_INCLUDE environment variable (as for `make p4-tna`)
+// p4include; the TNA_INCLUDE environment variable
 // names another directory holding it.
 func p4testTNAArgs(t *testing.T, p4test string) ([]string, error) {
 	args := []string{"-D__TARGET_TOFINO__=1"}
