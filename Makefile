@@ -52,12 +52,14 @@ check-generated-p4:
 # for Tofino 1 (--target tofino --arch tna, 12 stages) and Tofino 2
 # (--target tofino2 --arch t2na, 20 stages). Committed under TNA_OUT: each
 # target's P4Info, bf-rt.json and resources summary (cmd/tna-build, from
-# the compiler's resources.json). The P4Info lists counters and registers as
-# standard P4Runtime entities (--p4runtime-force-std-externs, as Stratum
-# wants), so `lbc status` reads them as on BMv2. Where the program fits, the device files
-# (device/<target>/pipe/tofino*.bin and context.json, about 11 MB) are written too,
-# for `lbc push --device-config`, and are not committed. Skipped with the
-# reason when the compiler is absent.
+# the compiler's resources.json), and context.json (the driver's view of
+# the placement; compared without its build_date and run_id). The P4Info
+# lists counters and registers as standard P4Runtime entities
+# (--p4runtime-force-std-externs, as Stratum wants), so `lbc status` reads
+# them as on BMv2. Where the program fits, the device files
+# (device/<target>/pipe/tofino*.bin and context.json) are written too, for
+# `lbc push --device-config`; the binary is not committed (it differs from
+# run to run). Skipped with the reason when the compiler is absent.
 P4C_BAREFOOT ?= p4c-barefoot
 BFAS ?= bfas
 TNA_OUT ?= p4/tna/build
@@ -78,6 +80,7 @@ p4-tna:
 		if $(BFAS) -o $$tmp/$$target/pipe $$tmp/$$target/pipe/lb.bfa >$$tmp/$$target-bfas.log 2>&1; then \
 			dev=$(TNA_OUT)/device/$$target; rm -rf $$dev; mkdir -p $$dev/pipe; \
 			cp $$tmp/$$target/pipe/tofino*.bin $$tmp/$$target/pipe/context.json $$dev/pipe/; \
+			cp $$tmp/$$target/pipe/context.json $$out/; \
 			cp $$tmp/$$target/bf-rt.json $$dev/; echo "p4-tna: $$target fits; device files in $$dev"; \
 		else echo "p4-tna: $$target: $$(grep -o 'supports up to.*' $$tmp/$$target-bfas.log | head -1)"; fi; \
 	done
@@ -86,7 +89,7 @@ check-generated-p4-tna:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	$(MAKE) -s p4-tna TNA_OUT=$$tmp >$$tmp/log 2>&1 || { cat $$tmp/log; exit 1; }; \
 	if grep -q skipped $$tmp/log; then sed -n 's/^p4-tna/check-generated-p4-tna/p' $$tmp/log; exit 0; fi; \
-	status=0; for f in lb.p4info.txtpb bf-rt.json tofino2/lb.p4info.txtpb tofino2/bf-rt.json; do \
+	status=0; for f in lb.p4info.txtpb bf-rt.json context.json tofino2/lb.p4info.txtpb tofino2/bf-rt.json tofino2/context.json; do \
 		go run ./cmd/tna-build same $$tmp/$$f p4/tna/build/$$f 2>/dev/null || { echo "p4/tna/build/$$f differs from what 'make p4-tna' generates; run make p4-tna and commit"; status=1; }; \
 	done; \
 	for f in resources-tofino.txt tofino2/resources-tofino2.txt; do \

@@ -15,10 +15,12 @@ import (
 
 // SameCompilerOutput reports whether two outputs of the Tofino back end of
 // p4c named name hold the same content: P4Infos (.txtpb) compared with
-// their externs' instances in id order, bf-rt.json files with every list
-// taken as a multiset. p4c-barefoot 9.13.4 writes the two Snapshot
-// externs, and lists inside bf-rt.json, in an order that changes from run
-// to run, and gives the snapshot table the id of whichever comes first.
+// their externs' instances in id order, bf-rt.json and context.json files
+// with every list taken as a multiset. p4c-barefoot 9.13.4 writes the two
+// Snapshot externs, and lists inside bf-rt.json, in an order that changes
+// from run to run, and gives the snapshot table the id of whichever comes
+// first; context.json carries the compile's build_date and run_id, which
+// are left out.
 func SameCompilerOutput(name string, a, b []byte) (bool, error) {
 	if strings.HasSuffix(name, ".json") {
 		ca, err := canonicalJSON(a)
@@ -63,6 +65,8 @@ func canonicalJSON(b []byte) ([]byte, error) {
 	// (ingress or egress) the compiler visits first, which changes from
 	// run to run; that id is left out.
 	if m, ok := v.(map[string]any); ok {
+		delete(m, "build_date")
+		delete(m, "run_id")
 		if ts, ok := m["tables"].([]any); ok {
 			for _, t := range ts {
 				if tm, ok := t.(map[string]any); ok {

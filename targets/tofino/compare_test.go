@@ -9,7 +9,7 @@ import (
 // TestSameCompilerOutputIgnoresRunOrder: the comparison make
 // check-generated and TestTofinoCompilerOutputs use accepts the orders the
 // compiler varies from run to run (extern instances, bf-rt.json lists, the
-// snapshot table's id) and nothing else.
+// snapshot table's id) and context.json's date and run ID, and nothing else.
 //
 // The Snapshot externs are in the P4Info p4c-barefoot writes without
 // --p4runtime-force-std-externs (runtime/testdata); with it (the committed
@@ -51,10 +51,16 @@ func TestSameCompilerOutputIgnoresRunOrder(t *testing.T) {
 		{"bf-rt lists reordered, snapshot id changed", `{"tables":[{"name":"pipe.snapshot.cfg","id":1,"depends_on":[2,3]},{"name":"t","id":9}]}`,
 			`{"tables":[{"name":"t","id":9},{"name":"pipe.snapshot.cfg","id":4,"depends_on":[3,2]}]}`, true},
 		{"bf-rt another table's id", `{"tables":[{"name":"t","id":9}]}`, `{"tables":[{"name":"t","id":8}]}`, false},
+		{"context another compile's date and run", `{"build_date":"Tue Dec  1 02:32:34 2026","run_id":"ce82eb47ab534d45","tables":[{"name":"t","handle":1}]}`,
+			`{"build_date":"Tue Dec  1 02:33:13 2026","run_id":"7d702a00766e437c","tables":[{"name":"t","handle":1}]}`, true},
+		{"context another handle", `{"run_id":"a","tables":[{"name":"t","handle":1}]}`, `{"run_id":"a","tables":[{"name":"t","handle":2}]}`, false},
 	} {
 		name := "lb.p4info.txtpb"
 		if strings.HasPrefix(tc.name, "bf-rt") {
 			name = "bf-rt.json"
+		}
+		if strings.HasPrefix(tc.name, "context") {
+			name = "context.json"
 		}
 		got, err := SameCompilerOutput(name, []byte(tc.a), []byte(tc.b))
 		if err != nil || got != tc.want {
