@@ -133,14 +133,22 @@ func fillEarliestRank(r *Ring, w []uint64, ps []perm) {
 	}
 
 	// 4. Members below quota take the given-up slots in earliest-rank
-	// order: all of them walk their permutations again, merged by time,
-	// and each takes every free slot it reaches until it has its quota.
-	// Slots only get taken here, so a walker may skip ahead to its next
-	// free slot on its own; the heap orders these candidates, and one
-	// found taken when its turn comes is replaced by the walker's next.
+	// order, each until it has its quota.
+	takeFree(owner, count, w, ps, func(i int32) bool { return count[i] < quota[i] },
+		func(i int32) bool { return count[i] == quota[i] }, free)
+}
+
+// takeFree gives left free slots of owner (-1) to the members take picks,
+// in earliest-rank order: they walk their permutations again, merged by
+// time, and each takes every free slot it reaches until full says it is
+// done. Slots only get taken here, so a walker may skip ahead to its next
+// free slot on its own; the heap orders these candidates, and one found
+// taken when its turn comes is replaced by the walker's next.
+func takeFree(owner []int32, count []int, w []uint64, ps []perm, take, full func(int32) bool, left int) {
+	m := uint32(len(owner))
 	h := walkHeap{w: w}
-	for i := int32(0); int(i) < n; i++ {
-		if count[i] < quota[i] {
+	for i := int32(0); int(i) < len(w); i++ {
+		if take(i) {
 			x := walker{i: i, s: ps[i].off}
 			if owner[x.s] >= 0 {
 				x.seek(owner, ps[i].skip, m)
@@ -149,13 +157,13 @@ func fillEarliestRank(r *Ring, w []uint64, ps []perm) {
 		}
 	}
 	h.init()
-	for free > 0 {
+	for left > 0 {
 		x := &h.items[0]
 		if owner[x.s] < 0 {
 			owner[x.s] = x.i
 			count[x.i]++
-			free--
-			if count[x.i] == quota[x.i] {
+			left--
+			if full(x.i) {
 				h.pop()
 				continue
 			}

@@ -378,38 +378,9 @@ func floorsFirstRing(ms []RingMember, m int, weighted bool) *Ring {
 			}
 		}
 	}
-	// walk merges the walkers of the members that take, by time, until
-	// done says stop; a member stops when full says so.
-	walk := func(take func(int32) bool, full func(int32) bool, left int) {
-		h := walkHeap{w: w}
-		for i := int32(0); int(i) < n; i++ {
-			if take(i) {
-				x := walker{i: i, s: ps[i].off}
-				if owner[x.s] >= 0 {
-					x.seek(owner, ps[i].skip, um)
-				}
-				h.items = append(h.items, x)
-			}
-		}
-		h.init()
-		for left > 0 {
-			x := &h.items[0]
-			if owner[x.s] < 0 {
-				owner[x.s] = x.i
-				count[x.i]++
-				left--
-				if full(x.i) {
-					h.pop()
-					continue
-				}
-			}
-			x.seek(owner, ps[x.i].skip, um)
-			h.down(0)
-		}
-	}
-	walk(func(i int32) bool { return count[i] < floor[i] },
+	takeFree(owner, count, w, ps, func(i int32) bool { return count[i] < floor[i] },
 		func(i int32) bool { return count[i] == floor[i] }, short)
-	walk(func(i int32) bool { return w[i] > 0 && uint64(m)*w[i]%total != 0 },
+	takeFree(owner, count, w, ps, func(i int32) bool { return w[i] > 0 && uint64(m)*w[i]%total != 0 },
 		func(int32) bool { return true }, free-short)
 	return r
 }
