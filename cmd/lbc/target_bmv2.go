@@ -48,7 +48,7 @@ var bmv2Adapter = &adapter{
 		return t, nil
 	},
 	OpenRead: func(c *cli.Context) (targets.Target, error) { return openBMv2(c, true) },
-	Counters: func(t targets.Target) (*counters, error) { return targetCounters(t, "") },
+	Counters: targetCounters,
 }
 
 func openBMv2(c *cli.Context, readOnly bool) (*bmv2.Target, error) {

@@ -40,7 +40,7 @@ var tofinoAdapter = &adapter{
 	// --p4runtime-force-std-externs; a P4Info without them is
 	// tofino.ErrNoStdCounters, which says so itself.
 	Counters: func(t targets.Target) (*counters, error) {
-		cnt, err := targetCounters(t, "")
+		cnt, err := targetCounters(t)
 		if err != nil && !errors.Is(err, tofino.ErrNoStdCounters) {
 			err = fmt.Errorf("%w (lbc reads the TNA counters with P4Runtime CounterEntry: the switch must run p4/tna/lb.p4 with the P4Info p4c-barefoot writes with --p4runtime-force-std-externs, as make p4-tna does)", err)
 		}

@@ -43,15 +43,15 @@ type counters struct {
 }
 
 // targetCounters reads a targets.CounterTarget (the P4 targets) for
-// status; hint is added to a read error.
-func targetCounters(t targets.Target, hint string) (*counters, error) {
+// status.
+func targetCounters(t targets.Target) (*counters, error) {
 	ct, ok := t.(targets.CounterTarget)
 	if !ok {
 		return nil, nil
 	}
 	cnt, err := ct.Counters(context.Background())
 	if err != nil {
-		return nil, fmt.Errorf("%w%s", err, hint) // status adds "counters: "
+		return nil, err // status adds "counters: "
 	}
 	out := &counters{Global: map[string]uint64{"fallback": cnt.FallbackPunts}, Services: map[uint32]map[string]uint64{}, Backends: map[uint32]map[string]uint64{}}
 	for reason, n := range cnt.Drops {

@@ -11,8 +11,9 @@
 // SRAM, map RAM and TCAM blocks, stateful ALUs, hash bits and crossbar
 // bytes, then the PHV containers occupied.
 //
-// same exits 0 when two P4Infos (.txtpb) or two bf-rt.json files hold the
-// same content, 1 when they do not (tofino.SameCompilerOutput).
+// same exits 0 when two P4Infos (.txtpb), two bf-rt.json or two
+// context.json files hold the same content, 1 when they do not
+// (tofino.SameCompilerOutput).
 package main
 
 import (
@@ -58,6 +59,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: tna-build resources [-stages N] [-title T] LOGDIR\n       tna-build same A B   (two P4Infos or two bf-rt.json files)")
+	fmt.Fprintln(os.Stderr, "usage: tna-build resources [-stages N] [-title T] LOGDIR\n       tna-build same A B   (two P4Infos, bf-rt.json or context.json files)")
 	os.Exit(2)
 }

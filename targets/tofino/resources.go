@@ -23,20 +23,15 @@ type resourcesLog struct {
 
 type mauStage struct {
 	Number int `json:"stage_number"`
-	Rams   struct {
-		SRAMs []struct {
-			Usages []ramUse `json:"usages"`
-		} `json:"srams"`
+	// One element per block in use: only counted.
+	Rams struct {
+		SRAMs []json.RawMessage `json:"srams"`
 	} `json:"rams"`
 	MapRams struct {
-		MapRams []struct {
-			Usages []ramUse `json:"usages"`
-		} `json:"maprams"`
+		MapRams []json.RawMessage `json:"maprams"`
 	} `json:"map_rams"`
 	TCAMs struct {
-		TCAMs []struct {
-			Usages []ramUse `json:"usages"`
-		} `json:"tcams"`
+		TCAMs []json.RawMessage `json:"tcams"`
 	} `json:"tcams"`
 	MeterALUs struct {
 		Meters []json.RawMessage `json:"meters"`
@@ -52,10 +47,6 @@ type mauStage struct {
 	Xbar struct {
 		Bytes []json.RawMessage `json:"bytes"`
 	} `json:"xbar_bytes"`
-}
-
-type ramUse struct {
-	UsedBy string `json:"used_by"`
 }
 
 type phvLog struct {
