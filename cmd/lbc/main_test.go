@@ -139,3 +139,36 @@ func TestStatusHelpPlaceholder(t *testing.T) {
 		t.Errorf("status --help:\n%s", help)
 	}
 }
+
+// TestGroupUsageNamesSubcommand (issue 24, item 10): a command group's
+// usage says a subcommand comes next (lbc gslb COMMAND ...), where
+// urfave/cli wrote "lbc gslb [command options]"; help's own page is its
+// usage, not lbc's.
+func TestGroupUsageNamesSubcommand(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		want     string
+		notWants []string
+	}{
+		{[]string{"gslb", "--help"}, "USAGE:\n   lbc gslb COMMAND [command options]\n", []string{"USAGE:\n   lbc gslb [command options]"}},
+		{[]string{"gslb"}, "USAGE:\n   lbc gslb COMMAND [command options]\n", nil},
+		{[]string{"help", "gslb"}, "USAGE:\n   lbc gslb COMMAND [command options]\n", nil},
+		{[]string{"help", "--help"}, "NAME:\n   lbc help - describe lbc, or one of its commands\n\nUSAGE:\n   lbc help [COMMAND [SUBCOMMAND]]\n", []string{"COMMANDS:"}},
+		{[]string{"help", "-h"}, "USAGE:\n   lbc help [COMMAND [SUBCOMMAND]]\n", nil},
+		{[]string{"help", "gslb", "serve", "--help"}, "NAME:\n   lbc gslb serve - ", nil},
+	} {
+		out, errw, err := runLBC(t, tc.args...)
+		if err != nil {
+			t.Errorf("lbc %s: %v (stderr %q)", strings.Join(tc.args, " "), err, errw)
+			continue
+		}
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("lbc %s: output lacks %q:\n%s", strings.Join(tc.args, " "), tc.want, out)
+		}
+		for _, nw := range tc.notWants {
+			if strings.Contains(out, nw) {
+				t.Errorf("lbc %s: output has %q:\n%s", strings.Join(tc.args, " "), nw, out)
+			}
+		}
+	}
+}

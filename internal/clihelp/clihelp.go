@@ -16,10 +16,21 @@ import (
 // urfave/cli adds none of its own), gives every command group an action
 // that rejects an unknown subcommand, and makes app's own action reject an
 // unknown command before calling root (nil: print the app's help).
+//
+// Install also adds --help/-h to app's own flags: urfave/cli adds them only
+// when the app has no command named help, so with ours `prog --help` would
+// fail with "flag: help requested" and exit 1.
 func Install(app *cli.App, root cli.ActionFunc) {
 	app.HideHelpCommand = true
+	// A program's commands are package variables, shared by every App
+	// its tests build; urfave/cli writes each command's HelpName when an
+	// App runs, and the next App would prefix it again ("lbc lbc gslb").
+	clearHelpNames(app.Commands)
 	app.Commands = append(app.Commands, helpCommand(app.Name))
-	guardGroups(app.Commands)
+	if cli.HelpFlag != nil && !hasFlag(app.Flags, cli.HelpFlag) {
+		app.Flags = append(app.Flags, cli.HelpFlag)
+	}
+	guardGroups(app.Name, app.Commands)
 	app.Action = func(c *cli.Context) error {
 		if c.NArg() > 0 {
 			return Unknown(c.App.Name, "", c.App.Commands, c.Args().First())
@@ -35,10 +46,26 @@ func helpCommand(app string) *cli.Command {
 	return &cli.Command{
 		Name:      "help",
 		Usage:     "describe " + app + ", or one of its commands",
-		ArgsUsage: "[COMMAND [SUBCOMMAND]]",
+		UsageText: app + " help [COMMAND [SUBCOMMAND]]",
+		// Its arguments are command names; --help and -h among them are
+		// read here, not by urfave/cli, which would show the app's page
+		// for `help --help`.
+		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
-			args := c.Args().Slice()
+			var args []string
+			asked := false
+			for _, a := range c.Args().Slice() {
+				if isHelpFlag(a) {
+					asked = true
+				} else {
+					args = append(args, a)
+				}
+			}
 			if len(args) == 0 {
+				if asked { // help --help: this command's own page
+					cli.HelpPrinter(c.App.Writer, cli.CommandHelpTemplate, c.Command)
+					return nil
+				}
 				return cli.ShowAppHelp(c)
 			}
 			list := c.App.Commands
@@ -53,6 +80,36 @@ func helpCommand(app string) *cli.Command {
 			return c.App.Run(append(append([]string{c.App.Name}, args...), "--help"))
 		},
 	}
+}
+
+func clearHelpNames(list []*cli.Command) {
+	for _, cmd := range list {
+		cmd.HelpName = ""
+		clearHelpNames(cmd.Subcommands)
+	}
+}
+
+// isHelpFlag reports whether arg asks for help as a flag.
+func isHelpFlag(arg string) bool {
+	switch arg {
+	case "--help", "-help", "-h", "--h":
+		return true
+	}
+	return false
+}
+
+// hasFlag reports whether flags holds a flag with one of f's names.
+func hasFlag(flags []cli.Flag, f cli.Flag) bool {
+	for _, g := range flags {
+		for _, n := range g.Names() {
+			for _, m := range f.Names() {
+				if n == m {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func find(list []*cli.Command, name string) *cli.Command {
@@ -83,11 +140,17 @@ func Unknown(app, group string, list []*cli.Command, name string) error {
 }
 
 // guardGroups gives every command group without an action one that names
-// an unknown subcommand, or prints the group's help.
-func guardGroups(list []*cli.Command) {
+// an unknown subcommand, or prints the group's help, and without a usage
+// text one that says a subcommand comes next (urfave/cli's would be
+// "prog group [command options]"). path is the group's parent, from the
+// program's name.
+func guardGroups(path string, list []*cli.Command) {
 	for _, cmd := range list {
 		if len(cmd.Subcommands) == 0 {
 			continue
+		}
+		if cmd.UsageText == "" {
+			cmd.UsageText = path + " " + cmd.Name + " COMMAND [command options]"
 		}
 		if cmd.Action == nil {
 			cmd.Action = func(c *cli.Context) error {
@@ -97,6 +160,6 @@ func guardGroups(list []*cli.Command) {
 				return cli.ShowSubcommandHelp(c)
 			}
 		}
-		guardGroups(cmd.Subcommands)
+		guardGroups(path+" "+cmd.Name, cmd.Subcommands)
 	}
 }
