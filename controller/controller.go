@@ -20,6 +20,10 @@ import (
 type Options struct {
 	// ConfigPath is the lb.yaml to load, reload on Reload and watch.
 	ConfigPath string
+	// ConfigData, if set, is the configuration itself (lbc run without
+	// -c: the embedded example), named ConfigPath in logs and problems;
+	// there is then no file to read, watch or reload.
+	ConfigData []byte
 	// Targets are the datapaths to keep programmed, all with the same IR
 	// (scale-out behind ECMP). The first one is the reference: on start
 	// its tables give IDs and epochs to the first compile.
@@ -388,9 +392,12 @@ func (c *Controller) now() time.Duration {
 }
 
 func (c *Controller) load() (*compiler.Config, [32]byte, error) {
-	data, err := os.ReadFile(c.opts.ConfigPath)
-	if err != nil {
-		return nil, [32]byte{}, err
+	data := c.opts.ConfigData
+	if data == nil {
+		var err error
+		if data, err = os.ReadFile(c.opts.ConfigPath); err != nil {
+			return nil, [32]byte{}, err
+		}
 	}
 	sum := sha256.Sum256(data)
 	dec, err := compiler.Load(c.opts.ConfigPath, data)
@@ -413,6 +420,9 @@ func (c *Controller) load() (*compiler.Config, [32]byte, error) {
 // error is logged and counted once, shown in Status until the file can be
 // read again.
 func (c *Controller) fileChanged() bool {
+	if c.opts.ConfigData != nil {
+		return false // no file
+	}
 	data, err := os.ReadFile(c.opts.ConfigPath)
 	if err != nil {
 		if msg := err.Error(); msg != c.watchErr {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lbc-dev/lbc/controller"
 	"github.com/lbc-dev/lbc/controller/bgp"
+	"github.com/lbc-dev/lbc/examples"
 	"github.com/lbc-dev/lbc/gslb/metrics"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/sim"
@@ -67,15 +68,19 @@ With --bgp, SIGTERM first withdraws every VIP and closes the BGP sessions
 that dies is withdrawn by its routers when the BGP hold time runs out.`,
 	Flags: append([]cli.Flag{configFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runProbesFlag, runLogFlag, runBGPFlag}, adapterFlags()...),
 	Action: func(c *cli.Context) error {
-		cfg := c.String(configFlag.Name)
-		if cfg == "" {
-			return errors.New("lbc run needs -c lb.yaml (the file is watched and reloaded)")
-		}
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(c.String(runLogFlag.Name))); err != nil {
 			return fmt.Errorf("--log-level: %w", err)
 		}
 		log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+		cfg := c.String(configFlag.Name)
+		var cfgData []byte // the embedded example, without -c
+		if cfg == "" {
+			// As compile does: the embedded example, which is no file,
+			// so nothing is watched and SIGHUP reloads the same.
+			cfg, cfgData = "examples/"+examples.DefaultName, examples.Default()
+			log.Info("no -c: running the embedded example; give -c lb.yaml for a configuration of your own (watched and reloaded)", "config", cfg)
+		}
 
 		var bgpCfg *bgp.Config
 		if f := c.String(runBGPFlag.Name); f != "" {
@@ -119,6 +124,7 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 		}
 		ctl, err := controller.New(controller.Options{
 			ConfigPath:        cfg,
+			ConfigData:        cfgData,
 			Targets:           tgts,
 			Logger:            log,
 			Debounce:          orNever(c.Duration(runDebounceFlag.Name)),

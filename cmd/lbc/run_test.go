@@ -252,3 +252,56 @@ func TestRunServing(t *testing.T) {
 		t.Error("the server still answers after the controller returned")
 	}
 }
+
+// TestRunWithoutConfigRunsEmbeddedExample (issue 24, item 4): lbc run
+// without -c runs the embedded example, as its help and compile say,
+// where it failed with "lbc run needs -c lb.yaml"; the example is no file,
+// so nothing is watched.
+func TestRunWithoutConfigRunsEmbeddedExample(t *testing.T) {
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	app := newApp()
+	var out, errw syncWriter
+	app.Writer, app.ErrWriter = &out, &errw
+	done := make(chan error, 1)
+	go func() {
+		done <- app.RunContext(ctx, []string{"lbc", "run", "--metrics", addr, "--watch-interval", "50ms", "--debounce", "10ms"})
+	}()
+	base := "http://" + addr
+	var st controller.Status
+	waitUntil(t, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("lbc run returned %v\n%s", err, errw.String())
+		default:
+		}
+		resp, err := http.Get(base + controller.StatusPath)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		st = controller.Status{}
+		return json.NewDecoder(resp.Body).Decode(&st) == nil && len(st.Services) > 0
+	}, &errw)
+	if st.Config != "examples/failover.yaml" || st.Services[0].Name != "web" || st.ReloadError != "" {
+		t.Errorf("status: config %q, services %+v, reload error %q", st.Config, st.Services, st.ReloadError)
+	}
+	// Several watch ticks: no "cannot read the configuration file".
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("lbc run: %v\n%s", err, errw.String())
+	}
+	logs := errw.String()
+	for _, want := range []string{"no -c: running the embedded example", "config=examples/failover.yaml", "msg=pushed"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q:\n%s", want, logs)
+		}
+	}
+	for _, bad := range []string{"needs -c", "cannot read the configuration file", "configuration rejected"} {
+		if strings.Contains(logs, bad) {
+			t.Errorf("logs have %q:\n%s", bad, logs)
+		}
+	}
+}
