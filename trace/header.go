@@ -3,7 +3,9 @@ package trace
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,4 +117,56 @@ func LoadSpec(file string) (*Spec, error) {
 		return nil, err
 	}
 	return sp, nil
+}
+
+// ScanHeader reads the header comments at the top of a trace (blank lines
+// and lines starting with '#', up to the first other line) from r, without
+// requiring "# config:", and returns them with a reader that yields the
+// whole trace again, header included, so that line numbers stay right. A
+// trace from a pipe is read only as far as its first packet or event.
+func ScanHeader(r io.Reader) (Header, io.Reader, error) {
+	var h Header
+	br := bufio.NewReaderSize(r, 64*1024)
+	var head bytes.Buffer
+	for {
+		b, err := br.Peek(1)
+		if len(b) == 0 || err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return h, io.MultiReader(&head, br), err
+		}
+		if b[0] != '#' && b[0] != '\n' && b[0] != '\r' && b[0] != ' ' && b[0] != '\t' {
+			return h, io.MultiReader(&head, br), nil
+		}
+		line, err := readLine(br)
+		head.Write(line)
+		t := bytes.TrimSpace(line)
+		if len(t) > 0 && t[0] != '#' { // indented data line
+			return h, io.MultiReader(&head, br), nil
+		}
+		h.comment(string(t))
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return h, io.MultiReader(&head, br), err
+		}
+	}
+}
+
+// readLine reads one line with its newline, at most MaxLineBytes of it
+// (the rest is left for the trace reader, which reports the long line).
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		line = append(line, frag...)
+		if !errors.Is(err, bufio.ErrBufferFull) || len(line) > MaxLineBytes {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				err = nil
+			}
+			return line, err
+		}
+	}
 }

@@ -35,7 +35,13 @@ type loaded struct {
 // loadConfig reads -c (or the embedded default) and --health, printing
 // warnings to w. Every problem of a file is reported at once.
 func loadConfig(c *cli.Context, w io.Writer) (*loaded, error) {
-	name := c.String(configFlag.Name)
+	return loadConfigFiles(c.String(configFlag.Name), c.String(healthFlag.Name), w)
+}
+
+// loadConfigFiles is loadConfig with the files named: configFile "" is
+// the embedded default, healthFile "" every endpoint healthy.
+func loadConfigFiles(configFile, healthFile string, w io.Writer) (*loaded, error) {
+	name := configFile
 	var data []byte
 	if name == "" {
 		name = "examples/" + examples.DefaultName
@@ -54,7 +60,7 @@ func loadConfig(c *cli.Context, w io.Writer) (*loaded, error) {
 		fmt.Fprintln(w, "warning:", line)
 	}
 	l := &loaded{Name: name, Config: dec.Config}
-	if hf := c.String(healthFlag.Name); hf != "" {
+	if hf := healthFile; hf != "" {
 		data, err := os.ReadFile(hf)
 		if err != nil {
 			return nil, err

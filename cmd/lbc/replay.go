@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -105,7 +106,7 @@ func openReplayTarget(c *cli.Context) (targets.Target, targets.PacketTarget, fun
 var replayCommand = &cli.Command{
 	Name:      "replay",
 	Usage:     "run a packet trace through a datapath and print each packet's fate",
-	UsageText: "lbc replay -c lb.yaml [--health health.yaml] --trace t.jsonl [--target sim] [--fallback-target sim|xdp] [--summary-only]",
+	UsageText: "lbc replay [-c lb.yaml] [--health health.yaml] --trace t.jsonl [--target sim] [--fallback-target sim|xdp] [--summary-only]",
 	Description: `Replays a trace (JSON Lines: packets and events at virtual times; see
 docs/sim.md) against a datapath programmed from lb.yaml. Events (health,
 weight, remove, add) recompile the tables through the controller's own code
@@ -128,31 +129,46 @@ and backend at the top:
 
    {"line":7,"t":2,"action":"forward","backend":"media-2","ct":"hit","hops":[{"target":"sim-p4","action":"fallback"},{"target":"sim","action":"forward","backend":"media-2","ct":"hit"}]}
 
+Without -c (--health), replay uses the file of the trace's "# config:"
+("# health:") line, relative to the trace's folder, and says so; a -c or
+--health that names another file wins, with a warning (the header's health
+is then not used with another -c). gen-trace -c writes the "# config:" line.
+
 A line may carry an "expect" written from the spec; a line whose outcome
 differs gets a "mismatch" field, and replay exits 1. The traces under
 testbench/testdata are such tests: run them against any --target.
 
    lbc gen-trace -c lb.yaml --seed 1 --events > t.jsonl
-   lbc replay -c lb.yaml --trace t.jsonl`,
+   lbc replay --trace t.jsonl
+   lbc replay --trace testbench/testdata/r-persist-matrix.jsonl   # its header names persist.yaml and persist-health.yaml`,
 	Flags: []cli.Flag{configFlag, healthFlag,
 		&cli.StringFlag{Name: "trace", Aliases: []string{"t"}, Required: true, Usage: "trace `FILE` (JSON Lines; - for stdin)"},
 		replayTargetFlag, fallbackTargetFlag, fallbackFlag, bmv2ClockFlag, pushOnlyFlag,
 		&cli.BoolFlag{Name: "summary-only", Usage: "print only the summary"},
 	},
 	Action: func(c *cli.Context) error {
-		l, err := loadConfig(c, c.App.ErrWriter)
-		if err != nil {
-			return err
-		}
 		name := c.String("trace")
 		var in io.Reader = os.Stdin
+		dir := "." // where the header's relative paths start
 		if name != "-" {
 			f, err := os.Open(name)
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			in = f
+			in, dir = f, filepath.Dir(name)
+		}
+		hdr, in, err := trace.ScanHeader(in)
+		if err != nil {
+			return fmt.Errorf("--trace %s: %w", name, err)
+		}
+		cfgFile, healthFile, err := replayFiles(c.String(configFlag.Name), c.String(healthFlag.Name), hdr, dir, c.App.ErrWriter)
+		if err != nil {
+			return fmt.Errorf("--trace %s: %w", name, err)
+		}
+		l, err := loadConfigFiles(cfgFile, healthFile, c.App.ErrWriter)
+		if err != nil {
+			return err
 		}
 		tgt, pt, closeFn, err := openReplayTarget(c)
 		if err != nil {

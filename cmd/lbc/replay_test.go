@@ -152,3 +152,177 @@ func TestReplayComposedSystem(t *testing.T) {
 		t.Errorf("--target sim --fallback-target sim: %v", err)
 	}
 }
+
+// replaySummary is the last line of lbc replay's output.
+func replaySummary(t *testing.T, out string) (packets, expected, mismatches int) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var s struct {
+		Summary struct{ Packets, Expected, Mismatches int }
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+		t.Fatalf("summary %q: %v", lines[len(lines)-1], err)
+	}
+	return s.Summary.Packets, s.Summary.Expected, s.Summary.Mismatches
+}
+
+// TestReplayReadsTraceHeader (issue 24, item 5): replay takes the files of
+// the trace's "# config:" and "# health:" lines (relative to the trace's
+// folder) for -c and --health not given, and warns when a given one
+// differs. r-persist-matrix.jsonl replayed with -c and without --health
+// met 120 of its 168 expectations: its health file was not read.
+func TestReplayReadsTraceHeader(t *testing.T) {
+	const trace = td + "r-persist-matrix.jsonl"
+	// The same bytes under another name is the same configuration.
+	data, err := os.ReadFile(td + "persist.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyOf := filepath.Join(t.TempDir(), "copy.yaml")
+	if err := os.WriteFile(copyOf, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	allHealthy := filepath.Join(t.TempDir(), "healthy.yaml")
+	if err := os.WriteFile(allHealthy, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		mismatches int    // -1: replay fails before its summary
+		errWant    string // in the error
+		stderr     []string
+		notStderr  []string
+	}{
+		{"-c as the header, health from the header", []string{"-c", td + "persist.yaml"}, 0, "",
+			[]string{`note: health from the trace's "# health: persist-health.yaml" (` + td + `persist-health.yaml) line`}, []string{"warning: -c", "note: configuration"}},
+		{"both from the header", nil, 0, "",
+			[]string{`note: configuration from the trace's "# config: persist.yaml" (` + td + `persist.yaml) line (-c overrides it)`, "note: health from the trace's"}, []string{"warning: -c", "warning: --health"}},
+		{"-c a copy of the header's file", []string{"-c", copyOf}, 0, "",
+			[]string{"note: health from the trace's"}, []string{"warning: -c"}},
+		{"both given as the header", []string{"-c", td + "persist.yaml", "--health", td + "persist-health.yaml"}, 0, "",
+			nil, []string{"note:", "warning: -c", "warning: --health"}},
+		{"--health differs", []string{"-c", td + "persist.yaml", "--health", allHealthy}, 48, "48 of 168 expectations not met",
+			[]string{"warning: --health " + allHealthy + ` differs from the health of the trace's "# health: persist-health.yaml"`}, []string{"note: health"}},
+		{"-c differs: the header's health is not used", []string{"-c", td + "ct.yaml"}, -1, `health: no endpoint`,
+			[]string{"warning: -c " + td + `ct.yaml differs from the configuration of the trace's "# config: persist.yaml"`,
+				`warning: the trace's "# health: persist-health.yaml" (` + td + `persist-health.yaml) line is for the trace's configuration, not -c ` + td + "ct.yaml: not used"}, []string{"note: health"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errw, err := runLBC(t, append([]string{"replay", "--trace", trace, "--summary-only"}, tc.args...)...)
+			if tc.errWant == "" && err != nil {
+				t.Fatalf("%v\nstderr:\n%s", err, errw)
+			}
+			if tc.errWant != "" && (err == nil || !strings.Contains(err.Error(), tc.errWant)) {
+				t.Errorf("error %v, want %q", err, tc.errWant)
+			}
+			if tc.mismatches >= 0 {
+				if _, expected, mm := replaySummary(t, out); mm != tc.mismatches || expected != 168 {
+					t.Errorf("%d of %d expectations not met, want %d of 168", mm, expected, tc.mismatches)
+				}
+			}
+			for _, w := range tc.stderr {
+				if !strings.Contains(errw, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errw)
+				}
+			}
+			for _, nw := range tc.notStderr {
+				if strings.Contains(errw, nw) {
+					t.Errorf("stderr has %q:\n%s", nw, errw)
+				}
+			}
+		})
+	}
+}
+
+// TestReplayHeaderNamesMissingFile: a header file that is not there is an
+// error naming the line and the fix when it would be used, and a warning
+// when a flag replaces it.
+func TestReplayHeaderNamesMissingFile(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "t.jsonl")
+	pkt := `{"t":1,"src":"198.51.100.7","dst":"203.0.113.10","proto":"tcp","sport":1,"dport":80,"flags":"S"}` + "\n"
+	if err := os.WriteFile(tr, []byte("# config: gone.yaml\n# health: gone-health.yaml\n"+pkt), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runLBC(t, "replay", "--trace", tr)
+	if err == nil || !strings.Contains(err.Error(), `the trace's "# config: gone.yaml" (`+filepath.Join(dir, "gone.yaml")+`) line names a configuration that cannot be read`) || !strings.Contains(err.Error(), "give it with -c lb.yaml") {
+		t.Errorf("error %v", err)
+	}
+	_, errw, err := runLBC(t, "replay", "--trace", tr, "-c", td+"seed001.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`warning: the trace's "# config: gone.yaml"`, "cannot be checked against it; replaying with -c " + td + "seed001.yaml", `warning: the trace's "# health: gone-health.yaml"`} {
+		if !strings.Contains(errw, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errw)
+		}
+	}
+	// -c as the header says, a health file that is not there: an error.
+	if err := os.WriteFile(tr, []byte("# config: "+filepath.Join(mustAbs(t, td), "seed001.yaml")+"\n# health: gone-health.yaml\n"+pkt), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runLBC(t, "replay", "--trace", tr); err == nil || !strings.Contains(err.Error(), `"# health: gone-health.yaml"`) || !strings.Contains(err.Error(), "give one with --health") {
+		t.Errorf("error %v", err)
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestGenTraceWritesConfigHeader: gen-trace -c names the configuration in a
+// "# config:" line, relative to the trace's folder when the file is in it,
+// absolute otherwise; replay without -c reads it.
+func TestGenTraceWritesConfigHeader(t *testing.T) {
+	data, err := os.ReadFile(td + "ct.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "lb.yaml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, config, out, header string
+	}{
+		{"config in the trace's folder", filepath.Join(dir, "lb.yaml"), filepath.Join(dir, "t.jsonl"), "# config: lb.yaml\n"},
+		{"trace in a sub-folder", filepath.Join(dir, "lb.yaml"), filepath.Join(dir, "sub", "t.jsonl"), "# config: " + filepath.Join(dir, "lb.yaml") + "\n"},
+		{"relative -c", td + "ct.yaml", filepath.Join(dir, "u.jsonl"), "# config: " + filepath.Join(mustAbs(t, td), "ct.yaml") + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.MkdirAll(filepath.Dir(tc.out), 0o755)
+			if _, _, err := runLBC(t, "gen-trace", "-c", tc.config, "--packets", "50", "-o", tc.out); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(tc.out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(string(got), tc.header) {
+				t.Errorf("trace starts %q, want %q", string(got)[:min(len(got), 80)], tc.header)
+			}
+			out, errw, err := runLBC(t, "replay", "--trace", tc.out, "--summary-only")
+			if err != nil {
+				t.Fatalf("replay without -c: %v\n%s", err, errw)
+			}
+			if p, _, _ := replaySummary(t, out); p != 50 || !strings.Contains(errw, "note: configuration from the trace's") {
+				t.Errorf("replay without -c: %d packets, stderr:\n%s", p, errw)
+			}
+		})
+	}
+	// On stdout (no -o), the path is absolute; without -c, no header.
+	out, _, err := runLBC(t, "gen-trace", "-c", td+"ct.yaml", "--packets", "5")
+	if err != nil || !strings.HasPrefix(out, "# config: "+filepath.Join(mustAbs(t, td), "ct.yaml")+"\n") {
+		t.Errorf("gen-trace on stdout: %v, starts %q", err, out[:min(len(out), 80)])
+	}
+	out, _, err = runLBC(t, "gen-trace", "--packets", "5")
+	if err != nil || strings.HasPrefix(out, "#") {
+		t.Errorf("gen-trace of the embedded example: %v, starts %q", err, out[:min(len(out), 80)])
+	}
+}
