@@ -15,6 +15,19 @@ import (
 // fields it cannot decode (unknown, or of the wrong type) next to what
 // validation finds in the rest.
 func Load(file string, data []byte) (*Config, error) {
+	return LoadWith(file, data, LoadOptions{})
+}
+
+// LoadOptions replace what the file says before it is validated.
+type LoadOptions struct {
+	// GeoDatabase, if set, is policy.geoProximity.database, whatever the
+	// file names (lbc gslb --geo-db): it satisfies geo-proximity's need of
+	// a database when the file names none.
+	GeoDatabase string
+}
+
+// LoadWith is Load with the file's settings replaced as o says.
+func LoadWith(file string, data []byte, o LoadOptions) (*Config, error) {
 	var cfg Config
 	root, issues := strictyaml.Decode(data, &cfg, schema)
 	out := make(compiler.Problems, len(issues))
@@ -28,6 +41,9 @@ func Load(file string, data []byte) (*Config, error) {
 		return nil, compiler.Problems{{File: file, Msg: "empty configuration; start from examples/gslb.yaml"}}
 	}
 	cfg.applyDefaults()
+	if o.GeoDatabase != "" {
+		cfg.Policy.GeoProximity.Database = o.GeoDatabase
+	}
 	unset := strictyaml.UnsetPaths(issues)
 	for _, x := range validate(&cfg) {
 		if !unset.Covers(x.keys) {

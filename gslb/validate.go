@@ -334,7 +334,7 @@ func (v *validator) policy(top at, c *Config) {
 	}
 	ga := a.field("geoProximity")
 	if has(policy.GeoProximity) && p.GeoProximity.Database == "" {
-		v.errf(ga.field("database"), "missing; geo-proximity needs a MaxMind-format database (.mmdb, City layout), or remove geo-proximity from policy.steps")
+		v.errf(ga.field("database"), "missing; geo-proximity needs a MaxMind-format database (.mmdb, City layout): name it here or give lbc gslb --geo-db FILE, or remove geo-proximity from policy.steps")
 	}
 	if p.GeoProximity.ToleranceKm < 0 || math.IsNaN(p.GeoProximity.ToleranceKm) {
 		v.errf(ga.field("toleranceKm"), "%g: must be >= 0", p.GeoProximity.ToleranceKm)

@@ -30,7 +30,7 @@ var gslbConfigFlag = &cli.StringFlag{
 
 var geoDBFlag = &cli.StringFlag{
 	Name:  "geo-db",
-	Usage: "MaxMind-format City database `FILE` (it must exist); overrides policy.geoProximity.database",
+	Usage: "MaxMind-format City database `FILE` (it must exist); overrides policy.geoProximity.database, or stands for it when the configuration names none",
 }
 
 var gslbCommand = &cli.Command{
@@ -82,17 +82,19 @@ func loadGSLB(c *cli.Context) (string, *gslb.Config, error) {
 			return "", nil, err
 		}
 	}
-	cfg, err := gslb.Load(name, data)
-	if err != nil {
-		return "", nil, problemsError(name, err)
-	}
-	if db := c.String(geoDBFlag.Name); db != "" {
+	db := c.String(geoDBFlag.Name)
+	if db != "" {
 		// Asked for by name: it must be there (a database named only in
 		// the configuration may be absent: G-4 is then skipped).
 		if _, err := os.Stat(db); err != nil {
 			return "", nil, geoHint(fmt.Errorf("--geo-db: %w", err))
 		}
-		cfg.Policy.GeoProximity.Database = db
+	}
+	// --geo-db is the database before validation, so that it satisfies
+	// geo-proximity's need of one when the configuration names none.
+	cfg, err := gslb.LoadWith(name, data, gslb.LoadOptions{GeoDatabase: db})
+	if err != nil {
+		return "", nil, problemsError(name, err)
 	}
 	return name, cfg, nil
 }

@@ -248,3 +248,52 @@ func dnsListenFree() (interface {
 }, interface{ Close() error }, error) {
 	return dnsserver.Listen("127.0.0.1:0")
 }
+
+// TestGSLBGeoDBFlagSatisfiesDatabase (issue 24, item 6): --geo-db is the
+// database of geo-proximity even when the configuration names none, where
+// validation failed with "policy.geoProximity.database: missing"; without
+// it, that is still the error, and it names the flag.
+func TestGSLBGeoDBFlagSatisfiesDatabase(t *testing.T) {
+	db, _ := gslbFixtures(t)
+	data, err := os.ReadFile("../../examples/gslb.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if !strings.Contains(l, "database: GeoLite2-City.mmdb") {
+			kept = append(kept, l)
+		}
+	}
+	if len(kept) != strings.Count(string(data), "\n") {
+		t.Fatal("examples/gslb.yaml no longer names GeoLite2-City.mmdb on a line of its own")
+	}
+	noDB := filepath.Join(t.TempDir(), "nodb.yaml")
+	if err := os.WriteFile(noDB, []byte(strings.Join(kept, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	query := []string{"--name", "www.example.com", "--client", "198.51.100.7"}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    string // in the output
+		wantErr string
+	}{
+		{"explain with --geo-db", append([]string{"gslb", "explain", "-c", noDB, "--geo-db", db}, query...), "decided   G-4 geo-proximity", ""},
+		{"explain without", append([]string{"gslb", "explain", "-c", noDB}, query...), "", "policy.geoProximity.database: missing; geo-proximity needs a MaxMind-format database (.mmdb, City layout): name it here or give lbc gslb --geo-db FILE"},
+		{"serve without", []string{"gslb", "serve", "-c", noDB, "--listen", "127.0.0.1:0"}, "", "policy.geoProximity.database: missing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errw, err := runLBC(t, tc.args...)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("%v\n%s", err, errw)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("output lacks %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
