@@ -301,7 +301,11 @@ func (c *Client) setState(primary bool, reason error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.primary && !primary {
-		c.log.Warn("mastership lost", "reason", reason)
+		if errors.Is(reason, errClientClosed) {
+			c.log.Debug("mastership released", "reason", reason)
+		} else {
+			c.log.Warn("mastership lost", "reason", reason)
+		}
 	}
 	if primary && !c.primary {
 		c.log.Info("primary", "election_id", c.opts.ElectionLow)
@@ -339,8 +343,12 @@ func (c *Client) run(ctx context.Context) {
 		}
 		backoff = min(backoff*2, c.opts.MaxBackoff)
 	}
-	c.setState(false, errors.New("client closed"))
+	c.setState(false, errClientClosed)
 }
+
+// errClientClosed ends the primary's term when the client closes: a
+// release, not a loss (lbc push ends so after every successful write).
+var errClientClosed = errors.New("client closed")
 
 func (c *Client) session(ctx context.Context) (reachedPrimary bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)

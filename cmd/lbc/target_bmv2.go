@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -30,7 +31,7 @@ var bmv2Adapter = &adapter{
 	Open: func(c *cli.Context) (targets.Target, error) {
 		t, err := openBMv2(c, false)
 		if err != nil {
-			return nil, err
+			return nil, noPipelineHint(c, err, false, "--p4info p4/build/lb.p4info.txtpb --device-config p4/build/lb.json")
 		}
 		if t.PipelinePushed() {
 			fmt.Fprintf(c.App.ErrWriter, "%s: pushed pipeline %s (tables start empty)\n", t.Name(), c.String(p4InfoFlag.Name))
@@ -47,7 +48,13 @@ var bmv2Adapter = &adapter{
 		}
 		return t, nil
 	},
-	OpenRead: func(c *cli.Context) (targets.Target, error) { return openBMv2(c, true) },
+	OpenRead: func(c *cli.Context) (targets.Target, error) {
+		t, err := openBMv2(c, true)
+		if err != nil {
+			return nil, noPipelineHint(c, err, true, "--p4info p4/build/lb.p4info.txtpb --device-config p4/build/lb.json")
+		}
+		return t, nil
+	},
 	Counters: targetCounters,
 }
 
@@ -85,4 +92,23 @@ func p4RuntimeOptions(c *cli.Context, readOnly bool) (runtime.Options, error) {
 		return opts, fmt.Errorf("--election-id 0 is not a valid election ID; use 1 or more")
 	}
 	return opts, nil
+}
+
+// noPipelineHint adds to an error that says the switch runs no pipeline
+// what the user of this command does about it: a push or run gives one
+// (pipelineFlags, the target's files); a status or push --dry-run, which
+// only read (readOnly), can show nothing until a push has given one.
+func noPipelineHint(c *cli.Context, err error, readOnly bool, pipelineFlags string) error {
+	if !errors.Is(err, bmv2.ErrNoPipeline) {
+		return err
+	}
+	if !readOnly {
+		return fmt.Errorf("%w\n  give the pipeline to push with the tables: %s", err, pipelineFlags)
+	}
+	what := "lbc status"
+	if c.Command != nil && c.Command.Name == "push" {
+		what = "lbc push --dry-run"
+	}
+	return fmt.Errorf("%w\n  %s only reads what the switch holds, and it holds nothing yet; push the pipeline and the tables first:\n  lbc push -c lb.yaml --target %s --addr %s %s",
+		err, what, c.String("target"), c.String(p4AddrFlag.Name), pipelineFlags) // not targetFlag.Name: an initialization cycle
 }

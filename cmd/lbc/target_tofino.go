@@ -15,13 +15,16 @@ var (
 	tofinoProgramFlag = &cli.StringFlag{Name: "program-name", Usage: "tofino: P4 program `NAME` when --device-config is a directory (default: its name)"}
 )
 
+// tofinoPipelineFlags is what pushes the TNA pipeline (docs/tofino.md).
+const tofinoPipelineFlags = "--p4info lb.p4info.txtpb --device-config out/lb.conf (p4c-barefoot's outputs for p4/tna/lb.p4; docs/tofino.md)"
+
 var tofinoAdapter = &adapter{
 	Usage: "Tofino switch running p4/tna/lb.p4 over P4Runtime (--p4info: p4c-barefoot's P4Info, written with --p4runtime-force-std-externs as make p4-tna does; --device-config: its .conf or output directory; ringSize must be a power of two)",
 	Flags: []cli.Flag{p4AddrFlag, p4DeviceFlag, p4ElectionFlag, p4RoleFlag, p4InfoFlag, p4DevcfgFlag, tofinoFormatFlag, tofinoProgramFlag, p4BatchFlag, p4FallbackFlag, p4CAFlag, p4CertFlag, p4KeyFlag},
 	Open: func(c *cli.Context) (targets.Target, error) {
 		t, err := openTofino(c, false)
 		if err != nil {
-			return nil, err
+			return nil, noPipelineHint(c, err, false, tofinoPipelineFlags)
 		}
 		if t.PipelinePushed() {
 			fmt.Fprintf(c.App.ErrWriter, "%s: pushed pipeline %s + %s (tables start empty)\n", t.Name(), c.String(p4InfoFlag.Name), c.String(p4DevcfgFlag.Name))
@@ -34,7 +37,13 @@ var tofinoAdapter = &adapter{
 		}
 		return t, nil
 	},
-	OpenRead: func(c *cli.Context) (targets.Target, error) { return openTofino(c, true) },
+	OpenRead: func(c *cli.Context) (targets.Target, error) {
+		t, err := openTofino(c, true)
+		if err != nil {
+			return nil, noPipelineHint(c, err, true, tofinoPipelineFlags)
+		}
+		return t, nil
+	},
 	// The TNA Counter externs are read with P4Runtime CounterEntry, as
 	// counters of the P4Info p4c-barefoot writes with
 	// --p4runtime-force-std-externs; a P4Info without them is

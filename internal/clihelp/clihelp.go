@@ -146,7 +146,7 @@ func Unknown(app, group string, list []*cli.Command, name string) error {
 // program's name.
 func guardGroups(path string, list []*cli.Command) {
 	for _, cmd := range list {
-		if len(cmd.Subcommands) == 0 {
+		if !isGroup(cmd) {
 			continue
 		}
 		if cmd.UsageText == "" {
@@ -162,4 +162,16 @@ func guardGroups(path string, list []*cli.Command) {
 		}
 		guardGroups(path+" "+cmd.Name, cmd.Subcommands)
 	}
+}
+
+// isGroup reports whether cmd has subcommands of its own: urfave/cli adds a
+// help subcommand to every command it runs (to print its help), which in a
+// test that runs several Apps stays in the shared command for the next.
+func isGroup(cmd *cli.Command) bool {
+	for _, sub := range cmd.Subcommands {
+		if sub.Name != "help" {
+			return true
+		}
+	}
+	return false
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -36,6 +38,19 @@ type Options struct {
 	// Deadline maps deadlines onto the program's clock (BMv2Deadline, µs of
 	// ingress_global_timestamp, when nil; targets/tofino passes ticks).
 	Deadline DeadlineFunc
+}
+
+// ErrNoPipeline is in Open's error when the switch runs no pipeline (no
+// controller pushed one yet) and Open was given none to push, or opened
+// read-only.
+var ErrNoPipeline = errors.New("the switch runs no P4 pipeline yet")
+
+// noPipeline reports whether an error of GetP4Info says that the device
+// runs no pipeline: FAILED_PRECONDITION (BMv2, the test server), or a
+// pipeline without a P4Info (runtime's own error, not a gRPC status).
+func noPipeline(err error) bool {
+	st, ok := status.FromError(err)
+	return !ok || st.Code() == codes.FailedPrecondition
 }
 
 // Target is a switch running p4/lb.p4.
@@ -128,7 +143,12 @@ func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error)
 	} else {
 		info, err := c.GetP4Info(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("reading the switch's P4Info (pass --p4info to push one): %w", err)
+			if noPipeline(err) {
+				// What to do differs by caller: a push gives the
+				// pipeline, a status reads nothing until one is pushed.
+				return nil, fmt.Errorf("reading the switch's P4Info: %w (%w)", ErrNoPipeline, err)
+			}
+			return nil, fmt.Errorf("reading the switch's P4Info: %w", err)
 		}
 		if schema, err = runtime.NewSchema(info); err != nil {
 			return nil, err

@@ -32,14 +32,17 @@ func Build(t *testing.T, dir, name string) string {
 
 // Pages lists every help page of app, as the path of command names that
 // leads to it (nil for the app's own page): every command and subcommand
-// that is not hidden, found by walking app.Commands, the help command
-// included (its own page, not its subcommands).
+// that is not hidden, found by walking app.Commands, the program's help
+// command included (its own page, not its subcommands). The help
+// subcommands urfave/cli adds below the top level as commands run (and
+// which stay in the shared commands of a test's earlier runs) are not
+// pages of their own.
 func Pages(app *cli.App) [][]string {
 	pages := [][]string{nil}
 	var walk func(path []string, cmds []*cli.Command)
 	walk = func(path []string, cmds []*cli.Command) {
 		for _, c := range cmds {
-			if c.Hidden {
+			if c.Hidden || len(path) > 0 && c.Name == "help" {
 				continue
 			}
 			p := append(append([]string(nil), path...), c.Name)
