@@ -70,6 +70,9 @@ func Load(file string, data []byte) (*Decoded, error) {
 	if len(issues) == 0 && strictyaml.Empty(root) {
 		return nil, Problems{{File: file, Msg: "empty configuration; start from examples/ or run `lbc compile` to see the embedded default"}}
 	}
+	if line, ok := looksLikeHealth(root); ok {
+		return nil, Problems{{File: file, Line: line, Msg: healthNotConfig}}
+	}
 	v := validate(&cfg)
 	loc := locator{root: root, unset: strictyaml.UnsetPaths(issues)}
 	ps := append(decodeProblems(file, root, issues), v.errs.located(file, loc)...)

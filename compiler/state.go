@@ -109,6 +109,9 @@ func LoadState(file string, data []byte, cfg *Config) (State, error) {
 	if root == nil {
 		return nil, ps
 	}
+	if line, ok := looksLikeConfig(root); ok {
+		return nil, Problems{{File: file, Line: line, Msg: configNotHealth}}
+	}
 	unset := strictyaml.UnsetPaths(issues)
 	loc := locator{root: root, unset: unset}
 	known := map[string]bool{}

@@ -90,3 +90,47 @@ func TestValidateTargetConnections(t *testing.T) {
 		t.Fatalf("bmv2: %v\n%s", err, out)
 	}
 }
+
+// TestValidateNamesFileMixups (issue 24, item 10): a health file given as
+// the configuration, or a configuration given as --health, is named as
+// such with the fix, in one problem, where it was one "unknown field" per
+// endpoint and "no services".
+func TestValidateNamesFileMixups(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"health file as -c", []string{"validate", "-c", "../../examples/failover-health.yaml"},
+			"examples/failover-health.yaml: 1 problem(s):\n../../examples/failover-health.yaml:3: this looks like a health file (endpoint: {healthy, weight}), not a load-balancer configuration: pass it with --health, and the configuration with -c lb.yaml"},
+		{"weights file as -c", []string{"compile", "-c", td + "weighted-health.yaml"},
+			"weighted-health.yaml:2: this looks like a health file"},
+		{"configuration as --health", []string{"validate", "-c", "../../examples/failover.yaml", "--health", "../../examples/failover.yaml"},
+			"examples/failover.yaml:8: this looks like a load-balancer configuration (it has services), not a health file: pass it with -c, and the health state (endpoint: {healthy, weight}) with --health"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := runLBC(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "unknown field") || strings.Contains(err.Error(), "no services") {
+				t.Errorf("error still lists the fields:\n%v", err)
+			}
+		})
+	}
+}
+
+// TestValidateSyntaxErrorLine (issue 24, item 10): a YAML syntax error is
+// reported on its line: an unclosed bracket on line 9 is syn.yaml:9, where
+// it was syn.yaml:8.
+func TestValidateSyntaxErrorLine(t *testing.T) {
+	syn := filepath.Join(t.TempDir(), "syn.yaml")
+	data := "tunnel: {sourceIPv4: 192.0.2.1}\nservices:\n  - name: web\n    vip: 203.0.113.10\n    protocol: TCP\n    ports: [80]\n    backends:\n      - name: ig-a\n        endpoints: [{name: vm-a1, ip: 10.0.1.1}\n      - name: ig-b\n"
+	if err := os.WriteFile(syn, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runLBC(t, "validate", "-c", syn)
+	if want := syn + ":9: did not find expected ',' or ']'"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+}

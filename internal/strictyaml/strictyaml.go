@@ -19,6 +19,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,7 +88,7 @@ func Decode(data []byte, out any, s Schema) (*yaml.Node, []Issue) {
 		if errors.Is(err, io.EOF) {
 			return &root, nil // empty: the caller decides (see Empty)
 		}
-		return nil, []Issue{{Line: errLine(err.Error()), Msg: cleanErr(err.Error())}}
+		return nil, []Issue{{Line: syntaxLine(err.Error()), Msg: cleanErr(err.Error())}}
 	}
 	if len(root.Content) == 0 {
 		return &root, nil
@@ -332,6 +333,73 @@ func errLine(s string) int {
 		return n
 	}
 	return 0
+}
+
+// parserProblems are the syntax errors yaml.v3's parser (not its scanner)
+// reports. For these its "line N" is a 0-based line (yaml.v3 adds 1 to
+// the lines of scanner errors only): the line of the construct it was
+// parsing (the '[' of an unclosed flow sequence), or of the problem when
+// that construct starts on the first line.
+var parserProblems = []string{
+	"did not find expected <stream-start>",
+	"did not find expected <document start>",
+	"found undefined tag handle",
+	"did not find expected node content",
+	"did not find expected '-' indicator",
+	"did not find expected key",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+}
+
+// scannerProblems are the syntax errors of yaml.v3's scanner, whose
+// "line N" is 1-based.
+var scannerProblems = []string{
+	"block sequence entries are not allowed in this context",
+	"could not find expected ':'",
+	"could not find expected directive name",
+	"did not find expected alphabetic or numeric character",
+	"did not find expected comment or line break",
+	"did not find expected digit or '.' character",
+	"did not find expected hexdecimal number",
+	"did not find expected version number",
+	"did not find expected whitespace or line break",
+	"did not find expected whitespace",
+	"did not find the expected '>'",
+	"found a tab character that violates indentation",
+	"found a tab character where an indentation space is expected",
+	"found an indentation indicator equal to 0",
+	"found character that cannot start any token",
+	"found extremely long version number",
+	"found invalid Unicode character escape code",
+	"found unexpected document indicator",
+	"found unexpected end of stream",
+	"found unexpected non-alphabetical character",
+	"found unknown directive name",
+	"found unknown escape character",
+	"mapping keys are not allowed in this context",
+	"mapping values are not allowed in this context",
+}
+
+// syntaxLine is the 1-based line of a yaml.v3 syntax error (0: unknown).
+// yaml.v3 writes the line of a parser error 0-based, so "line 8" for an
+// unclosed bracket on line 9, and leaves the line out when it is 0 (the
+// first line), for scanner errors too ("mapping values are not allowed in
+// this context" on line 1 has none). Errors of neither (bad encoding) have
+// no line.
+func syntaxLine(s string) int {
+	msg, line := cleanErr(s), errLine(s)
+	switch {
+	case slices.Contains(parserProblems, msg):
+		return line + 1
+	case slices.Contains(scannerProblems, msg) && line == 0:
+		return 1 // every mark of the error was on the first line
+	case slices.Contains(scannerProblems, msg):
+		return line
+	}
+	return line
 }
 
 func cleanErr(s string) string {
