@@ -58,8 +58,13 @@ func replayTargetNames() string {
 var replayTargetFlag = &cli.StringFlag{Name: "target", Value: "sim", Usage: "datapath `KIND` that runs the packets: " + replayTargetNames()}
 
 // switchTargets are the replay targets with a fallback port, which
-// --fallback-target chains a fallback datapath behind.
-var switchTargets = []string{"bmv2", "sim-p4", "tofino"}
+// --fallback-target chains a fallback datapath behind. (Not tofino:
+// replay cannot run packets through one; see noTofinoReplay.)
+var switchTargets = []string{"bmv2", "sim-p4"}
+
+// noTofinoReplay is why --target tofino is not a replay target, though it
+// is one of push, status and run.
+const noTofinoReplay = "--target tofino: replay runs packets through a datapath it drives itself, and a Tofino is not one: lbc starts no Tofino model and cannot inject packets into a switch (docs/tofino.md). Replay on sim-p4 (the P4 semantics) or bmv2; program a Tofino with lbc push --target tofino"
 
 // fallbackTargets are the datapaths that can stand behind a switch's
 // fallback port: the XDP program, or its model.
@@ -71,11 +76,14 @@ var fallbackTargets = map[string]func(c *cli.Context) (targets.Target, targets.P
 	"xdp": openXDPReplay,
 }
 
-var fallbackTargetFlag = &cli.StringFlag{Name: "fallback-target", Usage: "chain datapath `KIND` (sim or xdp) behind the fallback port of --target sim-p4|bmv2|tofino: what the switch sends there continues through it, at the same time, and each line reports both hops and the final backend"}
+var fallbackTargetFlag = &cli.StringFlag{Name: "fallback-target", Usage: "chain datapath `KIND` (sim or xdp) behind the fallback port of --target sim-p4|bmv2: what the switch sends there continues through it, at the same time, and each line reports both hops and the final backend"}
 
 func openReplayTarget(c *cli.Context) (targets.Target, targets.PacketTarget, func() error, error) {
 	name := c.String(replayTargetFlag.Name)
 	rt, ok := replayTargets[name]
+	if !ok && name == "tofino" {
+		return nil, nil, nil, errors.New(noTofinoReplay)
+	}
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("--target %q: known targets are %s", name, replayTargetNames())
 	}

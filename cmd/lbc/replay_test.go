@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -148,7 +149,7 @@ func TestReplayComposedSystem(t *testing.T) {
 	if twoHops < 10 || !strings.Contains(lines[len(lines)-1], `"fallback":0`) || !strings.Contains(lines[len(lines)-1], `"mismatches":0`) {
 		t.Errorf("%d lines through two hops; summary %s", twoHops, lines[len(lines)-1])
 	}
-	if _, _, err := runLBC(t, "replay", "-c", td+"ct.yaml", "--trace", td+"r-frag.jsonl", "--target", "sim", "--fallback-target", "sim"); err == nil || !strings.Contains(err.Error(), "use it with --target bmv2, sim-p4, tofino") {
+	if _, _, err := runLBC(t, "replay", "-c", td+"ct.yaml", "--trace", td+"r-frag.jsonl", "--target", "sim", "--fallback-target", "sim"); err == nil || !strings.Contains(err.Error(), "use it with --target bmv2, sim-p4, not sim") {
 		t.Errorf("--target sim --fallback-target sim: %v", err)
 	}
 }
@@ -324,5 +325,50 @@ func TestGenTraceWritesConfigHeader(t *testing.T) {
 	out, _, err = runLBC(t, "gen-trace", "--packets", "5")
 	if err != nil || strings.HasPrefix(out, "#") {
 		t.Errorf("gen-trace of the embedded example: %v, starts %q", err, out[:min(len(out), 80)])
+	}
+}
+
+// TestReplayHelpNamesOnlyReplayTargets (issue 24, item 10): every datapath
+// replay --help names after --target is one replay runs, where it named
+// tofino, which it rejected; --target tofino says why it is not one.
+func TestReplayHelpNamesOnlyReplayTargets(t *testing.T) {
+	help, _, err := runLBC(t, "replay", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(help), "tofino") {
+		t.Errorf("replay --help mentions tofino:\n%s", help)
+	}
+	named := regexp.MustCompile(`--(target|fallback-target) ([a-z0-9-]+(?:\|[a-z0-9-]+)*)`)
+	checked := 0
+	for _, m := range named.FindAllStringSubmatch(help, -1) {
+		if m[2] == "kind" {
+			continue
+		}
+		for _, kind := range strings.Split(m[2], "|") {
+			checked++
+			_, switchOK := replayTargets[kind]
+			_, fallbackOK := fallbackTargets[kind]
+			if m[1] == "target" && !switchOK || m[1] == "fallback-target" && !fallbackOK {
+				t.Errorf("replay --help names --%s %s, which replay does not run", m[1], kind)
+			}
+		}
+	}
+	if list := regexp.MustCompile(`datapath KIND that runs the packets: ([a-z0-9, -]+)`).FindStringSubmatch(help); list == nil {
+		t.Errorf("replay --help lists no --target kinds:\n%s", help)
+	} else {
+		for _, kind := range strings.Split(strings.TrimSpace(list[1]), ", ") {
+			checked++
+			if _, ok := replayTargets[kind]; !ok {
+				t.Errorf("replay --help lists --target %s, which replay does not run", kind)
+			}
+		}
+	}
+	if checked < 8 {
+		t.Errorf("only %d target names found in replay --help:\n%s", checked, help)
+	}
+	_, _, err = runLBC(t, "replay", "-c", td+"ct.yaml", "--trace", td+"r-frag.jsonl", "--target", "tofino")
+	if err == nil || !strings.Contains(err.Error(), "--target tofino: replay runs packets through a datapath it drives itself") || !strings.Contains(err.Error(), "Replay on sim-p4") {
+		t.Errorf("--target tofino: %v", err)
 	}
 }
