@@ -311,6 +311,7 @@ var (
 	dpPackets   = prometheus.NewDesc("lbc_datapath_packets_total", "Packets the datapath matched to the service.", []string{"target", "target_instance", "service"}, nil)
 	dpBytes     = prometheus.NewDesc("lbc_datapath_bytes_total", "Bytes the datapath matched to the service.", []string{"target", "target_instance", "service"}, nil)
 	dpNewConns  = prometheus.NewDesc("lbc_datapath_new_connections_total", "New connections (selections from the ring) per service.", []string{"target", "target_instance", "service"}, nil)
+	dpICMPMiss  = prometheus.NewDesc("lbc_datapath_icmp_error_misses_total", "ICMP errors for the service that quoted a flow with no conntrack entry, so went to the backend the ring chose for it, counted apart from new connections (R-CT-3; the P4 programs' service_icmp_error_misses; 0 where the datapath does not count them).", []string{"target", "target_instance", "service"}, nil)
 	dpSessions  = prometheus.NewDesc("lbc_datapath_sessions", "Live conntrack entries per service, where the datapath counts them (XDP: a walk of its conntrack at each scrape; absent where the datapath cannot count them).", []string{"target", "target_instance", "service"}, nil)
 	dpBePkts    = prometheus.NewDesc("lbc_datapath_backend_packets_total", "Packets sent to the backend.", []string{"target", "target_instance", "service", "backend"}, nil)
 	dpBeConns   = prometheus.NewDesc("lbc_datapath_backend_new_connections_total", "New connections sent to the backend.", []string{"target", "target_instance", "service", "backend"}, nil)
@@ -373,6 +374,7 @@ func (d datapathCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(dpPackets, prometheus.CounterValue, float64(s.Packets), k, i, n)
 			ch <- prometheus.MustNewConstMetric(dpBytes, prometheus.CounterValue, float64(s.Bytes), k, i, n)
 			ch <- prometheus.MustNewConstMetric(dpNewConns, prometheus.CounterValue, float64(s.NewConnections), k, i, n)
+			ch <- prometheus.MustNewConstMetric(dpICMPMiss, prometheus.CounterValue, float64(s.ICMPErrorMisses), k, i, n)
 			if s.HasSessions { // a datapath that cannot count them exports none, not a false 0
 				ch <- prometheus.MustNewConstMetric(dpSessions, prometheus.GaugeValue, float64(s.Sessions), k, i, n)
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lbc-dev/lbc/controller"
 	"github.com/lbc-dev/lbc/gslb/metrics"
+	"github.com/lbc-dev/lbc/testbench/p4rt"
 )
 
 // loopbackBackends serves health checks on each IP at one common port;
@@ -304,4 +305,80 @@ func TestRunWithoutConfigRunsEmbeddedExample(t *testing.T) {
 			t.Errorf("logs have %q:\n%s", bad, logs)
 		}
 	}
+}
+
+// TestRunMetricsExportICMPErrorMisses (issue 24, item 10): lbc run exports
+// each service's ICMPErrorMisses (the P4 programs' counter
+// service_icmp_error_misses) as lbc_datapath_icmp_error_misses_total, like
+// the other per-service counters, where /metrics had no such series.
+func TestRunMetricsExportICMPErrorMisses(t *testing.T) {
+	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	app := newApp()
+	var out, errw syncWriter
+	app.Writer, app.ErrWriter = &out, &errw
+	done := make(chan error, 1)
+	go func() {
+		done <- app.RunContext(ctx, []string{"lbc", "run", "-c", td + "seed001.yaml", "--target", "bmv2", "--addr", srv.Addr(),
+			"--p4info", "../../p4/build/lb.p4info.txtpb", "--device-config", "../../p4/build/lb.json", "--metrics", addr, "--watch-interval", "0"})
+	}()
+	base := "http://" + addr
+	var st controller.Status
+	waitUntil(t, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("lbc run returned %v\n%s", err, errw.String())
+		default:
+		}
+		resp, err := http.Get(base + controller.StatusPath)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		st = controller.Status{}
+		return json.NewDecoder(resp.Body).Decode(&st) == nil && st.Ready && len(st.Services) == 1
+	}, &errw)
+	// The switch counted 7 ICMP errors for service 1 (web) and 3 new
+	// connections; the two are apart.
+	if err := srv.SetCounter("service_icmp_error_misses", 1, 7, 560); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SetCounter("service_new_conns", 1, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, m := getBody(t, base+"/metrics")
+	inst := srv.Addr()
+	for _, want := range []string{
+		"# TYPE lbc_datapath_icmp_error_misses_total counter",
+		`lbc_datapath_icmp_error_misses_total{service="web",target="bmv2",target_instance="` + inst + `"} 7`,
+		`lbc_datapath_new_connections_total{service="web",target="bmv2",target_instance="` + inst + `"} 3`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(m, "lbc_datapath_"))
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("lbc run: %v\n%s", err, errw.String())
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
