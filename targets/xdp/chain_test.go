@@ -44,7 +44,7 @@ func chainAgree(t *testing.T, cfg *compiler.Config, st compiler.State, lines []t
 	if err != nil {
 		t.Fatal(err)
 	}
-	po.Fallback, po.MTU = false, replayMTU
+	po.Fallback = false
 	plain := sim.New(po)
 	ctx := context.Background()
 	rc, err := trace.NewReplayer(ctx, cfg, st, ch, ch)

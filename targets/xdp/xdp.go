@@ -654,8 +654,8 @@ func (t *Target) Commit(ir *compiler.IR) error {
 }
 
 // egressMTU is the MTU the program checks (R-MTU): the configuration's,
-// else the interface's; a replay, on no interface, checks only the
-// configuration's (ReplayOptions.MTU aside). 0 checks nothing.
+// else the interface's; a replay, on no interface, the one ReplayOptions
+// gives (compiler.DefaultMTU, as the reference model's, by default).
 func (t *Target) egressMTU(configured uint16) uint16 {
 	if configured != 0 {
 		return configured
