@@ -271,6 +271,7 @@ func (t *Target) VerifyAttached() error {
 	err := t.verify()
 	if err != nil && t.made {
 		t.undo()
+		return fmt.Errorf("%w (the attachment, pins and meta.json this process made are removed; push again)", err)
 	}
 	return err
 }
