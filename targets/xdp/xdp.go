@@ -59,6 +59,7 @@ type Options struct {
 	Logger *slog.Logger
 
 	view         nsView // where this process runs (set by defaults)
+	pinDefault   bool   // PinDir is the default
 	stateDefault bool   // StateDir is the default
 }
 
@@ -81,6 +82,7 @@ func (o *Options) defaults() error {
 	}
 	if o.PinDir == "" {
 		o.PinDir = filepath.Join(pins, o.Iface)
+		o.pinDefault = true
 	}
 	if o.StateDir == "" {
 		o.StateDir = filepath.Join(state, o.Iface)
@@ -484,6 +486,9 @@ func Detach(opts Options, keepMaps bool) error {
 		}
 	}
 	os.Remove(opts.PinDir)
+	if opts.pinDefault && opts.view.netns != "" {
+		os.Remove(filepath.Dir(opts.PinDir)) // the namespace's, once empty
+	}
 	if err := os.Remove(opts.metaPath()); err == nil {
 		found = true
 	}
