@@ -255,6 +255,76 @@ func OpenPinned(dir string) (*Datapath, error) {
 	return dp, nil
 }
 
+// ProgName is the kernel's name of the load balancer program (the C
+// function lbc_xdp), by which an attached program is recognised as lbc's.
+const ProgName = "lbc_xdp"
+
+// ErrNotLBC says that a program is not lbc's load balancer.
+var ErrNotLBC = errors.New("not lbc's XDP program")
+
+// OpenAttached opens the maps of the loaded program id (the one an
+// interface reports), for a datapath whose maps are not pinned: a later
+// process finds them through the program that holds them. It fails with
+// ErrNotLBC (wrapped) when the program is not lbc's.
+func OpenAttached(id ebpf.ProgramID) (*Datapath, error) {
+	p, err := ebpf.NewProgramFromID(id)
+	if err != nil {
+		return nil, fmt.Errorf("open XDP program id %d: %w", id, err)
+	}
+	info, err := p.Info()
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("XDP program id %d: info: %w", id, err)
+	}
+	if info.Name != ProgName {
+		p.Close()
+		return nil, fmt.Errorf("XDP program id %d is named %q, not %q: %w", id, info.Name, ProgName, ErrNotLBC)
+	}
+	ids, ok := info.MapIDs()
+	if !ok {
+		p.Close()
+		return nil, fmt.Errorf("XDP program id %d: the kernel does not list its maps", id)
+	}
+	dp := &Datapath{Prog: p}
+	byName := map[string]**ebpf.Map{"vips": &dp.Vips, "services": &dp.Services, "rings": &dp.Rings, "backends": &dp.Backends,
+		"conntrack": &dp.Conntrack, "config": &dp.Config, "stats": &dp.Stats, "service_stats": &dp.ServiceStats,
+		"backend_stats": &dp.BackendStats, "vip_filter": &dp.VipFilter}
+	for _, mid := range ids {
+		m, err := ebpf.NewMapFromID(mid)
+		if err != nil {
+			dp.Close()
+			return nil, fmt.Errorf("XDP program id %d: open map id %d: %w", id, mid, err)
+		}
+		mi, err := m.Info()
+		if err != nil {
+			m.Close()
+			dp.Close()
+			return nil, fmt.Errorf("XDP program id %d: map id %d: info: %w", id, mid, err)
+		}
+		ptr, ok := byName[mi.Name]
+		if !ok || *ptr != nil {
+			m.Close() // .rodata, the CRC table and the like
+			continue
+		}
+		*ptr = m
+	}
+	for _, name := range PinnedMaps {
+		if *byName[name] == nil {
+			dp.Close()
+			return nil, fmt.Errorf("XDP program id %d (%s) has no map %q: %w", id, ProgName, name, ErrNotLBC)
+		}
+	}
+	if err := dp.mapMemory(); err != nil {
+		dp.Close()
+		return nil, err
+	}
+	if err := dp.setupClock(); err != nil {
+		dp.Close()
+		return nil, err
+	}
+	return dp, nil
+}
+
 // Close releases the handles; pinned maps and attached links stay.
 func (dp *Datapath) Close() error {
 	for _, p := range []*ebpf.Program{dp.Prog, dp.Pass, dp.Decap, dp.Bench, dp.BenchNewFlow, dp.BenchMin, dp.BenchPass, dp.Min} {

@@ -82,6 +82,13 @@ Examples:
 				return fmt.Errorf("%s: record names: %w", tgt.Name(), err)
 			}
 		}
+		// Say nothing of success before the interface says it runs the
+		// program, and will once this command exits (issue 24).
+		if v, ok := tgt.(attachVerifier); ok {
+			if err := v.VerifyAttached(); err != nil {
+				return fmt.Errorf("%s: push failed: %w", tgt.Name(), err)
+			}
+		}
 		if rec.Diff.Empty() {
 			fmt.Fprintf(w, "%s: up to date (0 writes)\n", tgt.Name())
 			return nil
@@ -93,6 +100,10 @@ Examples:
 		return nil
 	},
 }
+
+// attachVerifier is a target attached to an interface, which it can ask
+// whether the program is attached (xdp).
+type attachVerifier interface{ VerifyAttached() error }
 
 var detachCommand = &cli.Command{
 	Name:      "detach",

@@ -4,121 +4,79 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/lbc-dev/lbc/compiler"
-	"github.com/lbc-dev/lbc/targets"
-	"github.com/lbc-dev/lbc/targets/bmv2/live"
-	"github.com/lbc-dev/lbc/targets/chain"
+	"github.com/lbc-dev/lbc/targets/chain/chaintest"
 	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/lbc-dev/lbc/trace"
 )
 
 // system is the switch model (lb.p4's register geometry, fallback
-// semantics), the fallback's model behind it, the two chained, and the
-// plain reference: one datapath with the switch's geometry that handles
-// every packet itself.
+// semantics) with the fallback's model behind it, the two chained, and
+// the plain reference (chaintest.System).
 type system struct {
-	sw, fb, plain *sim.Datapath
-	ch            *chain.Datapath
+	*chaintest.System
+	fb *sim.Datapath
 }
 
 func newSystem(t *testing.T) *system {
 	t.Helper()
-	o, err := live.SimOptions(nil)
+	fb := sim.New(sim.Options{})
+	s, err := chaintest.New(fb, fb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Name = "sim-p4"
-	po, err := live.SimOptions(nil) // a geometry of its own
-	if err != nil {
-		t.Fatal(err)
-	}
-	po.Fallback = false
-	s := &system{sw: sim.New(o), fb: sim.New(sim.Options{}), plain: sim.New(po)}
-	s.ch = chain.New(s.sw, s.sw, s.fb, s.fb)
-	return s
+	return &system{System: s, fb: fb}
 }
 
 // agree replays lines on the chained system and on the plain reference in
 // lockstep and returns every disagreement, as the package documentation
 // defines agreement: per packet, the verdict of the hop that decided it
-// (action, service, backend, conntrack outcome, drop reason, MTU; a packet
-// sent on for R-MTU on its action and MTU only); per key, the entry in the
-// hop that holds it is the reference's, and the other hop holds none.
+// (chaintest.Agree); per key, the entry in the hop that holds it is the
+// reference's, and the other hop holds none (R-MTU punts aside: the
+// fallback then holds its own entry for a switch key).
 func agree(t *testing.T, cfg *compiler.Config, st compiler.State, lines []trace.Line, pushOnly bool) (packets, punted int, diffs []string) {
 	t.Helper()
 	s := newSystem(t)
-	ctx := context.Background()
-	rc, err := trace.NewReplayer(ctx, cfg, st, s.ch, s.ch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp, err := trace.NewReplayer(ctx, cfg, st, s.plain, s.plain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.PushOnly, rp.PushOnly = pushOnly, pushOnly
 	mtuKeys := map[sim.Key]bool{} // switch keys the fallback also holds (R-MTU)
-	for i, l := range lines {
-		if l.No == 0 {
-			l.No = i + 1
-		}
-		oc, err := rc.Step(ctx, l)
-		if err != nil {
-			t.Fatalf("chain: %v", err)
-		}
-		op, err := rp.Step(ctx, l)
-		if err != nil {
-			t.Fatalf("plain: %v", err)
-		}
-		if l.Packet == nil {
-			continue
-		}
-		packets++
-		c, p := oc[len(oc)-1].Verdict, op[len(op)-1].Verdict
-		hops := s.ch.Hops()
-		mtuPunt := len(hops) == 2 && slices.ContainsFunc(hops[0].Verdict.Steps, func(st targets.Step) bool { return st.Rule == "R-MTU" })
-		if len(hops) == 2 {
-			punted++
-		}
-		fail := func(format string, args ...any) {
-			diffs = append(diffs, fmt.Sprintf("line %d t=%g %s: ", l.No, l.T, trace.FormatPacket(*l.Packet))+fmt.Sprintf(format, args...))
-		}
-		switch {
-		case mtuPunt:
-			if c.Action != p.Action || c.MTU != p.MTU {
-				fail("R-MTU punt: system %s mtu %d, reference %s mtu %d", c, c.MTU, p, p.MTU)
-			}
-			if k, _, _, tracks := s.sw.EntryOf(*l.Packet); tracks {
+	entries := func(p chaintest.Packet) []string {
+		pkt := *p.Line.Packet
+		if p.MTUPunt {
+			if k, _, _, tracks := s.Switch.EntryOf(pkt); tracks {
 				mtuKeys[k] = true
 			}
-			continue
-		case !c.Same(p) || c.Backend != p.Backend:
-			fail("system %s (hops %d), reference %s", c, len(hops), p)
-			continue
+			return nil
 		}
-		k, pe, pfound, ptracks := s.plain.EntryOf(*l.Packet)
+		if !p.Agrees {
+			return nil
+		}
+		k, pe, pfound, ptracks := s.Plain.EntryOf(pkt)
 		if !ptracks {
-			continue
+			return nil
 		}
-		holder, other := s.sw, s.fb
-		if len(hops) == 2 {
-			holder, other = s.fb, s.sw
+		holder, other := s.Switch, s.fb
+		if len(p.Hops) == 2 {
+			holder, other = s.fb, s.Switch
 		}
-		hk, he, hfound, htracks := holder.EntryOf(*l.Packet)
+		var diffs []string
+		hk, he, hfound, htracks := holder.EntryOf(pkt)
 		switch {
 		case !htracks || hk != k:
-			fail("the deciding hop %s keeps no entry for key %+v (it would use %+v)", holder.Name(), k, hk)
+			diffs = append(diffs, fmt.Sprintf("the deciding hop %s keeps no entry for key %+v (it would use %+v)", holder.Name(), k, hk))
 		case hfound != pfound || he != pe:
-			fail("key %+v: %s holds %+v (found %v), reference %+v (found %v)", k, holder.Name(), he, hfound, pe, pfound)
+			diffs = append(diffs, fmt.Sprintf("key %+v: %s holds %+v (found %v), reference %+v (found %v)", k, holder.Name(), he, hfound, pe, pfound))
 		}
-		if _, _, ofound, otracks := other.EntryOf(*l.Packet); otracks && ofound && !mtuKeys[k] {
-			fail("key %+v is held by both %s and %s", k, s.sw.Name(), s.fb.Name())
+		if _, _, ofound, otracks := other.EntryOf(pkt); otracks && ofound && !mtuKeys[k] {
+			diffs = append(diffs, fmt.Sprintf("key %+v is held by both %s and %s", k, s.Switch.Name(), s.fb.Name()))
 		}
+		return diffs
 	}
-	return packets, punted, diffs
+	r, err := s.Agree(context.Background(), cfg, st, lines, pushOnly, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Packets, r.Punted, r.Diffs
 }
 
 // pendingOnSystem lists the spec traces whose expectations the whole
@@ -153,7 +111,7 @@ func TestComposedSystemAgreesOnSpecTraces(t *testing.T) {
 			// Expectations, on the system.
 			s := newSystem(t)
 			ctx := context.Background()
-			rp, err := trace.NewReplayer(ctx, sp.Config, sp.State, s.ch, s.ch)
+			rp, err := trace.NewReplayer(ctx, sp.Config, sp.State, s.Chain, s.Chain)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package xdp_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -294,4 +295,65 @@ func roundTrip(vip netip.Addr, sport uint16) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// TestVerifyAttachedUndoes (issue 24): VerifyAttached asks the interface
+// which program it runs. While lbc's is attached it passes; once the
+// program is gone (here its pinned link is removed behind the target's
+// back, as a vanished bpffs did under ip netns exec), it fails with
+// ErrNotAttached naming the interface, and removes what the process made:
+// the pinned maps and the meta.json its push wrote.
+func TestVerifyAttachedUndoes(t *testing.T) {
+	set := needNetns(t)
+	ns, err := set.Add("verify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set.IP(ns, "link", "add", "lbv0", "type", "veth", "peer", "name", "lbv1"); err != nil {
+		t.Fatal(err)
+	}
+	opts := xdp.Options{Iface: "lbv0", Mode: xdp.ModeGeneric,
+		PinDir:   filepath.Join(xdp.BPFFS, fmt.Sprintf("lbc-test-%d-verify", os.Getpid())),
+		StateDir: filepath.Join(t.TempDir(), "state")}
+	ctx := context.Background()
+	err = netns.Do(ns, func() error {
+		tgt, err := xdp.Attach(ctx, opts)
+		if err != nil {
+			return err
+		}
+		defer tgt.Close()
+		ir := compileExample(t, "weighted.yaml", nil)
+		if _, err := tgt.Apply(ctx, compiler.DiffIR(nil, ir)); err != nil {
+			return err
+		}
+		if err := tgt.Commit(ir); err != nil {
+			return err
+		}
+		if err := tgt.VerifyAttached(); err != nil {
+			return fmt.Errorf("attached program: %w", err)
+		}
+		l, err := link.LoadPinnedLink(filepath.Join(opts.PinDir, "link"), nil)
+		if err != nil {
+			return err
+		}
+		if err := l.Unpin(); err != nil {
+			return err
+		}
+		l.Close() // the program leaves lbv0
+		err = tgt.VerifyAttached()
+		if !errors.Is(err, xdp.ErrNotAttached) || !strings.Contains(err.Error(), "lbv0 runs no XDP program") {
+			return fmt.Errorf("VerifyAttached with the program gone: %v, want ErrNotAttached naming lbv0", err)
+		}
+		return nil
+	})
+	if err != nil {
+		xdp.Detach(opts, false)
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(opts.PinDir); !os.IsNotExist(err) {
+		t.Errorf("pin directory %s left behind (%v)", opts.PinDir, err)
+	}
+	if _, err := os.Stat(filepath.Join(opts.StateDir, "meta.json")); !os.IsNotExist(err) {
+		t.Errorf("meta.json left behind (%v)", err)
+	}
 }

@@ -2,18 +2,13 @@ package xdp_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/lbc-dev/lbc/compiler"
-	"github.com/lbc-dev/lbc/targets"
-	"github.com/lbc-dev/lbc/targets/bmv2/live"
-	"github.com/lbc-dev/lbc/targets/chain"
-	"github.com/lbc-dev/lbc/targets/sim"
+	"github.com/lbc-dev/lbc/targets/chain/chaintest"
 	"github.com/lbc-dev/lbc/targets/xdp"
 	"github.com/lbc-dev/lbc/trace"
 )
@@ -25,67 +20,23 @@ var pendingOnChain = map[string]string{}
 // chainAgree replays lines on sim-p4 (lb.p4's model) chained to the XDP
 // program, and on the plain reference with the switch's geometry, and
 // returns the verdicts that disagree, as package chain defines agreement
-// (an R-MTU punt on its action and MTU).
+// (chaintest.Agree; an R-MTU punt on its action and MTU).
 func chainAgree(t *testing.T, cfg *compiler.Config, st compiler.State, lines []trace.Line, pushOnly bool) (packets, punted int, diffs []string) {
 	t.Helper()
-	o, err := live.SimOptions(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Name = "sim-p4"
-	sw := sim.New(o)
 	fb, err := xdp.NewReplay(xdp.ReplayOptions{})
 	if err != nil {
 		t.Fatalf("load the XDP test build: %v", err)
 	}
 	defer fb.Close()
-	ch := chain.New(sw, sw, fb, fb)
-	po, err := live.SimOptions(nil)
+	s, err := chaintest.New(fb, fb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	po.Fallback, po.MTU = false, replayMTU
-	plain := sim.New(po)
-	ctx := context.Background()
-	rc, err := trace.NewReplayer(ctx, cfg, st, ch, ch)
+	r, err := s.Agree(context.Background(), cfg, st, lines, pushOnly, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp, err := trace.NewReplayer(ctx, cfg, st, plain, plain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.PushOnly, rp.PushOnly = pushOnly, pushOnly
-	for i, l := range lines {
-		oc, err := rc.Step(ctx, l)
-		if err != nil {
-			t.Fatalf("chain: %v", err)
-		}
-		op, err := rp.Step(ctx, l)
-		if err != nil {
-			t.Fatalf("plain: %v", err)
-		}
-		if l.Packet == nil {
-			continue
-		}
-		packets++
-		c, p := oc[len(oc)-1].Verdict, op[len(op)-1].Verdict
-		hops := ch.Hops()
-		if len(hops) == 2 {
-			punted++
-		}
-		bad := false
-		switch {
-		case len(hops) == 2 && slices.ContainsFunc(hops[0].Verdict.Steps, func(s targets.Step) bool { return s.Rule == "R-MTU" }):
-			bad = c.Action != p.Action || c.MTU != p.MTU
-		default:
-			bad = !c.Same(p) || c.Backend != p.Backend
-		}
-		if bad {
-			diffs = append(diffs, fmt.Sprintf("line %d t=%g %s: sim-p4→xdp %s (hops %d), reference %s", i+1, l.T, trace.FormatPacket(*l.Packet), c, len(hops), p))
-		}
-	}
-	return packets, punted, diffs
+	return r.Packets, r.Punted, r.Diffs
 }
 
 func reportChain(t *testing.T, name string, diffs []string) {

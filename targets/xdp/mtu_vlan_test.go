@@ -12,6 +12,7 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/lbc-dev/lbc/targets/xdp"
 )
 
@@ -166,23 +167,61 @@ func TestRMTU_TooBigAnswer(t *testing.T) {
 	}
 }
 
-// TestRMTU_ReplayWithoutMTUChecksNone: a replay runs on no interface, so
-// without an MTU in the configuration or the options it answers nothing.
-func TestRMTU_ReplayWithoutMTUChecksNone(t *testing.T) {
+// TestRMTU_ReplayMTUIsTheModels (issue 24 §3): a replay runs on no
+// interface; without tunnel.mtu it checks the MTU the reference model
+// uses, compiler.DefaultMTU (it used to check none: a DF packet the model
+// answered too big was forwarded). With ReplayOptions.MTU (the model's
+// sim.Options.MTU) both use that one. Each packet, a byte under and over
+// what fits once encapsulated, gets the same verdict from both.
+func TestRMTU_ReplayMTUIsTheModels(t *testing.T) {
 	needBPF(t)
-	tgt, err := xdp.NewReplay(xdp.ReplayOptions{TunnelSource4: netip.MustParseAddr("192.0.2.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tgt.Close()
 	vip := netip.MustParseAddr("203.0.113.10")
 	ir := mtuIR(vip, netip.MustParseAddr("10.0.0.1"))
-	if _, err := tgt.Apply(t.Context(), compiler.DiffIR(nil, ir)); err != nil {
-		t.Fatal(err)
-	}
-	p := targets.Packet{Src: netip.MustParseAddr("198.51.100.7"), Dst: vip, Proto: compiler.IPProtoTCP, SrcPort: 1, DstPort: 80, Flags: targets.FlagSYN, DF: true, PayloadLen: 9000}
-	if v, err := tgt.Process(t.Context(), p, 0); err != nil || v.Action != targets.Forward {
-		t.Fatalf("a 9 kB DF packet with no MTU configured: %s %v, want forward", v, err)
+	for _, mtu := range []uint16{0, 9000} {
+		t.Run(fmt.Sprintf("MTU option %d", mtu), func(t *testing.T) {
+			tgt, err := xdp.NewReplay(xdp.ReplayOptions{TunnelSource4: netip.MustParseAddr("192.0.2.1"), MTU: mtu})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tgt.Close()
+			ref := sim.New(sim.Options{MTU: mtu})
+			for _, d := range []targets.Target{tgt, ref} {
+				if _, err := d.Apply(t.Context(), compiler.DiffIR(nil, ir)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			effective := mtu
+			if effective == 0 {
+				effective = compiler.DefaultMTU
+			}
+			base := targets.Packet{Src: netip.MustParseAddr("198.51.100.7"), Dst: vip, Proto: compiler.IPProtoTCP, DstPort: 80, Flags: targets.FlagSYN, DF: true, PayloadLen: 1}
+			f, err := xdp.BuildPacket(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hdrs := len(f) - 14 - 1 // IP and TCP headers
+			for i, over := range []int{0, 1} {
+				p := base
+				p.SrcPort = uint16(1000 + i)
+				p.PayloadLen = int(effective) - 20 - hdrs + over
+				vx, err := tgt.Process(t.Context(), p, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				vs, err := ref.Process(t.Context(), p, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, wantMTU := targets.Forward, uint16(0)
+				if over > 0 {
+					want, wantMTU = targets.TooBig, effective-20
+				}
+				if vx.Action != want || vx.MTU != wantMTU || !vx.Same(vs) {
+					t.Errorf("%d-byte DF packet, egress MTU %d: xdp %s (mtu %d), model %s (mtu %d), want %s (mtu %d) from both",
+						p.PayloadLen+hdrs, effective, vx, vx.MTU, vs, vs.MTU, want, wantMTU)
+				}
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/fallback"
 	"github.com/lbc-dev/lbc/targets"
 )
@@ -17,9 +18,11 @@ type ReplayOptions struct {
 	TunnelSource4, TunnelSource6 netip.Addr
 	ConntrackEntries             uint32
 	// MTU is the egress MTU when the IR gives none (compiler.IR.MTU 0,
-	// no tunnel.mtu in the configuration): the replay runs on no
-	// interface, so by default it checks none (R-MTU; the reference model
-	// is then given no limit either).
+	// no tunnel.mtu in the configuration). The replay runs on no
+	// interface, so 0 means compiler.DefaultMTU, the MTU of a datapath
+	// with no interface to ask: the reference model's rule (sim.Options
+	// MTU), so that a replay on XDP answers too big exactly where the
+	// model does (R-MTU).
 	MTU uint16
 	// Tick is the virtual clock's tick (default 1 ns: exact boundaries);
 	// production's is a jiffy, 1/HZ (fallback.LoadOptions.TestTick).
@@ -35,6 +38,9 @@ func NewReplay(opts ReplayOptions) (*Target, error) {
 	dp, err := fallback.Load(fallback.LoadOptions{Test: true, ConntrackEntries: opts.ConntrackEntries, TestTick: opts.Tick})
 	if err != nil {
 		return nil, err
+	}
+	if opts.MTU == 0 {
+		opts.MTU = compiler.DefaultMTU
 	}
 	if err := dp.SetConfig(fallback.Config{TunnelSource4: opts.TunnelSource4, TunnelSource6: opts.TunnelSource6, MTU: opts.MTU}); err != nil {
 		dp.Close()

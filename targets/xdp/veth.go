@@ -74,13 +74,22 @@ type linkInfo struct {
 	otherNetns  bool // IFLA_LINK_NETNSID: the peer is in another namespace
 	xdpNative   bool // an XDP program in driver mode
 	xdpAttached uint8
+	// xdpProgID is the XDP program attached (IFLA_XDP_PROG_ID; 0: none, or
+	// several in different modes), xdpSkbProgID the generic-mode one.
+	xdpProgID, xdpSkbProgID uint32
 }
 
 // Attributes of IFLA_XDP (include/uapi/linux/if_link.h).
 const (
+	iflaXDPFD         = 1
 	iflaXDPAttached   = 2
+	iflaXDPFlags      = 3
+	iflaXDPProgID     = 4
 	iflaXDPDrvProgID  = 5
+	iflaXDPSkbProgID  = 6
+	iflaXDPExpectedFD = 8
 	xdpAttachedDrv    = 1
+	xdpAttachedSkb    = 2
 	iflaLinkNetnsid   = 37
 	iflaXDP           = 43
 	nlaTypeMask       = ^uint16(1<<15 | 1<<14) // NLA_F_NESTED, NLA_F_NET_BYTEORDER
@@ -129,6 +138,14 @@ func dumpLinks() (map[int]linkInfo, error) {
 					case iflaXDPDrvProgID:
 						if len(n.val) >= 4 && binary.NativeEndian.Uint32(n.val) != 0 {
 							li.xdpNative = true
+						}
+					case iflaXDPProgID:
+						if len(n.val) >= 4 {
+							li.xdpProgID = binary.NativeEndian.Uint32(n.val)
+						}
+					case iflaXDPSkbProgID:
+						if len(n.val) >= 4 {
+							li.xdpSkbProgID = binary.NativeEndian.Uint32(n.val)
 						}
 					}
 				}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -35,9 +36,13 @@ type Options struct {
 	Iface string
 	// Mode is ModeNative, ModeGeneric or ModeAuto (default).
 	Mode string
-	// PinDir holds the pinned maps and link; default /sys/fs/bpf/lbc/<iface>.
+	// PinDir holds the pinned maps and link; default /sys/fs/bpf/lbc/<iface>,
+	// or /sys/fs/bpf/lbc/netns/<netns>/<iface> outside PID 1's network
+	// namespace. Where pins would not outlive the command (ip netns exec
+	// without a bpffs mounted on the host: nsview.go), nothing is pinned.
 	PinDir string
-	// StateDir holds meta.json (names); default /run/lbc/xdp/<iface>.
+	// StateDir holds meta.json (names); default /run/lbc/xdp/<iface>, or
+	// /run/lbc/xdp/netns/<netns>/<iface> outside PID 1's network namespace.
 	StateDir string
 	// Egress, when set, is the interface forwarded packets are redirected
 	// to (XDP_REDIRECT); without it they leave where they came in (XDP_TX).
@@ -52,6 +57,10 @@ type Options struct {
 	// mapped onto the program's (default targets.WallClock).
 	Clock  targets.Clock
 	Logger *slog.Logger
+
+	view         nsView // where this process runs (set by defaults)
+	pinDefault   bool   // PinDir is the default
+	stateDefault bool   // StateDir is the default
 }
 
 func (o *Options) defaults() error {
@@ -66,11 +75,18 @@ func (o *Options) defaults() error {
 	default:
 		return fmt.Errorf("xdp: mode %q: use native, generic or auto", o.Mode)
 	}
+	o.view = currentView()
+	pins, state := filepath.Join(BPFFS, "lbc"), "/run/lbc/xdp"
+	if o.view.netns != "" {
+		pins, state = filepath.Join(pins, "netns", o.view.netns), filepath.Join(state, "netns", o.view.netns)
+	}
 	if o.PinDir == "" {
-		o.PinDir = filepath.Join(BPFFS, "lbc", o.Iface)
+		o.PinDir = filepath.Join(pins, o.Iface)
+		o.pinDefault = true
 	}
 	if o.StateDir == "" {
-		o.StateDir = filepath.Join("/run/lbc/xdp", o.Iface)
+		o.StateDir = filepath.Join(state, o.Iface)
+		o.stateDefault = true
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -93,15 +109,28 @@ type Target struct {
 	// ownMTU is the egress MTU when the IR gives none: the interface's,
 	// or the replay's (R-MTU).
 	ownMTU uint16
+
+	// progID is the program the interface must run (0: a replay).
+	progID uint32
+	// pinned: maps and link are pinned in opts.PinDir; otherwise the
+	// program was attached through netlink and its maps are found
+	// through it (pins would not have outlived the command).
+	pinned bool
+	// made: this process loaded and attached the program; mapsNew and
+	// metaNew: it created the pinned maps, meta.json. undo removes them.
+	made, mapsNew, metaNew bool
 }
 
 var _ targets.Target = (*Target)(nil)
 
 // Attach makes sure the program is attached to opts.Iface and returns the
-// target. If a previous push left the program attached (its link pinned),
-// the pinned maps are reused as they are and nothing is reloaded, so
+// target. If a previous push left the program attached (its link pinned,
+// or, where pins cannot outlive a command, the interface running lbc's
+// program), its maps are reused as they are and nothing is reloaded, so
 // conntrack survives; otherwise the program is loaded, its maps created or
-// reused from PinDir, and attached in opts.Mode.
+// reused from PinDir, and attached in opts.Mode. Either way the interface
+// is asked which program it runs before Attach returns: lbc's, or an error
+// and nothing left behind.
 func Attach(ctx context.Context, opts Options) (*Target, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
@@ -110,49 +139,211 @@ func Attach(ctx context.Context, opts Options) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("xdp: interface %q: %w", opts.Iface, err)
 	}
-	if err := ensureBPFFS(opts.PinDir); err != nil {
+	pinned, why, err := pinsOutlive(opts.PinDir, opts.view)
+	if err != nil {
 		return nil, err
 	}
 	m, err := loadMeta(opts.metaPath())
 	if err != nil {
 		return nil, err
 	}
-	if l, err := link.LoadPinnedLink(opts.linkPin(), nil); err == nil {
-		l.Close() // the pin keeps it attached
-		dp, err := fallback.OpenPinned(opts.PinDir)
-		if err != nil {
-			return nil, err
+	_, statErr := os.Stat(opts.metaPath())
+	metaNew := errors.Is(statErr, fs.ErrNotExist)
+	if pinned {
+		if l, err := link.LoadPinnedLink(opts.linkPin(), nil); err == nil {
+			info, ierr := l.Info()
+			l.Close() // the pin keeps it attached
+			if ierr != nil {
+				return nil, fmt.Errorf("xdp: link pinned at %s: %w", opts.linkPin(), ierr)
+			}
+			dp, err := fallback.OpenPinned(opts.PinDir)
+			if err != nil {
+				return nil, err
+			}
+			t := &Target{opts: opts, dp: dp, meta: m, progID: uint32(info.Program), pinned: true}
+			if err := t.verify(); err != nil {
+				dp.Close()
+				return nil, fmt.Errorf("%w; the link pinned at %s does not keep lbc's program on %s (was the interface re-created?): run `lbc detach --target xdp --iface %s --keep-maps` to drop it and keep the tables, then push again", err, opts.linkPin(), opts.Iface, opts.Iface)
+			}
+			return t, t.setConfig()
 		}
-		t := &Target{opts: opts, dp: dp, meta: m}
-		return t, t.setConfig()
+	} else {
+		opts.Logger.Info("pins would not outlive this command: the program is attached through netlink, so that it stays on the interface, and later commands find it and its maps there",
+			"iface", opts.Iface, "why", why)
+		a, err := attachedProg(ifc.Index)
+		if err != nil {
+			return nil, fmt.Errorf("xdp: %s: %w", opts.Iface, err)
+		}
+		if a.progID != 0 {
+			dp, err := openAttached(opts.Iface, a.progID)
+			if err != nil {
+				return nil, err
+			}
+			t := &Target{opts: opts, dp: dp, meta: m, progID: a.progID}
+			return t, t.setConfig()
+		}
 	}
-	dp, err := fallback.Load(fallback.LoadOptions{PinDir: opts.PinDir, ConntrackEntries: opts.ConntrackEntries, RingEntries: opts.RingEntries})
+	lo := fallback.LoadOptions{ConntrackEntries: opts.ConntrackEntries, RingEntries: opts.RingEntries}
+	mapsNew := false
+	if pinned {
+		lo.PinDir = opts.PinDir
+		_, err := os.Stat(filepath.Join(opts.PinDir, "services"))
+		mapsNew = errors.Is(err, fs.ErrNotExist)
+	}
+	dp, err := fallback.Load(lo)
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{opts: opts, dp: dp, meta: m}
+	t := &Target{opts: opts, dp: dp, meta: m, pinned: pinned, made: true, mapsNew: mapsNew, metaNew: metaNew}
 	if err := t.setConfig(); err != nil {
+		t.undo()
 		dp.Close()
 		return nil, err
 	}
-	l, mode, err := attach(dp, ifc.Index, opts)
+	info, err := dp.Prog.Info()
 	if err != nil {
+		t.undo()
+		dp.Close()
+		return nil, fmt.Errorf("xdp: program info: %w", err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		t.undo()
+		dp.Close()
+		return nil, errors.New("xdp: the kernel does not give program IDs (Linux 4.13 or later needed)")
+	}
+	t.progID = uint32(id)
+	try := func(mode string) error { return netlinkAttach(ifc.Index, dp.Prog.FD(), mode) }
+	if pinned {
+		try = func(mode string) error {
+			l, err := link.AttachXDP(link.XDPOptions{Program: dp.Prog, Interface: ifc.Index, Flags: link.XDPAttachFlags(modeFlag(mode))})
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			if err := l.Pin(opts.linkPin()); err != nil {
+				return fmt.Errorf("pin link at %s: %w", opts.linkPin(), err)
+			}
+			return nil
+		}
+	}
+	mode, err := attach(ifc.Index, opts, try)
+	if err != nil {
+		t.undo()
 		dp.Close()
 		return nil, err
 	}
-	defer l.Close()
-	if err := l.Pin(opts.linkPin()); err != nil {
-		return nil, fmt.Errorf("xdp: pin link at %s: %w", opts.linkPin(), err)
+	if err := t.verify(); err != nil {
+		t.undo()
+		dp.Close()
+		return nil, err
 	}
 	t.mode = mode
-	opts.Logger.Info("xdp program attached", "iface", opts.Iface, "mode", mode, "pins", opts.PinDir)
+	pins := opts.PinDir
+	if !pinned {
+		pins = "none (held by the interface)"
+	}
+	opts.Logger.Info("xdp program attached", "iface", opts.Iface, "mode", mode, "prog_id", t.progID, "pins", pins)
 	return t, nil
 }
 
-func attach(dp *fallback.Datapath, ifindex int, opts Options) (link.Link, string, error) {
-	try := func(flags link.XDPAttachFlags) (link.Link, error) {
-		return link.AttachXDP(link.XDPOptions{Program: dp.Prog, Interface: ifindex, Flags: flags})
+// openAttached opens the datapath of the XDP program id that iface runs.
+func openAttached(iface string, id uint32) (*fallback.Datapath, error) {
+	dp, err := fallback.OpenAttached(ebpf.ProgramID(id))
+	if errors.Is(err, fallback.ErrNotLBC) {
+		return nil, fmt.Errorf("xdp: %s runs another XDP program (id %d): %w; remove it first (ip link set dev %s xdp off)", iface, id, err, iface)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("xdp: %s: %w", iface, err)
+	}
+	return dp, nil
+}
+
+// VerifyAttached asks the interface which XDP program it runs: it must be
+// the one this target writes to, and it must stay attached once this
+// process exits (its link pinned on a bpffs that outlives the command, or
+// attached through netlink). When this process attached it and the check
+// fails, what it made (attachment, pins, meta.json) is removed, so that a
+// failed push leaves nothing half-done. `lbc push` calls it before saying
+// the push succeeded.
+func (t *Target) VerifyAttached() error {
+	if t.progID == 0 {
+		return fmt.Errorf("xdp: %s: a test run is attached nowhere", t.Name())
+	}
+	err := t.verify()
+	if err != nil && t.made {
+		t.undo()
+		return fmt.Errorf("%w (the attachment, pins and meta.json this process made are removed; push again)", err)
+	}
+	return err
+}
+
+func (t *Target) verify() error {
+	ifc, err := net.InterfaceByName(t.opts.Iface)
+	if err != nil {
+		return fmt.Errorf("xdp: verify the attachment: interface %q: %w", t.opts.Iface, err)
+	}
+	a, err := attachedProg(ifc.Index)
+	if err != nil {
+		return fmt.Errorf("xdp: verify the attachment to %s: %w", t.opts.Iface, err)
+	}
+	switch {
+	case a.progID == 0:
+		return fmt.Errorf("xdp: %s runs no XDP program, lbc's (id %d) is not attached: %w", t.opts.Iface, t.progID, ErrNotAttached)
+	case a.progID != t.progID:
+		return fmt.Errorf("xdp: %s runs XDP program id %d, not lbc's (id %d)", t.opts.Iface, a.progID, t.progID)
+	}
+	if !t.pinned {
+		return nil
+	}
+	if _, err := os.Stat(t.opts.linkPin()); err != nil {
+		return fmt.Errorf("xdp: %s: the link that keeps the program attached is not pinned: %w", t.opts.Iface, err)
+	}
+	ok, why, err := pinsOutlive(t.opts.PinDir, t.opts.view)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("xdp: %s: the program would be detached when this command exits: %s", t.opts.Iface, why)
+	}
+	return nil
+}
+
+// undo removes what this process made: the attachment, the pinned maps it
+// created, and meta.json if it wrote the first one.
+func (t *Target) undo() {
+	if !t.made {
+		return
+	}
+	if t.pinned {
+		if l, err := link.LoadPinnedLink(t.opts.linkPin(), nil); err == nil {
+			if info, err := l.Info(); err == nil && uint32(info.Program) == t.progID {
+				l.Unpin()
+			}
+			l.Close()
+		}
+		if t.mapsNew {
+			for _, name := range fallback.PinnedMaps {
+				os.Remove(filepath.Join(t.opts.PinDir, name))
+			}
+			os.Remove(t.opts.PinDir)
+		}
+	} else if ifc, err := net.InterfaceByName(t.opts.Iface); err == nil && t.dp.Prog != nil {
+		if a, err := attachedProg(ifc.Index); err == nil && a.progID == t.progID {
+			if err := netlinkDetach(ifc.Index, t.dp.Prog.FD(), a.mode); err != nil {
+				t.opts.Logger.Warn("could not remove the program attached by this failed push", "iface", t.opts.Iface, "prog_id", t.progID, "err", err)
+			}
+		}
+	}
+	if t.metaNew {
+		os.Remove(t.opts.metaPath())
+		os.Remove(t.opts.StateDir)
+	}
+	t.made = false
+}
+
+// attach attaches in opts.Mode with try, which attaches in one mode.
+func attach(ifindex int, opts Options, try func(mode string) error) (string, error) {
 	// A veth drops native XDP_TX frames unless its peer runs a native XDP
 	// program (veth.go): auto picks generic mode there, native warns.
 	veth, verr := vethInfo(opts.Iface, ifindex)
@@ -162,9 +353,9 @@ func attach(dp *fallback.Datapath, ifindex int, opts Options) (link.Link, string
 	txDropped := veth.veth && (!veth.peerKnown || !veth.peerNative) && opts.Egress == ""
 	switch opts.Mode {
 	case ModeNative:
-		l, err := try(link.XDPDriverMode)
+		err := try(ModeNative)
 		if err != nil {
-			return nil, "", fmt.Errorf("xdp: attach to %s in native mode: %w (the driver may not support XDP; try --mode generic)", opts.Iface, err)
+			return "", fmt.Errorf("xdp: attach to %s in native mode: %w (the driver may not support XDP; try --mode generic)", opts.Iface, err)
 		}
 		switch {
 		case txDropped && veth.peerKnown:
@@ -174,66 +365,89 @@ func attach(dp *fallback.Datapath, ifindex int, opts Options) (link.Link, string
 			opts.Logger.Info("native mode on a veth whose peer is in another network namespace: forwarded packets (XDP_TX) are dropped unless the peer runs an XDP program in native mode (any program, even XDP_PASS)",
 				"iface", opts.Iface)
 		}
-		return l, ModeNative, nil
+		return ModeNative, nil
 	case ModeGeneric:
-		l, err := try(link.XDPGenericMode)
+		err := try(ModeGeneric)
 		if err != nil {
-			return nil, "", fmt.Errorf("xdp: attach to %s in generic mode: %w", opts.Iface, err)
+			return "", fmt.Errorf("xdp: attach to %s in generic mode: %w", opts.Iface, err)
 		}
-		return l, ModeGeneric, nil
+		return ModeGeneric, nil
 	}
 	if txDropped {
 		opts.Logger.Warn("auto mode picks generic: native XDP_TX on this veth would drop every forwarded packet; for native mode, attach an XDP program to the peer in native mode (any program, even XDP_PASS) and push with --mode native",
 			"iface", opts.Iface, "why", veth.describe(opts.Iface))
-		l, err := try(link.XDPGenericMode)
+		err := try(ModeGeneric)
 		if err != nil {
-			return nil, "", fmt.Errorf("xdp: attach to %s in generic mode: %w", opts.Iface, err)
+			return "", fmt.Errorf("xdp: attach to %s in generic mode: %w", opts.Iface, err)
 		}
-		return l, ModeGeneric, nil
+		return ModeGeneric, nil
 	}
-	l, err := try(link.XDPDriverMode)
+	err := try(ModeNative)
 	if err == nil {
-		return l, ModeNative, nil
+		return ModeNative, nil
 	}
 	opts.Logger.Warn("native XDP attach failed; falling back to generic mode", "iface", opts.Iface, "reason", err)
-	l, err2 := try(link.XDPGenericMode)
+	err2 := try(ModeGeneric)
 	if err2 != nil {
-		return nil, "", fmt.Errorf("xdp: attach to %s: native: %v; generic: %w", opts.Iface, err, err2)
+		return "", fmt.Errorf("xdp: attach to %s: native: %v; generic: %w", opts.Iface, err, err2)
 	}
-	return l, ModeGeneric, nil
+	return ModeGeneric, nil
 }
 
-// ErrNotAttached says that no datapath is pinned for the interface: no
+// ErrNotAttached says that no datapath is attached to the interface: no
 // push has attached one yet (or it was detached).
 var ErrNotAttached = errors.New("nothing attached")
 
-// Open opens the pinned maps of an attached datapath, for status and for
-// writes, without loading or attaching anything; ErrNotAttached (wrapped)
-// when there is none.
+// Open opens the maps of an attached datapath, for status and for
+// writes, without loading or attaching anything: the maps pinned in
+// PinDir, else those of the lbc program the interface runs (attached
+// where pins would not outlive a command); ErrNotAttached (wrapped) when
+// there is none.
 func Open(opts Options) (*Target, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(opts.PinDir, "services")); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			err = ErrNotAttached
+	var (
+		dp     *fallback.Datapath
+		progID uint32
+	)
+	_, err := os.Stat(filepath.Join(opts.PinDir, "services"))
+	switch {
+	case err == nil:
+		if dp, err = fallback.OpenPinned(opts.PinDir); err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("xdp: no datapath pinned for %s in %s (push one with `lbc push --target xdp --iface %s`): %w", opts.Iface, opts.PinDir, opts.Iface, err)
-	}
-	dp, err := fallback.OpenPinned(opts.PinDir)
-	if err != nil {
-		return nil, err
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("xdp: pinned maps of %s in %s: %w", opts.Iface, opts.PinDir, err)
+	default:
+		ifc, err := net.InterfaceByName(opts.Iface)
+		if err != nil {
+			return nil, fmt.Errorf("xdp: no datapath pinned for %s in %s, and the interface cannot be asked: %w", opts.Iface, opts.PinDir, err)
+		}
+		a, err := attachedProg(ifc.Index)
+		if err != nil {
+			return nil, fmt.Errorf("xdp: %s: %w", opts.Iface, err)
+		}
+		if a.progID == 0 {
+			return nil, fmt.Errorf("xdp: no datapath pinned for %s in %s and no XDP program on it (push one with `lbc push --target xdp --iface %s`): %w", opts.Iface, opts.PinDir, opts.Iface, ErrNotAttached)
+		}
+		if dp, err = openAttached(opts.Iface, a.progID); err != nil {
+			return nil, err
+		}
+		progID = a.progID
 	}
 	m, err := loadMeta(opts.metaPath())
 	if err != nil {
 		dp.Close()
 		return nil, err
 	}
-	return &Target{opts: opts, dp: dp, meta: m}, nil
+	return &Target{opts: opts, dp: dp, meta: m, progID: progID, pinned: progID == 0}, nil
 }
 
 // Detach removes the program from the interface. Unless keepMaps, it also
-// removes the pinned maps (tables, conntrack, counters) and meta.json.
+// removes the pinned maps (tables, conntrack, counters) and meta.json. A
+// program attached through netlink (pins would not have outlived the
+// push) takes its maps with it, so keepMaps is refused for it.
 func Detach(opts Options, keepMaps bool) error {
 	if err := opts.defaults(); err != nil {
 		return err
@@ -250,10 +464,16 @@ func Detach(opts Options, keepMaps bool) error {
 		l.Close() // last reference: the program leaves the interface
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("xdp: open pinned link %s: %w", opts.linkPin(), err)
+	default:
+		detached, err := detachNetlink(opts, keepMaps)
+		if err != nil {
+			return err
+		}
+		found = detached
 	}
 	if keepMaps {
 		if !found {
-			return fmt.Errorf("xdp: nothing attached to %s (no link pinned at %s)", opts.Iface, opts.linkPin())
+			return fmt.Errorf("xdp: nothing attached to %s (no link pinned at %s, no lbc program on the interface)", opts.Iface, opts.linkPin())
 		}
 		return nil
 	}
@@ -266,14 +486,57 @@ func Detach(opts Options, keepMaps bool) error {
 		}
 	}
 	os.Remove(opts.PinDir)
+	if opts.pinDefault && opts.view.netns != "" {
+		os.Remove(filepath.Dir(opts.PinDir)) // the namespace's, once empty
+	}
 	if err := os.Remove(opts.metaPath()); err == nil {
 		found = true
 	}
 	os.Remove(opts.StateDir)
+	if opts.stateDefault && opts.view.netns != "" {
+		os.Remove(filepath.Dir(opts.StateDir)) // the namespace's, once empty
+	}
 	if !found {
-		return fmt.Errorf("xdp: nothing to detach from %s (nothing pinned in %s)", opts.Iface, opts.PinDir)
+		return fmt.Errorf("xdp: nothing to detach from %s (nothing pinned in %s, no lbc program on the interface)", opts.Iface, opts.PinDir)
 	}
 	return nil
+}
+
+// detachNetlink removes lbc's program from the interface when it was
+// attached through netlink; it reports whether there was one.
+func detachNetlink(opts Options, keepMaps bool) (bool, error) {
+	ifc, err := net.InterfaceByName(opts.Iface)
+	if err != nil {
+		return false, nil // gone with its program; the pins and meta.json may remain
+	}
+	a, err := attachedProg(ifc.Index)
+	if err != nil {
+		return false, fmt.Errorf("xdp: %s: %w", opts.Iface, err)
+	}
+	if a.progID == 0 {
+		return false, nil
+	}
+	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(a.progID))
+	if err != nil {
+		return false, fmt.Errorf("xdp: %s: open XDP program id %d: %w", opts.Iface, a.progID, err)
+	}
+	defer p.Close()
+	info, err := p.Info()
+	if err != nil {
+		return false, fmt.Errorf("xdp: %s: XDP program id %d: %w", opts.Iface, a.progID, err)
+	}
+	if info.Name != fallback.ProgName {
+		return false, fmt.Errorf("xdp: %s runs XDP program id %d (%q), not lbc's: left alone (remove it with ip link set dev %s xdp off)", opts.Iface, a.progID, info.Name, opts.Iface)
+	}
+	if keepMaps {
+		if _, err := os.Stat(filepath.Join(opts.PinDir, "services")); err != nil {
+			return false, fmt.Errorf("xdp: --keep-maps: the tables of %s are not pinned in %s: they live only as long as the program (the push ran where pins would not outlive it, e.g. under ip netns exec); detach without --keep-maps, or push with --pin-dir on a bpffs mounted in the host's mount namespace", opts.Iface, opts.PinDir)
+		}
+	}
+	if err := netlinkDetach(ifc.Index, p.FD(), a.mode); err != nil {
+		return false, fmt.Errorf("xdp: remove XDP program id %d from %s: %w", a.progID, opts.Iface, err)
+	}
+	return true, nil
 }
 
 // ensureBPFFS mounts bpffs on /sys/fs/bpf when dir is below it and it is
@@ -397,8 +660,8 @@ func (t *Target) Commit(ir *compiler.IR) error {
 }
 
 // egressMTU is the MTU the program checks (R-MTU): the configuration's,
-// else the interface's; a replay, on no interface, checks only the
-// configuration's (ReplayOptions.MTU aside). 0 checks nothing.
+// else the interface's; a replay, on no interface, the one ReplayOptions
+// gives (compiler.DefaultMTU, as the reference model's, by default).
 func (t *Target) egressMTU(configured uint16) uint16 {
 	if configured != 0 {
 		return configured
