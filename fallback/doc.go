@@ -27,7 +27,7 @@
 //	conntrack      LRU    {service id, tuple kind, proto, family, ports, addresses} → {backend id and slot, epoch, last seen (ticks)}
 //	config         array  tunnel sources, gateway MAC, egress MTU, egress ifindex, the measured tick
 //	stats          per-CPU array, one element: every global counter (see StatNames)
-//	service_stats  per-CPU array, service slot → packets, bytes, new connections, drops
+//	service_stats  per-CPU array, service slot → packets, bytes, new connections, drops, ICMP error misses
 //	backend_stats  per-CPU array, backend slot → packets, new connections
 //	vip_filter     array  65,536-bit set over VIP addresses (clear bit: not ours, no hash lookups)
 //

@@ -156,19 +156,27 @@ static __always_inline int lb_process(struct xdp_md *ctx)
 		be = bpf_map_lookup_elem(&backends, &bslot);
 		if (!be || be->id != be_id || be->service != sid)
 			return drop(st, ST_DROP_NO_BACKENDS, sid, ss, ct, DR_NO_BACKENDS);
-		if (ss)
-			ss->new_conns++;
-		// Per-backend counters are kept off the conntrack-hit path (one
-		// lookup less per packet): new connections only.
-		struct be_stats *bs = bpf_map_lookup_elem(&backend_stats, &bslot);
-		if (bs) {
-			bs->new_conns++;
-			bs->packets++;
-		}
-		if (track && !icmp_error) {
-			// R-CT-3: remember the choice for the tracking tuple.
-			struct ct_val v = {.backend = be_id, .epoch = svc->epoch, .last_seen = now, .slot = bslot};
-			bpf_map_update_elem(&conntrack, &key, &v, BPF_ANY);
+		if (icmp_error) {
+			// R-CT-3: an ICMP error creates no entry, so it is no new
+			// connection; one about a tracked flow is counted apart,
+			// as the P4 programs count it (stats.h).
+			if (track && ss)
+				ss->icmp_error_misses++;
+		} else {
+			if (ss)
+				ss->new_conns++;
+			// Per-backend counters are kept off the conntrack-hit path
+			// (one lookup less per packet): new connections only.
+			struct be_stats *bs = bpf_map_lookup_elem(&backend_stats, &bslot);
+			if (bs) {
+				bs->new_conns++;
+				bs->packets++;
+			}
+			if (track) {
+				// R-CT-3: remember the choice for the tracking tuple.
+				struct ct_val v = {.backend = be_id, .epoch = svc->epoch, .last_seen = now, .slot = bslot};
+				bpf_map_update_elem(&conntrack, &key, &v, BPF_ANY);
+			}
 		}
 	}
 	count(st, ST_CT_HIT + ((ct - CT_HIT) & 3)); // hit, miss, new, untracked

@@ -27,11 +27,17 @@ enum stat {
 	ST_MAX,
 };
 
+// new_conns and icmp_error_misses count as the P4 programs'
+// service_new_conns and service_icmp_error_misses do (R-CT-3): a packet
+// that took a backend from the ring is a new connection, unless it is an
+// ICMP error, which creates no entry; an ICMP error about a tracked flow
+// with no valid entry is an ICMP error miss instead.
 struct svc_stats {
 	__u64 packets;
 	__u64 bytes;
 	__u64 new_conns;
 	__u64 drops;
+	__u64 icmp_error_misses;
 };
 
 struct be_stats {
