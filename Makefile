@@ -8,7 +8,8 @@ GO ?= go
 
 all: bpf
 
-# XDP datapath: fallback/bpf/lb.c → fallback/lb{,test}_bpfel.{go,o} (bpf2go,
+# XDP datapath: fallback/bpf/{lb,lbtest,lbbench}.c and their headers →
+# fallback/lb{,test,bench}_bpfel.{go,o} (bpf2go,
 # clang, llvm-strip, libbpf-dev headers).
 bpf:
 	cd fallback && BPF2GO_OUT=. $(GO) generate ./

@@ -23,7 +23,7 @@ import (
 // timing the loop), beside two floors measured in the same run:
 //
 //   - XDP_PASS: a program that does nothing;
-//   - the minimal reference program (lbc_min in bpf/lb.c): parse, one
+//   - the minimal reference program (lbc_min in bpf/lbbench.c): parse, one
 //     inlined array lookup, IPv4-in-IPv4 encapsulation, XDP_TX. It is the
 //     physical floor of this design: what any XDP load balancer that
 //     encapsulates must do.

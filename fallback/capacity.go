@@ -3,7 +3,7 @@ package fallback
 import "fmt"
 
 // MapSizes returns max_entries of every map of the production program, as
-// fallback/bpf/lb.c declares them (LoadOptions may raise conntrack and
+// fallback/bpf/lb.c sets them (MAX_*) (LoadOptions may raise conntrack and
 // rings at load time).
 func MapSizes() (map[string]uint32, error) {
 	spec, err := loadLb()

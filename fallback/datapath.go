@@ -27,7 +27,7 @@ type LoadOptions struct {
 	// input-restoring wrappers Bench and BenchPass (benchmarks only).
 	Bench bool
 	// ConntrackEntries and RingEntries override the map sizes (0: the
-	// defaults in bpf/lb.c, 262144 and 1<<20; the ring table holds both
+	// defaults in bpf/lb.c, MAX_CONNS 262144 and MAX_RING_SLOTS 1<<20; the ring table holds both
 	// halves of every service's ring). They take effect only when the maps
 	// are created, not when pinned maps are reused.
 	ConntrackEntries uint32

@@ -1,5 +1,5 @@
 // Package fallback is the XDP datapath of lbc: the BPF program in bpf/lb.c
-// (compiled by bpf2go into the committed lb, lbtest and lbbench objects),
+// and its headers (compiled by bpf2go into the committed lb, lbtest and lbbench objects),
 // its loader, and the translation between the compiler's IR and the BPF
 // maps the program reads.
 //
@@ -18,7 +18,7 @@
 // load and converts idle timeouts and deadlines so that expiry is never
 // early and at most a tick late.
 //
-// Maps (layouts in bpf/lb.c and tables.go):
+// Maps (layouts in bpf/maps.h and bpf/stats.h, and tables.go):
 //
 //	vips           hash   {addr[16] (IPv4 mapped), port, proto, kind} → {service id, service slot}
 //	services       array  slot → service id, epoch, ring word (active half's start, ring size), idle limit (ticks), ring region, flags, class policies
@@ -27,7 +27,7 @@
 //	conntrack      LRU    {service id, tuple kind, proto, family, ports, addresses} → {backend id and slot, epoch, last seen (ticks)}
 //	config         array  tunnel sources, gateway MAC, egress MTU, egress ifindex, the measured tick
 //	stats          per-CPU array, one element: every global counter (see StatNames)
-//	service_stats  per-CPU array, service slot → packets, bytes, new connections, drops
+//	service_stats  per-CPU array, service slot → packets, bytes, new connections, drops, ICMP error misses
 //	backend_stats  per-CPU array, backend slot → packets, new connections
 //	vip_filter     array  65,536-bit set over VIP addresses (clear bit: not ours, no hash lookups)
 //

@@ -99,11 +99,12 @@ type lbbenchService struct {
 }
 
 type lbbenchSvcStats struct {
-	_        structs.HostLayout
-	Packets  uint64
-	Bytes    uint64
-	NewConns uint64
-	Drops    uint64
+	_               structs.HostLayout
+	Packets         uint64
+	Bytes           uint64
+	NewConns        uint64
+	Drops           uint64
+	IcmpErrorMisses uint64
 }
 
 type lbbenchVipKey struct {

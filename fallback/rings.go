@@ -9,7 +9,7 @@ import (
 
 // Rings live in one array map, `rings`: each service owns a region of two
 // halves of cap slots, half h starting at base + h·cap, and its row's ring
-// word points at the active half (bpf/lb.c). A lookup is then one inlined
+// word points at the active half (bpf/maps.h). A lookup is then one inlined
 // array access, base + hash mod size, where a hash map keyed by (service,
 // half, slot) cost a call and two cache misses on a new flow.
 //
@@ -75,7 +75,7 @@ func (rs *regions) used() uint32 {
 	return n
 }
 
-// Offsets in the service row (struct service of bpf/lb.c).
+// Offsets in the service row (struct service of bpf/maps.h).
 const (
 	svcOffID   = 0
 	svcOffRing = 8

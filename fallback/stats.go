@@ -12,8 +12,10 @@ import (
 var StatNames = []string{"packets", "not-ours", "forward", "drop-no-backends", "drop-malformed", "drop-no-tunnel-source",
 	"ct-hit", "ct-miss", "ct-new", "ct-untracked", "fragments", "icmp-errors", "too-big", "vlan", "forward-oversize"}
 
-// ServiceCounters and BackendCounters are summed over CPUs.
-type ServiceCounters struct{ Packets, Bytes, NewConns, Drops uint64 }
+// ServiceCounters and BackendCounters are summed over CPUs. NewConns and
+// ICMPErrorMisses count as lb.p4's service_new_conns and
+// service_icmp_error_misses (bpf/stats.h).
+type ServiceCounters struct{ Packets, Bytes, NewConns, Drops, ICMPErrorMisses uint64 }
 
 // BackendCounters count a backend's packets and new connections.
 type BackendCounters struct{ Packets, NewConns uint64 }
@@ -52,6 +54,7 @@ func (dp *Datapath) ReadStats() (Stats, error) {
 			c.Bytes += v.Bytes
 			c.NewConns += v.NewConns
 			c.Drops += v.Drops
+			c.ICMPErrorMisses += v.IcmpErrorMisses
 		}
 		s.Services[id] = c
 	}

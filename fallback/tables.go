@@ -23,7 +23,7 @@ type (
 	beStats    = lbBeStats
 )
 
-// Service flags and backend flags, as bpf/lb.c defines them.
+// Service flags and backend flags, as bpf/maps.h defines them.
 const (
 	svcSynNew       = 1
 	svcNoBackends   = 2

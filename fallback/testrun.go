@@ -11,7 +11,7 @@ import (
 // Verdict is what the test build records for the last packet.
 type Verdict = lbtestVerdict
 
-// Verdict codes of bpf/lb.c.
+// Verdict codes of bpf/hooks.h.
 const (
 	ActForward = 0
 	ActDrop    = 1

@@ -5,10 +5,10 @@ import (
 	"fmt"
 )
 
-// vipFilterWords is VIP_FILTER_WORDS of bpf/lb.c: 65,536 bits.
+// vipFilterWords is VIP_FILTER_WORDS of bpf/maps.h: 65,536 bits.
 const vipFilterWords = 1024
 
-// vipFilterBit is bpf/lb.c's vip_filter_bit for an address as the maps
+// vipFilterBit is bpf/service.h's vip_filter_bit for an address as the maps
 // hold it (16 bytes, IPv4 mapped): the xor of its four words as the
 // little-endian program loads them, times 2654435761, top 16 bits.
 func vipFilterBit(a [16]byte) uint32 {

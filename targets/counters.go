@@ -22,7 +22,8 @@ type ServiceCounters struct {
 	Packets, Bytes, NewConnections uint64
 	// ICMPErrorMisses counts ICMP errors for the service that quote a
 	// flow with no conntrack entry, so went to the backend the ring chose
-	// for it (R-CT-3). The P4 programs count them; other datapaths leave 0.
+	// for it (R-CT-3); NewConnections does not count them. The P4 programs
+	// and XDP count them; other datapaths leave 0.
 	ICMPErrorMisses uint64
 	// Sessions is the number of live conntrack entries, where the datapath
 	// can count them; HasSessions says whether it did (a datapath that

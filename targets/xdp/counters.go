@@ -24,7 +24,7 @@ func (t *Target) Counters(ctx context.Context) (targets.Counters, error) {
 		return targets.Counters{}, err
 	}
 	for id, v := range s.Services {
-		out.Services[id] = targets.ServiceCounters{Packets: v.Packets, Bytes: v.Bytes, NewConnections: v.NewConns, Sessions: sessions[id], HasSessions: true}
+		out.Services[id] = targets.ServiceCounters{Packets: v.Packets, Bytes: v.Bytes, NewConnections: v.NewConns, ICMPErrorMisses: v.ICMPErrorMisses, Sessions: sessions[id], HasSessions: true}
 	}
 	out.TooBig = s.Global["too-big"]
 	for id, v := range s.Backends {

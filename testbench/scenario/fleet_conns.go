@@ -126,7 +126,7 @@ func ctSeen(pinDir string) (map[netip.AddrPort]uint64, error) {
 	for it.Next(&k, &v) {
 		// struct ct_key: service u32, kind, proto, family, pad, sport,
 		// dport, src[16], dst[16]; struct ct_val: backend, epoch u32,
-		// last_seen u64 (fallback/bpf/lb.c).
+		// last_seen u64 (fallback/bpf/maps.h).
 		if len(k) < 44 || len(v) < 16 || k[6] == 0 {
 			continue
 		}
