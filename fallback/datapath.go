@@ -16,6 +16,12 @@ import (
 // next `lbc push`, `lbc status`) reads what the kernel holds.
 var PinnedMaps = []string{"vips", "services", "rings", "backends", "conntrack", "config", "stats", "service_stats", "backend_stats", "vip_filter"}
 
+// counterMaps are the pinned maps that hold only counters. When an lbc
+// whose counters have another layout (a new counter) finds them pinned, it
+// replaces them and the counters restart from zero, rather than refusing
+// the pins and so losing the conntrack with them (an upgrade stays hitless).
+var counterMaps = []string{"stats", "service_stats", "backend_stats"}
+
 // LoadOptions says how to load the datapath.
 type LoadOptions struct {
 	// PinDir, when set, pins every map in PinnedMaps there by name and
@@ -52,6 +58,9 @@ type Datapath struct {
 	// VipFilter is a bit set over the VIP addresses that lets traffic
 	// that is not ours pass without hash lookups (vipfilter.go).
 	VipFilter *ebpf.Map
+	// CountersReset names the pinned counter maps of another layout (an
+	// older lbc's) that Load replaced: their counters start again at zero.
+	CountersReset []string
 
 	// Test build only.
 	Clock, Verdicts *ebpf.Map
@@ -139,6 +148,11 @@ func Load(opts LoadOptions) (*Datapath, error) {
 		copts.Maps.PinPath = opts.PinDir
 	}
 	dp := &Datapath{test: opts.Test}
+	if opts.PinDir != "" {
+		if dp.CountersReset, err = unpinStaleCounters(spec, opts.PinDir); err != nil {
+			return nil, err
+		}
+	}
 	var o *objects
 	switch {
 	case opts.Test:
@@ -188,6 +202,33 @@ func Load(opts LoadOptions) (*Datapath, error) {
 		return nil, err
 	}
 	return dp, nil
+}
+
+// unpinStaleCounters removes the pins of counter maps whose layout differs
+// from spec's, so that loading creates them anew, and returns their names.
+// The old maps live on while an attached program still uses them.
+func unpinStaleCounters(spec *ebpf.CollectionSpec, dir string) ([]string, error) {
+	var reset []string
+	for _, name := range counterMaps {
+		path := dir + "/" + name
+		m, err := ebpf.LoadPinnedMap(path, nil)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open pinned counters %s: %w", path, err)
+		}
+		stale := spec.Maps[name].Compatible(m) != nil
+		m.Close()
+		if !stale {
+			continue
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("replace pinned counters %s of another layout: %w", path, err)
+		}
+		reset = append(reset, name)
+	}
+	return reset, nil
 }
 
 func (dp *Datapath) mapMemory() error {

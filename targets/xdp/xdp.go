@@ -194,6 +194,9 @@ func Attach(ctx context.Context, opts Options) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(dp.CountersReset) > 0 {
+		opts.Logger.Warn("pinned counters of an older layout replaced: they restart from zero (tables and conntrack kept)", "maps", dp.CountersReset, "pins", opts.PinDir)
+	}
 	t := &Target{opts: opts, dp: dp, meta: m, pinned: pinned, made: true, mapsNew: mapsNew, metaNew: metaNew}
 	if err := t.setConfig(); err != nil {
 		t.undo()
