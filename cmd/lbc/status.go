@@ -92,7 +92,7 @@ func writeStatus(w io.Writer, name string, ir *compiler.IR, cnt *counters) {
 		if c := cnt; c != nil {
 			if sc, ok := c.Services[s.ID]; ok {
 				// Only what the datapath counts: per-service drops (XDP),
-				// ICMP errors that quoted no tracked flow (P4, R-CT-3).
+				// ICMP errors about a tracked flow with no entry (R-CT-3).
 				fmt.Fprintf(w, "  packets %d, bytes %d, new connections %d", sc["packets"], sc["bytes"], sc["new"])
 				if n, ok := sc["drops"]; ok {
 					fmt.Fprintf(w, ", drops %d", n)

@@ -67,7 +67,7 @@ var xdpAdapter = &adapter{
 		}
 		out := &counters{Global: s.Global, Services: map[uint32]map[string]uint64{}, Backends: map[uint32]map[string]uint64{}}
 		for id, v := range s.Services {
-			out.Services[id] = map[string]uint64{"packets": v.Packets, "bytes": v.Bytes, "new": v.NewConns, "drops": v.Drops}
+			out.Services[id] = map[string]uint64{"packets": v.Packets, "bytes": v.Bytes, "new": v.NewConns, "drops": v.Drops, "icmp_error_misses": v.ICMPErrorMisses}
 		}
 		for id, v := range s.Backends {
 			out.Backends[id] = map[string]uint64{"packets": v.Packets, "new": v.NewConns}
