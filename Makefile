@@ -4,9 +4,16 @@
 
 GO ?= go
 
-.PHONY: all bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake
+.PHONY: all test bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake
 
 all: bpf
+
+# The tests, as `go test ./...` runs them, with the skipped tests and their
+# reasons listed at the end (go test without -v prints no skip). Exit status:
+# go test's. Flags and packages: make test TESTARGS="-race ./controller/..."
+TESTARGS ?= ./...
+test:
+	$(GO) run ./internal/cmd/testsummary $(TESTARGS)
 
 # XDP datapath: fallback/bpf/lb.c → fallback/lb{,test}_bpfel.{go,o} (bpf2go,
 # clang, llvm-strip, libbpf-dev headers).
