@@ -4,9 +4,14 @@
 
 GO ?= go
 
-.PHONY: all test bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake
+.PHONY: all build test bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake
 
-all: bpf
+# make (make build): the two binaries, ./lbc and ./lbc-testbench, at the root
+# of the tree (git ignores them). go install ./cmd/... puts them in
+# $(go env GOPATH)/bin instead.
+all: build
+build:
+	$(GO) build -o . ./cmd/lbc ./cmd/lbc-testbench
 
 # The tests, as `go test ./...` runs them, with the skipped tests and their
 # reasons listed at the end (go test without -v prints no skip). Exit status:
