@@ -72,6 +72,14 @@ check-generated-p4:
 # (device/<target>/pipe/tofino*.bin and context.json) are written too, for
 # `lbc push --device-config`; the binary is not committed (it differs from
 # run to run). Skipped with the reason when the compiler is absent.
+# Each target is compiled twice, release and -g, and one compile cannot do
+# both: the resource summary reads logs/resources.json and phv.json, which
+# p4c-barefoot writes only with -g (bf-p4c's GenerateOutputs adds its
+# ResourcesLogging and PhvLogging passes only then), and -g also changes
+# what is assembled: the .bfa's phv section gains a context_json block
+# (PHV live ranges for P4 Insight) that bfas carries into context.json, so
+# a -g context.json is not the release one committed and pushed. The -g
+# compile is not assembled.
 P4C_BAREFOOT ?= p4c-barefoot
 BFAS ?= bfas
 TNA_OUT ?= p4/tna/build
