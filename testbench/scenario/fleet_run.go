@@ -423,15 +423,21 @@ func parseBirdDowns(log string, since time.Time) []sessionDown {
 	return out
 }
 
-// upAt reports whether the testbench had node running at t: started, and
-// not killed or stopped since.
+// birdClockSlack: BIRD stamps its log lines with a time it reads once per
+// turn of its event loop, to the millisecond, so a line caused by a kill
+// or a stop may carry a time a little before the testbench's own.
+const birdClockSlack = time.Second
+
+// upAt reports whether the testbench had node running at t (a time of
+// BIRD's log): started, and not killed or stopped since (or within
+// birdClockSlack after).
 func (r *fleetRunner) upAt(node string, t time.Time) bool {
 	up, ok := r.startedAt[node]
 	if !ok || up.After(t) {
 		return false
 	}
 	down, ok := r.stoppedAt[node]
-	return !ok || down.Before(up) || down.After(t)
+	return !ok || down.Before(up) || down.After(t.Add(birdClockSlack))
 }
 
 // waitFor polls cond every 50 ms until it holds or limit passes; it
