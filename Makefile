@@ -4,9 +4,21 @@
 
 GO ?= go
 
-.PHONY: all bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake
+.PHONY: all build test bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake
 
-all: bpf
+# make (make build): the two binaries, ./lbc and ./lbc-testbench, at the root
+# of the tree (git ignores them). go install ./cmd/... puts them in
+# $(go env GOPATH)/bin instead.
+all: build
+build:
+	$(GO) build -o . ./cmd/lbc ./cmd/lbc-testbench
+
+# The tests, as `go test ./...` runs them, with the skipped tests and their
+# reasons listed at the end (go test without -v prints no skip). Exit status:
+# go test's. Flags and packages: make test TESTARGS="-race ./controller/..."
+TESTARGS ?= ./...
+test:
+	$(GO) run ./internal/cmd/testsummary $(TESTARGS)
 
 # XDP datapath: fallback/bpf/{lb,lbtest,lbbench}.c and their headers →
 # fallback/lb{,test,bench}_bpfel.{go,o} (bpf2go,
@@ -61,6 +73,14 @@ check-generated-p4:
 # (device/<target>/pipe/tofino*.bin and context.json) are written too, for
 # `lbc push --device-config`; the binary is not committed (it differs from
 # run to run). Skipped with the reason when the compiler is absent.
+# Each target is compiled twice, release and -g, and one compile cannot do
+# both: the resource summary reads logs/resources.json and phv.json, which
+# p4c-barefoot writes only with -g (bf-p4c's GenerateOutputs adds its
+# ResourcesLogging and PhvLogging passes only then), and -g also changes
+# what is assembled: the .bfa's phv section gains a context_json block
+# (PHV live ranges for P4 Insight) that bfas carries into context.json, so
+# a -g context.json is not the release one committed and pushed. The -g
+# compile is not assembled.
 P4C_BAREFOOT ?= p4c-barefoot
 BFAS ?= bfas
 TNA_OUT ?= p4/tna/build

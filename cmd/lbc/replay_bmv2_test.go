@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lbc-dev/lbc/internal/testenv"
 	bmv2live "github.com/lbc-dev/lbc/targets/bmv2/live"
 )
 
@@ -51,9 +52,7 @@ services:
 // generated trace with events. Every idle timeout exceeds the trace's
 // span and the run, so the free clock is exact.
 func TestReplayBMv2EqualsSimP4(t *testing.T) {
-	if err := bmv2live.Available(""); err != nil {
-		t.Skipf("live BMv2 skipped: %v (targets/bmv2/live compares the same on targets/sim)", err)
-	}
+	testenv.SkipWithoutBMv2(t, bmv2live.Available(""), "targets/bmv2/live compares the same on targets/sim")
 	dir := t.TempDir()
 	cfg, tr := filepath.Join(dir, "lb.yaml"), filepath.Join(dir, "t.jsonl")
 	if err := os.WriteFile(cfg, []byte(replayBMv2Config), 0o644); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/testenv"
 	"github.com/lbc-dev/lbc/runtime"
 )
 
@@ -19,17 +20,18 @@ import (
 // the switch or the compiled program is absent.
 func liveSwitch(t testing.TB) (addr string, opts Options) {
 	t.Helper()
+	const covered = "the same pushes run against testbench/p4rt above"
 	bin, err := exec.LookPath("simple_switch_grpc")
 	if err != nil {
-		t.Skipf("simple_switch_grpc not on PATH (%v): BMv2 live test skipped; the same pushes run against testbench/p4rt above", err)
+		testenv.SkipWithoutBMv2(t, fmt.Errorf("simple_switch_grpc not on PATH: %w", err), covered)
 	}
 	if out, err := exec.Command(bin, "--version").CombinedOutput(); err != nil {
-		t.Skipf("%s does not run (%v: %s): BMv2 live test skipped; the same pushes run against testbench/p4rt above", bin, err, out)
+		testenv.SkipWithoutBMv2(t, fmt.Errorf("%s does not run (%v: %s)", bin, err, out), covered)
 	}
 	build := filepath.Join("..", "..", "p4", "build")
 	for _, f := range []string{"lb.json", "lb.p4info.txtpb"} {
 		if _, err := os.Stat(filepath.Join(build, f)); err != nil {
-			t.Skipf("p4/build/%s absent (run make p4): %v", f, err)
+			testenv.SkipWithoutBMv2(t, fmt.Errorf("p4/build/%s absent (run make p4): %w", f, err), covered)
 		}
 	}
 	grpcPort, thriftPort := freePort(t), freePort(t)

@@ -41,7 +41,16 @@ func (r *fleetRunner) writeFleetReport(fr *FleetResult) error {
 	}
 	fmt.Fprintf(&b, "- topology: network namespaces; router running BIRD (%s) with ECMP over %d lbc nodes (`lbc run --target xdp --bgp`, native XDP), backends decapsulating IP-in-IP with XDP; BGP hold time %s\n",
 		birdVersion(), len(fr.Nodes), r.fl.HoldTime.D())
-	fmt.Fprintf(&b, "- %d held TCP connections pinged every %s; a new connection every 200 ms; took %.1f s\n\n", fr.Conns, r.fl.PingEvery.D(), fr.Took.Seconds())
+	fmt.Fprintf(&b, "- %d held TCP connections pinged every %s; a new connection every 200 ms; took %.1f s\n", fr.Conns, r.fl.PingEvery.D(), fr.Took.Seconds())
+	fmt.Fprintf(&b, "- load probe (a task that sleeps %d ms again and again and measures how late it wakes): %s over the run; timing bounds are widened by the time it lost between an action and its effect; an event in which it stalled %d ms or more (%s) judges the machine, not lbc\n",
+		probeEvery.Milliseconds(), r.probe.Window(0, fr.Took), fr.StallLimit.Milliseconds(), fr.StallWhy)
+	if fr.Attempt > 1 {
+		fmt.Fprintf(&b, "- attempt %d of at most %d:\n", fr.Attempt, fleetAttempts)
+		for _, e := range fr.Earlier {
+			fmt.Fprintf(&b, "  - %s\n", e)
+		}
+	}
+	fmt.Fprintln(&b)
 	if len(fr.Failures) > 0 {
 		fmt.Fprintf(&b, "## Failed assertions\n\n")
 		for _, f := range fr.Failures {
@@ -49,7 +58,7 @@ func (r *fleetRunner) writeFleetReport(fr *FleetResult) error {
 		}
 		fmt.Fprintln(&b)
 	}
-	fmt.Fprintf(&b, "| event | action → effect | held connections broken (at risk: the ring maps them elsewhere) | moved between nodes | longest silence | new connections ok/failed | carriers at the end |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| event | action → effect | held connections broken (at risk: the ring maps them elsewhere) | moved between nodes | longest silence | new connections ok/failed | carriers at the end | lost to scheduling (longest stall) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, er := range fr.Events {
 		eff := "-"
 		if er.Effect >= 0 && er.EffectWhat != "" {
@@ -59,7 +68,8 @@ func (r *fleetRunner) writeFleetReport(fr *FleetResult) error {
 		if er.AtRisk >= 0 {
 			risk = fmt.Sprint(er.AtRisk)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d (%s at risk) | %d | %d ms | %d/%d | %s |\n", er.Name, eff, er.Broken, risk, er.Moved, er.MaxStall.Milliseconds(), er.NewOK, er.NewFailed, carrierLine(er.Carriers))
+		fmt.Fprintf(&b, "| %s | %s | %d (%s at risk) | %d | %d ms | %d/%d | %s | %d ms of %d (%d ms) |\n", er.Name, eff, er.Broken, risk, er.Moved, er.MaxStall.Milliseconds(), er.NewOK, er.NewFailed, carrierLine(er.Carriers),
+			er.Sched.Lost.Milliseconds(), er.Sched.Span.Milliseconds(), er.Sched.Worst.Milliseconds())
 	}
 	fmt.Fprintln(&b)
 	for i, er := range fr.Events {
@@ -70,6 +80,10 @@ func (r *fleetRunner) writeFleetReport(fr *FleetResult) error {
 				mark = "❌"
 			}
 			fmt.Fprintf(&b, "- %s **%s**: %s\n", mark, c.Name, c.Msg)
+		}
+		fmt.Fprintf(&b, "- load probe: %s\n", er.Sched)
+		if er.TooSlow != "" {
+			fmt.Fprintf(&b, "- **the machine was too slow for the scenario's timers**: %s\n", er.TooSlow)
 		}
 		if er.Plot != "" {
 			fmt.Fprintf(&b, "\n![%s](%s)\n", er.Plot, er.Plot)

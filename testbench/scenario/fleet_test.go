@@ -60,6 +60,9 @@ func TestFleetScenarios(t *testing.T) {
 				}
 			}
 			t.Logf("fleet scenario %s passed in %.1f s", name, res.Took.Seconds())
+			for _, why := range res.NotJudged {
+				t.Logf("run again because %s", why)
+			}
 		})
 	}
 }

@@ -80,6 +80,9 @@ type Result struct {
 	Failures  []Failure         `json:"failures"`
 	Datapaths map[string]uint64 `json:"datapathPackets"`
 	Files     []string          `json:"files"`
+	// NotJudged says why earlier runs of a fleet scenario were run again
+	// (the machine was too slow for the scenario's timers).
+	NotJudged []string `json:"notJudged,omitempty"`
 }
 
 // StepResult is one step's window, checks and table.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/controller"
+	"github.com/lbc-dev/lbc/internal/testenv"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/lbc-dev/lbc/trace"
@@ -49,9 +50,7 @@ func TestMain(m *testing.M) {
 // why it cannot run here.
 func liveSwitch(t *testing.T, clk Clock) *Switch {
 	t.Helper()
-	if err := Available(""); err != nil {
-		t.Skipf("live BMv2 test skipped: %v (the same traces run on targets/sim and, through BPF_PROG_TEST_RUN, on the XDP program; the P4Runtime pushes run against testbench/p4rt)", err)
-	}
+	testenv.SkipWithoutBMv2(t, Available(""), "the same traces run on targets/sim and, through BPF_PROG_TEST_RUN, on the XDP program; the P4Runtime pushes run against testbench/p4rt")
 	sharedOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
@@ -837,9 +836,7 @@ var agingOnBMv2 = map[string]string{
 // free clock each backend row's deadline is written as passed or pending
 // as the trace's time says, and the switch decides from the row it holds.
 func TestSpecTracesMatchSim(t *testing.T) {
-	if err := Available(""); err != nil {
-		t.Skipf("live BMv2 test skipped: %v", err)
-	}
+	testenv.SkipWithoutBMv2(t, Available(""), "the same traces run on targets/sim")
 	files, _ := filepath.Glob("../../../testbench/testdata/*.jsonl")
 	if len(files) == 0 {
 		t.Fatal("no traces in testbench/testdata")
