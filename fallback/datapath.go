@@ -285,6 +285,12 @@ func OpenPinned(dir string) (*Datapath, error) {
 		}
 		*ptrs[i] = m
 	}
+	return dp.opened()
+}
+
+// opened finishes opening maps that exist already (pinned, or an attached
+// program's): their memory views and the clock. On error it closes dp.
+func (dp *Datapath) opened() (*Datapath, error) {
 	if err := dp.mapMemory(); err != nil {
 		dp.Close()
 		return nil, err
@@ -355,15 +361,7 @@ func OpenAttached(id ebpf.ProgramID) (*Datapath, error) {
 			return nil, fmt.Errorf("XDP program id %d (%s) has no map %q: %w", id, ProgName, name, ErrNotLBC)
 		}
 	}
-	if err := dp.mapMemory(); err != nil {
-		dp.Close()
-		return nil, err
-	}
-	if err := dp.setupClock(); err != nil {
-		dp.Close()
-		return nil, err
-	}
-	return dp, nil
+	return dp.opened()
 }
 
 // Close releases the handles; pinned maps and attached links stay.
