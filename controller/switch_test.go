@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -71,9 +72,9 @@ func (a *watchAnnouncer) serving() (bool, string, <-chan struct{}) {
 
 // waitServing waits (at most the test's budget) until the announcement
 // says want, and returns why the VIPs are not served when want is false.
-func (a *watchAnnouncer) waitServing(t *testing.T, want bool, logs *syncBuffer) string {
+func (a *watchAnnouncer) waitServing(t testing.TB, want bool, logs *syncBuffer) string {
 	t.Helper()
-	deadline := time.After(waitBudget(t))
+	deadline := time.After(budgetTB(t))
 	for {
 		ok, why, ch := a.serving()
 		if ok == want {
@@ -85,6 +86,14 @@ func (a *watchAnnouncer) waitServing(t *testing.T, want bool, logs *syncBuffer) 
 			t.Fatalf("VIPs served=%v, want %v (%s)\n%s", ok, want, why, logs)
 		}
 	}
+}
+
+// budgetTB is waitBudget for tests and benchmarks (which have no deadline).
+func budgetTB(tb testing.TB) time.Duration {
+	if t, ok := tb.(*testing.T); ok {
+		return waitBudget(t)
+	}
+	return 10 * time.Minute
 }
 
 func healthz(c *controller.Controller) (int, string) {
@@ -136,10 +145,10 @@ type switchRig struct {
 
 // startSwitchRig runs a controller over the switch at addr (opened with
 // opts) on a fake clock that never moves; cfg is lb.yaml's content.
-func startSwitchRig(t *testing.T, opts bmv2.Options, cfg string) *switchRig {
+func startSwitchRig(t testing.TB, opts bmv2.Options, cfg string) *switchRig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	octx, ocancel := context.WithTimeout(ctx, waitBudget(t))
+	octx, ocancel := context.WithTimeout(ctx, budgetTB(t))
 	defer ocancel()
 	tg, err := bmv2.OpenShared(octx, opts)
 	if err != nil {
@@ -172,7 +181,7 @@ func startSwitchRig(t *testing.T, opts bmv2.Options, cfg string) *switchRig {
 	case <-c.Ready():
 	case err := <-done:
 		t.Fatalf("controller: %v\n%s", err, r.logs)
-	case <-time.After(waitBudget(t)):
+	case <-time.After(budgetTB(t)):
 		t.Fatalf("controller not ready\n%s", r.logs)
 	}
 	return r
@@ -217,9 +226,15 @@ func (r *switchRig) wants(t *testing.T, ir *compiler.IR) {
 	}
 }
 
-func healthyRig(t *testing.T, opts bmv2.Options) (*switchRig, *backendtest.Fleet) {
+func healthyRig(t testing.TB, opts bmv2.Options) (*switchRig, *backendtest.Fleet) {
+	return healthyRigRing(t, opts, 1021)
+}
+
+// healthyRigRing is healthyRig with web's ring of ring slots.
+func healthyRigRing(t testing.TB, opts bmv2.Options, ring int) (*switchRig, *backendtest.Fleet) {
 	f := backendtest.Start(t, allSeedIPs()...)
-	r := startSwitchRig(t, opts, patientProbes(seedConfig(f.Port, true, 0, 1, 1)))
+	cfg := strings.Replace(patientProbes(seedConfig(f.Port, true, 0, 1, 1)), "ringSize: 1021", fmt.Sprintf("ringSize: %d", ring), 1)
+	r := startSwitchRig(t, opts, cfg)
 	r.ann.waitServing(t, true, r.logs)
 	if code, body := healthz(r.c); code != http.StatusOK {
 		t.Fatalf("healthz after the first push: %d %s\n%s", code, body, r.logs)
@@ -318,7 +333,7 @@ type freezer struct {
 	conns  []net.Conn
 }
 
-func startFreezer(t *testing.T, target string) *freezer {
+func startFreezer(t testing.TB, target string) *freezer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
