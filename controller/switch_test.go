@@ -467,3 +467,60 @@ func TestSwitchSilentLossDetectedAndStateKept(t *testing.T) {
 		t.Fatalf("after the partition %d updates were written; the difference is %d\n%s", got, want, r.logs)
 	}
 }
+
+// serveAgain starts srv again on addr after Stop, with the state it had:
+// a switch whose P4Runtime service (or the way to it) was down while its
+// tables kept forwarding.
+func serveAgain(t *testing.T, srv *p4rt.Server, addr string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		err := srv.Start(addr)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || i == 100 {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSwitchBackWithItsTablesWritesOnlyTheDifference (issue 25, item 3):
+// the switch's P4Runtime service stops (connections closed) and comes back
+// with its state. The controller reads it back and writes nothing; a
+// change made while it was away is written when it is back, and only that.
+func TestSwitchBackWithItsTablesWritesOnlyTheDifference(t *testing.T) {
+	srv := emptySwitch(t, "127.0.0.1:0")
+	addr := srv.Addr()
+	r, f := healthyRig(t, embeddedSwitchOptions(addr))
+	before := r.held(t)
+	rpcs, updates := srv.WriteRPCs(), len(srv.Log())
+
+	srv.Stop()
+	r.ann.waitServing(t, false, r.logs)
+	serveAgain(t, srv, addr)
+	r.ann.waitServing(t, true, r.logs)
+	if got, u := srv.WriteRPCs(), len(srv.Log()); got != rpcs || u != updates {
+		t.Fatalf("back with its tables and nothing changed: %d updates in %d Write RPCs, want 0\n%s", u-updates, got-rpcs, r.logs)
+	}
+	r.wants(t, r.held(t))
+
+	srv.Stop()
+	r.ann.waitServing(t, false, r.logs)
+	f.Get(seedIPs["vm-d1"]).SetStatus(503)
+	r.c.Monitor().ProbeAll(r.ctx)
+	if err := r.c.Sync(r.ctx); err == nil {
+		t.Fatalf("a push to a stopped switch worked\n%s", r.logs)
+	}
+	serveAgain(t, srv, addr)
+	r.ann.waitServing(t, true, r.logs)
+	after := r.held(t)
+	r.wants(t, after)
+	if svc := after.ServiceByName("web"); svc == nil || strings.Contains(join(svc.Eligible), "vm-d1") {
+		t.Fatalf("back: the switch holds %+v, want vm-d1 out of the eligible set", svc)
+	}
+	want := len(compiler.DiffIR(before, after).Changes)
+	if got := len(srv.Log()) - updates; got != want || want == 0 {
+		t.Fatalf("back: %d updates written; the difference is %d\n%s", got, want, r.logs)
+	}
+}
