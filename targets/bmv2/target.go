@@ -278,7 +278,7 @@ func (t *Target) EnsureProgram(ctx context.Context) (bool, error) {
 		}
 	}
 	if ir := t.committed; ir != nil {
-		if err := t.Commit(ir); err != nil {
+		if err := t.commit(ctx, ir); err != nil {
 			return true, fmt.Errorf("pipeline %s pushed again, but: %w", t.pipeSrc, err)
 		}
 	}
@@ -541,8 +541,9 @@ func (t *Target) SetMTU(ctx context.Context, mtu uint16) (bool, error) {
 // Commit records what a diff does not carry: the IR's tunnel sources and
 // egress MTU (names ride in the entries' metadata already). `lbc push`
 // calls it after Apply.
-func (t *Target) Commit(ir *compiler.IR) error {
-	ctx := context.Background()
+func (t *Target) Commit(ir *compiler.IR) error { return t.commit(context.Background(), ir) }
+
+func (t *Target) commit(ctx context.Context, ir *compiler.IR) error {
 	if _, err := t.SetTunnelSource(ctx, ir.TunnelSource4, ir.TunnelSource6); err != nil {
 		return err
 	}
