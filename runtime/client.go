@@ -253,7 +253,7 @@ func (c *Client) Close() error {
 		_ = s.CloseSend()
 		c.pkt.send.Unlock()
 	}
-	if !c.opts.ReadOnly {
+	if !c.opts.ReadOnly && s != nil { // no open stream (switch down): nothing to wait for
 		select {
 		case <-c.done:
 		case <-time.After(closeWait):

@@ -3,7 +3,9 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -161,4 +163,50 @@ func TestHeartbeatDropsSilentSession(t *testing.T) {
 	t.Logf("silent switch found out in %v (heartbeat 20 ms + timeout 100 ms)", time.Since(start))
 	hs.hang(false)
 	waitSession(t, c, "switch answering again", func(p bool, term uint64, lost error) bool { return p && lost == nil && term >= 2 })
+}
+
+// TestCloseWhileSwitchDown: with no switch to talk to, the session waits
+// for the connection (it opens as soon as the switch is back); Close does
+// not wait for a server to end a stream that was never opened.
+func TestCloseWhileSwitchDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there
+	var logs syncLog
+	c, err := runtime.Dial(context.Background(), runtime.Options{Addr: addr, DeviceID: 1, ElectionLow: 1,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, lost := c.Session(); lost == nil {
+		t.Fatal("a client with no switch reports a session")
+	}
+	// Let the session start waiting for the connection (had Close come
+	// first, the session would not have started, and the test would prove
+	// nothing; it cannot fail because of this sleep).
+	time.Sleep(200 * time.Millisecond)
+	c.Close()
+	if strings.Contains(logs.String(), "did not end the stream") {
+		t.Fatalf("Close waited for a stream that was never opened:\n%s", logs.String())
+	}
+}
+
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
