@@ -108,7 +108,7 @@ func BenchmarkSwitchLossDetection(b *testing.B) {
 func phases(logs string) string {
 	var out []string
 	for _, l := range strings.Split(logs, "\n") {
-		for _, k := range []string{"mastership changed", "had lost lbc's program", "msg=pushed"} {
+		for _, k := range []string{"answers again", "had lost lbc's program", "msg=pushed"} {
 			if strings.Contains(l, k) {
 				out = append(out, l)
 			}

@@ -93,6 +93,7 @@ type target struct {
 	held *compiler.IR // what it holds; nil: unknown, read it back first
 	arb  Arbitrated   // nil unless shared with other controllers
 	term uint64       // arb's mastership term that held belongs to
+	lost bool         // arb's session is lost (logged and counted once)
 	st   TargetStatus
 }
 
@@ -542,6 +543,13 @@ func (ts *target) counters(ctx context.Context) (targets.Counters, bool, error) 
 	ct, ok := ts.t.(targets.CounterTarget)
 	if !ok {
 		return targets.Counters{}, false, nil
+	}
+	if ts.arb != nil {
+		// A switch that is gone would hold the scrape (or the status) up
+		// until its timeout.
+		if _, _, lost := ts.arb.Mastership(); lost != nil {
+			return targets.Counters{}, true, fmt.Errorf("no session with the switch: %w", lost)
+		}
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()

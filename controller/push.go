@@ -54,18 +54,25 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 			ts.held = nil
 			ts.st.Primary = false
 			c.m.setPrimary(name, false)
-			msg := fmt.Sprintf("no session with the switch: %v", lost)
-			if ts.st.LastError != msg {
+			if !ts.lost {
+				ts.lost = true
 				c.m.error("connection")
 				c.log.Error("lost the switch: its VIPs are not served from here until it is back; reconnecting", "target", name, "trigger", why, "err", lost)
+			} else {
+				c.log.Debug("still no session with the switch", "target", name, "trigger", why, "err", lost)
 			}
-			ts.st.LastError = msg
+			ts.st.LastError = fmt.Sprintf("no session with the switch: %v", lost)
 			return fmt.Errorf("target %s: %w", name, lost)
 		}
-		if primary != ts.st.Primary {
+		switch {
+		case ts.lost:
+			ts.lost = false
+			c.log.Warn("the switch answers again: reading it back", "target", name, "primary", primary)
+			ts.held = nil
+		case primary != ts.st.Primary:
 			c.log.Warn("mastership changed", "target", name, "primary", primary)
 			ts.held = nil // the other controller may have written meanwhile
-		} else if term != ts.term {
+		case term != ts.term:
 			c.log.Warn("new session with the switch (it restarted, or the connection was lost): reading it back", "target", name)
 			ts.held = nil
 		}
@@ -90,6 +97,9 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 		}
 		if loaded {
 			c.log.Warn("the target had lost lbc's program (restarted?): loaded it again; writing every table", "target", name, "trigger", why)
+			// What a diff does not carry (tunnel sources, MTU) is gone
+			// too: commit it again after this push.
+			c.committed = nil
 		}
 		held, err := ts.read(ctx)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,11 +137,13 @@ func embeddedSwitchOptions(addr string) bmv2.Options {
 
 type switchRig struct {
 	c    *controller.Controller
+	m    *controller.Metrics
 	tg   *bmv2.Target
 	ann  *watchAnnouncer
 	logs *syncBuffer
 	ctx  context.Context
 	cfg  string
+	stop func() // ends the controller and closes its connection; idempotent
 }
 
 // startSwitchRig runs a controller over the switch at addr (opened with
@@ -159,9 +162,9 @@ func startSwitchRig(t testing.TB, opts bmv2.Options, cfg string) *switchRig {
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := &switchRig{tg: tg, ann: newWatchAnnouncer(), logs: &syncBuffer{}, ctx: ctx, cfg: path}
+	r := &switchRig{tg: tg, m: controller.NewMetrics(), ann: newWatchAnnouncer(), logs: &syncBuffer{}, ctx: ctx, cfg: path}
 	c, err := controller.New(controller.Options{
-		ConfigPath: path, Targets: []targets.Target{tg}, Announcer: r.ann,
+		ConfigPath: path, Targets: []targets.Target{tg}, Announcer: r.ann, Metrics: r.m,
 		Logger: slog.New(slog.NewTextHandler(r.logs, nil)),
 		Clock:  fakeclock.New(time.Unix(1_800_000_000, 0)), Debounce: time.Hour, WatchInterval: -1, VerifyInterval: -1,
 		RetryInterval: time.Hour,
@@ -172,11 +175,15 @@ func startSwitchRig(t testing.TB, opts bmv2.Options, cfg string) *switchRig {
 	r.c = c
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		tg.Close()
-	})
+	var once sync.Once
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			tg.Close()
+		})
+	}
+	t.Cleanup(r.stop)
 	select {
 	case <-c.Ready():
 	case err := <-done:
@@ -436,6 +443,7 @@ func TestSwitchSilentLossDetectedAndStateKept(t *testing.T) {
 	if code, body := healthz(r.c); code != http.StatusServiceUnavailable || !strings.Contains(body, "does not answer") {
 		t.Fatalf("healthz while the switch is silent: %d %q", code, body)
 	}
+	metricsSay(t, r.m, `lbc_target_primary{target="switch",target_instance=""} 0`, `lbc_datapath_counters_up{target="switch",target_instance=""} 0`)
 	fz.thaw()
 	r.ann.waitServing(t, true, r.logs)
 	if code, body := healthz(r.c); code != http.StatusOK {
@@ -445,6 +453,9 @@ func TestSwitchSilentLossDetectedAndStateKept(t *testing.T) {
 		t.Fatalf("after a partition with nothing changed: %d updates in %d Write RPCs, want 0\n%s", u-updates, got-rpcs, r.logs)
 	}
 	r.wants(t, r.held(t))
+	// One loss, counted once, however many sessions the heartbeat dropped
+	// during it.
+	metricsSay(t, r.m, `lbc_errors_total{kind="connection"} 1`, `lbc_target_primary{target="switch",target_instance=""} 1`)
 
 	// A backend fails during a partition: the push fails (the switch is
 	// silent), and the difference is written when it is back.
@@ -466,6 +477,31 @@ func TestSwitchSilentLossDetectedAndStateKept(t *testing.T) {
 	if got := len(srv.Log()) - updates; got != want {
 		t.Fatalf("after the partition %d updates were written; the difference is %d\n%s", got, want, r.logs)
 	}
+	metricsSay(t, r.m, `lbc_errors_total{kind="connection"} 2`)
+	if n := strings.Count(r.logs.String(), "lost the switch"); n != 2 {
+		t.Errorf("logged the loss %d times over two partitions, want 2:\n%s", n, r.logs)
+	}
+}
+
+// metricsSay checks that /metrics has each line.
+func metricsSay(t *testing.T, m *controller.Metrics, lines ...string) {
+	t.Helper()
+	body := scrape(t, m)
+	for _, l := range lines {
+		if !strings.Contains(body, l+"\n") {
+			t.Errorf("/metrics lacks %s:\n%s", l, grep(body, strings.SplitN(l, "{", 2)[0]))
+		}
+	}
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // serveAgain starts srv again on addr after Stop, with the state it had:
@@ -522,5 +558,30 @@ func TestSwitchBackWithItsTablesWritesOnlyTheDifference(t *testing.T) {
 	want := len(compiler.DiffIR(before, after).Changes)
 	if got := len(srv.Log()) - updates; got != want || want == 0 {
 		t.Fatalf("back: %d updates written; the difference is %d\n%s", got, want, r.logs)
+	}
+}
+
+// TestSwitchRestartAfterControllerRestart: a controller that started on a
+// switch already programmed (it wrote nothing, so it never set the
+// defaults itself) gives a restarted switch its tunnel source too, not
+// only the pipeline and the tables.
+func TestSwitchRestartAfterControllerRestart(t *testing.T) {
+	srv := emptySwitch(t, "127.0.0.1:0")
+	addr := srv.Addr()
+	a, _ := healthyRig(t, embeddedSwitchOptions(addr))
+	a.stop()
+	rpcs := srv.WriteRPCs()
+	b, _ := healthyRig(t, embeddedSwitchOptions(addr))
+	if srv.WriteRPCs() != rpcs {
+		t.Fatalf("the restarted controller wrote %d RPCs, want 0\n%s", srv.WriteRPCs()-rpcs, b.logs)
+	}
+	srv.Stop()
+	b.ann.waitServing(t, false, b.logs)
+	emptySwitch(t, addr)
+	b.ann.waitServing(t, true, b.logs)
+	ir := b.held(t)
+	b.wants(t, ir)
+	if want := netip.MustParseAddr("192.0.2.1"); ir.TunnelSource4 != want {
+		t.Fatalf("the restarted switch has tunnel source %v, want %v (the configuration's)\n%s", ir.TunnelSource4, want, b.logs)
 	}
 }
