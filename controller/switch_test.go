@@ -267,7 +267,7 @@ func TestSwitchRestartPushesEverythingAgain(t *testing.T) {
 	srv.Stop() // the switch dies: its connections close
 	why := r.ann.waitServing(t, false, r.logs)
 	t.Logf("switch gone → VIPs withdrawn in %v (%s)", time.Since(start), why)
-	if code, body := healthz(r.c); code != http.StatusServiceUnavailable || !strings.Contains(body, "switch") {
+	if code, body := healthz(r.c); code != http.StatusServiceUnavailable || !strings.Contains(body, "not programmed: switch: no session with the switch") {
 		t.Fatalf("healthz with the switch gone: %d %q", code, body)
 	}
 
