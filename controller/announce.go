@@ -130,7 +130,7 @@ func (c *Controller) announce() {
 	}
 	programmed, why := true, ""
 	for _, ts := range c.tgts {
-		if ts.arb != nil && !ts.st.Primary {
+		if ts.arb != nil && !ts.st.Primary && ts.st.LastError == "" {
 			continue // the primary controller programs it
 		}
 		switch {

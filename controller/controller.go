@@ -92,6 +92,8 @@ type target struct {
 	t    targets.Target
 	held *compiler.IR // what it holds; nil: unknown, read it back first
 	arb  Arbitrated   // nil unless shared with other controllers
+	term uint64       // arb's mastership term that held belongs to
+	lost bool         // arb's session is lost (logged and counted once)
 	st   TargetStatus
 }
 
@@ -99,11 +101,33 @@ type target struct {
 // reached over P4Runtime with election IDs: only the primary writes. The
 // backup keeps computing (its state stays warm) and, when it becomes
 // primary, reads the target back and writes only the difference.
+//
+// A switch reached over P4Runtime is Arbitrated even when one controller
+// writes it: its session tells when the switch goes away (lost) and when
+// it comes back (a new term), so that the controller stops claiming the
+// datapath is programmed at once, and reads it back (and pushes the
+// pipeline again: ProgramKeeper) when it returns.
 type Arbitrated interface {
-	// Primary reports whether this controller may write now.
-	Primary() bool
-	// MastershipChanges is signalled when Primary may have changed.
+	// Mastership reports whether this controller may write now; term,
+	// which changes each time it becomes primary anew (what the target
+	// holds may then differ from what this controller wrote: another
+	// controller wrote, or the switch restarted empty); and lost, why no
+	// session with the target is up (nil while one is, as primary or
+	// backup).
+	Mastership() (primary bool, term uint64, lost error)
+	// MastershipChanges is signalled when Mastership may have changed.
 	MastershipChanges() <-chan struct{}
+}
+
+// ProgramKeeper is a target that can lose its program, such as a switch
+// that restarts without its P4 pipeline. Before a target whose contents
+// are unknown is read back, the controller asks it to load its program
+// again if it is gone; its tables are then empty, and the controller
+// writes them all.
+type ProgramKeeper interface {
+	// EnsureProgram loads the program when the target runs none (or
+	// another), and reports whether it did.
+	EnsureProgram(ctx context.Context) (loaded bool, err error)
 }
 
 // Committer is a target that stores what a diff does not carry (names,
@@ -166,7 +190,7 @@ func New(opts Options) (*Controller, error) {
 		ts := &target{t: t, st: TargetStatus{Name: t.Name(), Primary: true}}
 		if a, ok := t.(Arbitrated); ok {
 			ts.arb = a
-			ts.st.Primary = a.Primary()
+			ts.st.Primary, ts.term, _ = a.Mastership()
 		}
 		c.tgts = append(c.tgts, ts)
 		c.m.addTarget(ts.st.Name, ts.st.Primary)
@@ -498,6 +522,16 @@ func (ts *target) read(ctx context.Context) (*compiler.IR, error) {
 	return ts.t.Read(ctx)
 }
 
+func (ts *target) ensureProgram(ctx context.Context) (bool, error) {
+	pk, ok := ts.t.(ProgramKeeper)
+	if !ok {
+		return false, nil
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return pk.EnsureProgram(ctx)
+}
+
 func (ts *target) apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -509,6 +543,13 @@ func (ts *target) counters(ctx context.Context) (targets.Counters, bool, error) 
 	ct, ok := ts.t.(targets.CounterTarget)
 	if !ok {
 		return targets.Counters{}, false, nil
+	}
+	if ts.arb != nil {
+		// A switch that is gone would hold the scrape (or the status) up
+		// until its timeout.
+		if _, _, lost := ts.arb.Mastership(); lost != nil {
+			return targets.Counters{}, true, fmt.Errorf("no session with the switch: %w", lost)
+		}
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()

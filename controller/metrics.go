@@ -116,6 +116,8 @@ var errorKinds = []string{
 	"drift",       // a target's tables differed from what was pushed
 	"config-read", // the watched configuration file could not be read
 	"counters",    // a target's counters could not be read at a scrape
+	"connection",  // a switch's session was lost (it died, hung or was cut off)
+	"program",     // a switch without lbc's pipeline could not be given it again
 }
 
 // targetLabels splits a target's name ("xdp eth1", "bmv2 127.0.0.1:9559",

@@ -46,18 +46,61 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 	ir := r.IR
 	name := ts.t.Name()
 	if ts.arb != nil {
-		primary := ts.arb.Primary()
-		if primary != ts.st.Primary {
+		primary, term, lost := ts.arb.Mastership()
+		if lost != nil {
+			// The switch is gone (dead, hung, cut off) or has not
+			// answered yet: not programmed until it is back, and then
+			// read back first.
+			ts.held = nil
+			ts.st.Primary = false
+			c.m.setPrimary(name, false)
+			if !ts.lost {
+				ts.lost = true
+				c.m.error("connection")
+				c.log.Error("lost the switch: its VIPs are not served from here until it is back; reconnecting", "target", name, "trigger", why, "err", lost)
+			} else {
+				c.log.Debug("still no session with the switch", "target", name, "trigger", why, "err", lost)
+			}
+			ts.st.LastError = fmt.Sprintf("no session with the switch: %v", lost)
+			return fmt.Errorf("target %s: %w", name, lost)
+		}
+		switch {
+		case ts.lost:
+			ts.lost = false
+			c.log.Warn("the switch answers again: reading it back", "target", name, "primary", primary)
+			ts.held = nil
+		case primary != ts.st.Primary:
 			c.log.Warn("mastership changed", "target", name, "primary", primary)
 			ts.held = nil // the other controller may have written meanwhile
+		case term != ts.term:
+			c.log.Warn("new session with the switch (it restarted, or the connection was lost): reading it back", "target", name)
+			ts.held = nil
 		}
+		ts.term = term
 		ts.st.Primary = primary
 		c.m.setPrimary(name, primary)
 		if !primary {
-			return nil // backup: state stays warm, nothing is written
+			ts.st.LastError = "" // backup: the primary writes
+			return nil           // backup: state stays warm, nothing is written
 		}
 	}
 	if ts.held == nil {
+		loaded, err := ts.ensureProgram(ctx)
+		if err != nil {
+			msg := fmt.Sprintf("program: %v", err)
+			if ts.st.LastError != msg {
+				c.m.error("program")
+				c.log.Error("the target runs no program of lbc's and cannot be given it", "target", name, "err", err)
+			}
+			ts.st.LastError = msg
+			return fmt.Errorf("target %s: %w", name, err)
+		}
+		if loaded {
+			c.log.Warn("the target had lost lbc's program (restarted?): loaded it again; writing every table", "target", name, "trigger", why)
+			// What a diff does not carry (tunnel sources, MTU) is gone
+			// too: commit it again after this push.
+			c.committed = nil
+		}
 		held, err := ts.read(ctx)
 		if err != nil {
 			ts.st.LastError = fmt.Sprintf("read back: %v", err)

@@ -364,7 +364,7 @@ func (c *Controller) HealthzHandler() http.Handler {
 		case len(failing) > 0:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			for _, f := range failing {
-				w.Write([]byte("push failing: " + f + "\n"))
+				w.Write([]byte("not programmed: " + f + "\n"))
 			}
 		case as != nil && !as.Healthy:
 			w.WriteHeader(http.StatusServiceUnavailable)

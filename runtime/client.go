@@ -15,9 +15,11 @@ import (
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 )
 
@@ -36,6 +38,25 @@ const (
 	// closeWait bounds how long Close waits for the server to end the
 	// stream after this client has closed its side.
 	closeWait = 2 * time.Second
+
+	// DefaultHeartbeat and DefaultHeartbeatTimeout: while a session is
+	// up, a Capabilities RPC every DefaultHeartbeat must answer within
+	// DefaultHeartbeatTimeout, or the session is dropped as lost
+	// (ErrUnreachable). A switch that dies ends the stream at once (its
+	// kernel closes the socket); one that hangs or is cut off silently is
+	// noticed within DefaultHeartbeat + DefaultHeartbeatTimeout = 1 s.
+	// gRPC keepalive cannot do this alone: grpc-go pings at most every
+	// 10 s, and servers answer faster pings on an idle stream with
+	// GOAWAY (too_many_pings); the heartbeat's replies are data, which
+	// keeps the servers' ping policies quiet.
+	DefaultHeartbeat        = 200 * time.Millisecond
+	DefaultHeartbeatTimeout = 800 * time.Millisecond
+	// keepaliveTime: with the heartbeat on, a transport that read nothing
+	// for this long is pinged and, without an answer within
+	// keepaliveTimeout, closed, so that the next session dials a new
+	// connection instead of queueing behind a dead one (a partition).
+	keepaliveTime    = 10 * time.Second
+	keepaliveTimeout = 2 * time.Second
 )
 
 // Options configures a Client.
@@ -56,8 +77,18 @@ type Options struct {
 	// ReadOnly skips arbitration: reads work (P4Runtime needs no mastership
 	// for them), writes fail with ErrNotPrimary. For status and dry runs.
 	ReadOnly bool
-	// Backoff bounds the reconnect delay (100 ms .. 5 s when zero).
+	// Backoff bounds the reconnect delay, of the session and of gRPC's
+	// own connection attempts (100 ms .. 1 s when zero): a switch that
+	// comes back is reconnected within MaxBackoff of accepting
+	// connections.
 	MinBackoff, MaxBackoff time.Duration
+	// Heartbeat is how often a live session checks that the switch
+	// answers (DefaultHeartbeat when 0; negative: never, and no gRPC
+	// keepalive either); HeartbeatTimeout bounds each check
+	// (DefaultHeartbeatTimeout when 0). A check that fails drops the
+	// session: mastership is lost with ErrUnreachable, and the client
+	// reconnects and arbitrates again.
+	Heartbeat, HeartbeatTimeout time.Duration
 	// ElectionIDInUseWait bounds how long WaitPrimary waits out a server
 	// that refuses our election ID as held by another live controller
 	// (DefaultElectionIDInUseWait when 0; negative: do not wait). The
@@ -96,6 +127,10 @@ func TLSConfig(caFile, certFile, keyFile, serverName string) (*tls.Config, error
 // controller (never was, or lost mastership).
 var ErrNotPrimary = errors.New("not the primary controller")
 
+// ErrUnreachable is in the reason of a session dropped because the switch
+// stopped answering its heartbeat.
+var ErrUnreachable = errors.New("the switch does not answer")
+
 // ErrElectionIDInUse is the server's refusal of an election ID that
 // another live controller of the same device and role holds (P4Runtime
 // §"Client Arbitration": the server ends the new stream with
@@ -118,6 +153,14 @@ type Client struct {
 	reason   error         // why not primary, when known
 	changed  chan struct{} // closed and replaced on every arbitration change
 	sessions int
+	// term counts the times this client became primary: a new term means
+	// another controller or a new switch process may have written (or
+	// wiped) the tables since the last one.
+	term uint64
+	// answered: the current session's stream is up and the server has
+	// answered its arbitration (as primary or backup); lost is why not.
+	answered bool
+	lost     error
 	inUse    time.Time                          // first ErrElectionIDInUse of the current streak
 	stream   p4v1.P4Runtime_StreamChannelClient // the open session, once arbitration is sent
 	closing  bool
@@ -139,7 +182,13 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		opts.MinBackoff = 100 * time.Millisecond
 	}
 	if opts.MaxBackoff <= 0 {
-		opts.MaxBackoff = 5 * time.Second
+		opts.MaxBackoff = time.Second
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.HeartbeatTimeout <= 0 {
+		opts.HeartbeatTimeout = DefaultHeartbeatTimeout
 	}
 	if opts.ElectionIDInUseWait == 0 {
 		opts.ElectionIDInUseWait = DefaultElectionIDInUseWait
@@ -155,10 +204,19 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if opts.TLS != nil {
 		creds = credentials.NewTLS(opts.TLS)
 	}
-	conn, err := grpc.NewClient(opts.Addr,
+	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(opts.MaxMsgSize), grpc.MaxCallSendMsgSize(opts.MaxMsgSize)),
-		grpc.WithMaxHeaderListSize(DefaultMaxMetadata))
+		grpc.WithMaxHeaderListSize(DefaultMaxMetadata),
+		// gRPC's default reconnect backoff grows to 120 s: a switch that
+		// restarts would wait that long for lbc to notice it is back.
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 5 * time.Second,
+			Backoff: backoff.Config{BaseDelay: opts.MinBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: opts.MaxBackoff}}),
+	}
+	if opts.Heartbeat > 0 && !opts.ReadOnly {
+		dopts = append(dopts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}))
+	}
+	conn, err := grpc.NewClient(opts.Addr, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("p4runtime %s: %w", opts.Addr, err)
 	}
@@ -195,7 +253,7 @@ func (c *Client) Close() error {
 		_ = s.CloseSend()
 		c.pkt.send.Unlock()
 	}
-	if !c.opts.ReadOnly {
+	if !c.opts.ReadOnly && s != nil { // no open stream (switch down): nothing to wait for
 		select {
 		case <-c.done:
 		case <-time.After(closeWait):
@@ -248,6 +306,28 @@ func (c *Client) Primary() (bool, error) {
 	return false, ErrNotPrimary
 }
 
+// Session reports the arbitration state: whether this client is primary,
+// its term (it grows each time the client becomes primary, so a changed
+// term means the switch may hold other tables than this client wrote:
+// another controller's, or none after a restart), and lost, why no
+// session is up (the switch is unreachable, restarted, or has not
+// answered yet); lost is nil while the server has answered this session's
+// arbitration, as primary or backup.
+func (c *Client) Session() (primary bool, term uint64, lost error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.opts.ReadOnly {
+		return false, 0, nil
+	}
+	if !c.answered {
+		lost = c.lost
+		if lost == nil {
+			lost = errors.New("no arbitration answer yet")
+		}
+	}
+	return c.primary, c.term, lost
+}
+
 // Changed returns a channel closed at the next arbitration change.
 func (c *Client) Changed() <-chan struct{} {
 	c.mu.Lock()
@@ -294,7 +374,7 @@ func (c *Client) WaitPrimary(ctx context.Context) error {
 
 func isTransport(err error) bool {
 	code := status.Code(err)
-	return code == codes.Unavailable || code == codes.Canceled || code == codes.DeadlineExceeded || errors.Is(err, io.EOF)
+	return errors.Is(err, ErrUnreachable) || code == codes.Unavailable || code == codes.Canceled || code == codes.DeadlineExceeded || errors.Is(err, io.EOF)
 }
 
 func (c *Client) setState(primary bool, reason error) {
@@ -309,6 +389,7 @@ func (c *Client) setState(primary bool, reason error) {
 	}
 	if primary && !c.primary {
 		c.log.Info("primary", "election_id", c.opts.ElectionLow)
+		c.term++
 	}
 	switch {
 	case !errors.Is(reason, ErrElectionIDInUse):
@@ -331,6 +412,9 @@ func (c *Client) run(ctx context.Context) {
 		if ctx.Err() != nil || c.isClosing() {
 			break
 		}
+		c.mu.Lock()
+		c.answered, c.lost = false, err
+		c.mu.Unlock()
 		c.setState(false, err)
 		if reached {
 			backoff = c.opts.MinBackoff
@@ -343,6 +427,9 @@ func (c *Client) run(ctx context.Context) {
 		}
 		backoff = min(backoff*2, c.opts.MaxBackoff)
 	}
+	c.mu.Lock()
+	c.answered, c.lost = false, errClientClosed
+	c.mu.Unlock()
 	c.setState(false, errClientClosed)
 }
 
@@ -353,7 +440,9 @@ var errClientClosed = errors.New("client closed")
 func (c *Client) session(ctx context.Context) (reachedPrimary bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.rt.StreamChannel(sctx)
+	// Wait for the connection rather than fail at once while the switch
+	// is down: the stream opens as soon as gRPC reconnects.
+	stream, err := c.rt.StreamChannel(sctx, grpc.WaitForReady(true))
 	if err != nil {
 		return false, err
 	}
@@ -379,9 +468,20 @@ func (c *Client) session(ctx context.Context) (reachedPrimary bool, err error) {
 		c.stream = nil
 		c.mu.Unlock()
 	}()
+	hb := make(chan error, 1)
+	if c.opts.Heartbeat > 0 {
+		done := make(chan struct{})
+		defer func() { cancel(); <-done }()
+		go func() { defer close(done); c.heartbeat(sctx, cancel, hb) }()
+	}
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
+			select {
+			case herr := <-hb:
+				err = fmt.Errorf("%w: no answer to a heartbeat within %s (%w)", ErrUnreachable, c.opts.HeartbeatTimeout, herr)
+			default:
+			}
 			if status.Code(err) == codes.InvalidArgument && !reachedPrimary {
 				// The only INVALID_ARGUMENT a server ends a stream with for
 				// our first arbitration (non-zero election ID, no role
@@ -395,6 +495,9 @@ func (c *Client) session(ctx context.Context) (reachedPrimary bool, err error) {
 			continue
 		}
 		if a := msg.GetArbitration(); a != nil {
+			c.mu.Lock()
+			c.answered, c.lost = true, nil
+			c.mu.Unlock()
 			code := codes.Code(a.GetStatus().GetCode())
 			mine := a.GetElectionId().GetHigh() == c.opts.ElectionHigh && a.GetElectionId().GetLow() == c.opts.ElectionLow
 			if code == codes.OK && mine {
@@ -414,6 +517,37 @@ func (c *Client) session(ctx context.Context) (reachedPrimary bool, err error) {
 		}
 		if e := msg.GetError(); e != nil {
 			c.log.Warn("stream error", "code", codes.Code(e.CanonicalCode), "message", e.Message)
+		}
+	}
+}
+
+// heartbeat calls Capabilities every Heartbeat while ctx lasts; the first
+// that fails or takes longer than HeartbeatTimeout is sent on failed and
+// ends the session (cancel). A server without Capabilities (UNIMPLEMENTED)
+// is not checked.
+func (c *Client) heartbeat(ctx context.Context, cancel context.CancelFunc, failed chan<- error) {
+	t := time.NewTicker(c.opts.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hctx, hcancel := context.WithTimeout(ctx, c.opts.HeartbeatTimeout)
+		_, err := c.rt.Capabilities(hctx, &p4v1.CapabilitiesRequest{})
+		hcancel()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return
+		case status.Code(err) == codes.Unimplemented:
+			c.log.Debug("the server has no Capabilities RPC: no heartbeat", "err", err)
+			return
+		default:
+			failed <- err
+			cancel()
+			return
 		}
 	}
 }

@@ -29,9 +29,10 @@ packets: it is a switch's control plane, for trying the P4Runtime path of
 lbc (push, status, run) anywhere, with no BMv2 installed.
 
 It starts running --p4info (default: the P4Info of p4/lb.p4 embedded in the
-binary, ` + embeddedP4Info + `) as if a controller had pushed it, so
-lbc push needs no --p4info; with --no-pipeline it starts with none, and
-lbc push --p4info FILE --device-config FILE pushes one.
+binary, ` + embeddedP4Info + `) as if a controller had pushed it; with
+--no-pipeline it starts with none, as a switch just started or restarted,
+and lbc push or run pushes lbc's embedded pipeline (or --p4info FILE
+--device-config FILE).
 
 Try it (in the source tree; two terminals):
    lbc-testbench p4rt-server --listen 127.0.0.1:9559
@@ -42,7 +43,7 @@ Try it (in the source tree; two terminals):
 		&cli.StringFlag{Name: "p4info", Usage: "P4Info `FILE` (text format) the server starts with (default: the embedded " + embeddedP4Info + ")"},
 		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9559", Usage: "`HOST:PORT` to serve gRPC on (port 0: any free one, printed)"},
 		&cli.Uint64Flag{Name: "device-id", Value: 1, Usage: "P4Runtime device `ID` (lbc's --device-id)"},
-		&cli.BoolFlag{Name: "no-pipeline", Usage: "start with no pipeline: a controller pushes one (lbc push --p4info ... --device-config ...)"},
+		&cli.BoolFlag{Name: "no-pipeline", Usage: "start with no pipeline: a controller pushes one (lbc push and run push the embedded one)"},
 	},
 	Action: func(c *cli.Context) error {
 		if c.NArg() > 0 {
@@ -93,12 +94,18 @@ func startP4RTServer(c *cli.Context) (*p4rt.Server, string, error) {
 		if _, err := runtime.NewSchema(info); err != nil {
 			return nil, "", fmt.Errorf("--p4info %s: %w", file, err)
 		}
-		// The cookie lbc computes for this P4Info with no device config.
+		// The cookie lbc computes for this P4Info with no device config,
+		// or, for the embedded one, with the embedded device config: the
+		// server then runs what lbc push and run push by default.
 		canon, err := proto.MarshalOptions{Deterministic: true}.Marshal(info)
 		if err != nil {
 			return nil, "", fmt.Errorf("--p4info %s: %w", file, err)
 		}
-		opts.P4Info, opts.Cookie = info, bmv2.Cookie(canon, nil)
+		var devcfg []byte
+		if c.String("p4info") == "" {
+			devcfg = p4.BMv2JSON
+		}
+		opts.P4Info, opts.Cookie = info, bmv2.Cookie(canon, devcfg)
 	}
 	srv, err := p4rt.New(opts)
 	if err != nil {
@@ -110,7 +117,7 @@ func startP4RTServer(c *cli.Context) (*p4rt.Server, string, error) {
 	if opts.P4Info != nil {
 		fmt.Fprintf(c.App.ErrWriter, "pipeline: %s\n", file)
 	} else {
-		fmt.Fprintln(c.App.ErrWriter, "pipeline: none (--no-pipeline): push one with lbc push --p4info FILE --device-config FILE")
+		fmt.Fprintln(c.App.ErrWriter, "pipeline: none (--no-pipeline): lbc push and lbc run push lbc's embedded one")
 	}
 	return srv, srv.Addr(), nil
 }

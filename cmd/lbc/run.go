@@ -54,11 +54,15 @@ behind ECMP) with identical tables; lbc status --controller shows each
 target's digest and flags one that differs. Two lbc run on one switch
 arbitrate with P4Runtime election IDs (--election-id): the highest writes,
 the other keeps its state warm and takes over, writing only what changed.
+A switch that dies or stops answering (a 1 s heartbeat) fails /healthz and
+withdraws its VIPs at once; when it is back, lbc reads it back and writes
+what it lacks: the pipeline and every table after a restart, nothing after
+a partition that left its tables intact.
 
 Examples:
    lbc run -c lb.yaml --metrics 127.0.0.1:9100                  # reference datapath (sim)
    lbc run -c lb.yaml --target xdp --iface eth1
-   lbc run -c lb.yaml --target bmv2 --addr 127.0.0.1:9559 --p4info p4/build/lb.p4info.txtpb --device-config p4/build/lb.json
+   lbc run -c lb.yaml --target bmv2 --addr 127.0.0.1:9559        # pushes the embedded p4/build pipeline if the switch runs none
    lbc run -c lb.yaml --target bmv2=10.0.0.1:9559 --target bmv2=10.0.0.2:9559 --target xdp=eth1
    lbc run -c lb.yaml --target xdp --iface eth1 --bgp bgp.yaml     # one node of an ECMP fleet
    lbc status --controller 127.0.0.1:9100

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/lbc-dev/lbc/p4"
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
@@ -16,8 +17,8 @@ var (
 	p4DeviceFlag   = &cli.Uint64Flag{Name: "device-id", Value: 1, Usage: "bmv2: P4Runtime device `ID`"}
 	p4ElectionFlag = &cli.Uint64Flag{Name: "election-id", Value: 1, Usage: "bmv2: this controller's election `ID`; the highest connected controller is primary and writes"}
 	p4RoleFlag     = &cli.StringFlag{Name: "role", Usage: "bmv2: P4Runtime role `NAME` (default role when empty)"}
-	p4InfoFlag     = &cli.StringFlag{Name: "p4info", Usage: "bmv2: P4Info `FILE` to push with --device-config (p4/build/lb.p4info.txtpb); without it the switch must already run lb.p4"}
-	p4DevcfgFlag   = &cli.StringFlag{Name: "device-config", Usage: "bmv2: device config `FILE` (BMv2 JSON, p4/build/lb.json); pushed only when the switch runs another pipeline"}
+	p4InfoFlag     = &cli.StringFlag{Name: "p4info", Usage: "bmv2: P4Info `FILE` to push with --device-config, replacing any other pipeline the switch runs; without both, lbc's embedded build of p4/lb.p4 (p4/build) is pushed to a switch that runs no pipeline (at start, and again if the switch restarts empty), and a switch that runs another is left as it is"}
+	p4DevcfgFlag   = &cli.StringFlag{Name: "device-config", Usage: "bmv2: device config `FILE` (BMv2 JSON, p4/build/lb.json) to push with --p4info; pushed only when the switch runs another pipeline"}
 	p4BatchFlag    = &cli.IntFlag{Name: "batch-size", Value: runtime.DefaultBatchSize, Usage: "bmv2: updates per Write RPC (BMv2 is ≈20× slower with 1 than with ≥1000)"}
 	p4FallbackFlag = &cli.IntFlag{Name: "fallback-port", Value: -1, Usage: "bmv2: switch `PORT` fragments and unparsed protocols leave through, towards the XDP host (-1: leave as is)"}
 	p4CAFlag       = &cli.StringFlag{Name: "tls-ca", Usage: "bmv2: CA `FILE` (PEM) to verify the switch; enables TLS"}
@@ -34,7 +35,7 @@ var bmv2Adapter = &adapter{
 			return nil, noPipelineHint(c, err, false, "--p4info p4/build/lb.p4info.txtpb --device-config p4/build/lb.json")
 		}
 		if t.PipelinePushed() {
-			fmt.Fprintf(c.App.ErrWriter, "%s: pushed pipeline %s (tables start empty)\n", t.Name(), c.String(p4InfoFlag.Name))
+			fmt.Fprintf(c.App.ErrWriter, "%s: pushed pipeline %s (tables start empty)\n", t.Name(), t.PipelineSource())
 		}
 		if port := c.Int(p4FallbackFlag.Name); port >= 0 && !t.Primary() {
 			// A backup `lbc run` may not write; the primary, started with
@@ -51,7 +52,7 @@ var bmv2Adapter = &adapter{
 	OpenRead: func(c *cli.Context) (targets.Target, error) {
 		t, err := openBMv2(c, true)
 		if err != nil {
-			return nil, noPipelineHint(c, err, true, "--p4info p4/build/lb.p4info.txtpb --device-config p4/build/lb.json")
+			return nil, noPipelineHint(c, err, true, "") // a push gives the embedded pipeline
 		}
 		return t, nil
 	},
@@ -63,9 +64,16 @@ func openBMv2(c *cli.Context, readOnly bool) (*bmv2.Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := bmv2.Options{Options: ro, P4InfoPath: c.String(p4InfoFlag.Name), DeviceConfigPath: c.String(p4DevcfgFlag.Name)}
+	opts := bmv2.Options{Options: ro, P4InfoPath: c.String(p4InfoFlag.Name), DeviceConfigPath: c.String(p4DevcfgFlag.Name),
+		PipelineHint: "--p4info FILE --device-config FILE (p4/build/lb.p4info.txtpb, p4/build/lb.json)"}
 	if opts.DeviceConfigPath != "" && opts.P4InfoPath == "" {
 		return nil, fmt.Errorf("--device-config needs --p4info (the pipeline is pushed as a pair)")
+	}
+	if opts.P4InfoPath == "" && !readOnly {
+		// The embedded build: pushed to a switch that runs no pipeline
+		// (and again if it restarts empty); another one is left alone.
+		opts.P4Info, opts.DeviceConfig, opts.PipelineIfAbsent = p4.BMv2P4Info, p4.BMv2JSON, true
+		opts.PipelineName = "embedded p4/build (lb.p4info.txtpb, lb.json)"
 	}
 	if runShared(c) {
 		return bmv2.OpenShared(c.Context, opts) // lbc run: may start as the backup
@@ -109,6 +117,9 @@ func noPipelineHint(c *cli.Context, err error, readOnly bool, pipelineFlags stri
 	if c.Command != nil && c.Command.Name == "push" {
 		what = "lbc push --dry-run"
 	}
-	return fmt.Errorf("%w\n  %s only reads what the switch holds, and it holds nothing yet; push the pipeline and the tables first:\n  lbc push -c lb.yaml --target %s --addr %s %s",
-		err, what, c.String("target"), c.String(p4AddrFlag.Name), pipelineFlags) // not targetFlag.Name: an initialization cycle
+	push := fmt.Sprintf("lbc push -c lb.yaml --target %s --addr %s", c.String("target"), c.String(p4AddrFlag.Name)) // not targetFlag.Name: an initialization cycle
+	if pipelineFlags != "" {
+		push += " " + pipelineFlags
+	}
+	return fmt.Errorf("%w\n  %s only reads what the switch holds, and it holds nothing yet; push the pipeline and the tables first:\n  %s", err, what, push)
 }

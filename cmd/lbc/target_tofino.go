@@ -67,6 +67,6 @@ func openTofino(c *cli.Context, readOnly bool) (*tofino.Target, error) {
 		return nil, err
 	}
 	opts := tofino.Options{Options: ro, P4InfoPath: c.String(p4InfoFlag.Name), DeviceConfigPath: c.String(p4DevcfgFlag.Name), DeviceConfigFormat: format,
-		ProgramName: c.String(tofinoProgramFlag.Name)}
+		ProgramName: c.String(tofinoProgramFlag.Name), PipelineHint: tofinoPipelineFlags}
 	return tofino.Open(c.Context, opts)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -575,5 +576,96 @@ func TestCountersReadOnly(t *testing.T) {
 	}
 	if _, err := ro.Apply(context.Background(), compiler.DiffIR(nil, ir)); !errors.Is(err, runtime.ErrNotPrimary) {
 		t.Errorf("read-only Apply: %v", err)
+	}
+}
+
+// TestEnsureProgramRestoresPipelineAndDefaults (issue 25, item 1): a
+// switch that restarts empty gets the pipeline again, then the fallback
+// port, tunnel sources and egress MTU the target had set; on a switch that
+// runs the pipeline, EnsureProgram does nothing.
+func TestEnsureProgramRestoresPipelineAndDefaults(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := func(addr string) *p4rt.Server {
+		srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			err := srv.Start(addr)
+			if err == nil {
+				break
+			}
+			if i == 100 {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Cleanup(srv.Stop)
+		return srv
+	}
+	srv := start("127.0.0.1:0")
+	addr := srv.Addr()
+	info, err := os.ReadFile(p4infoPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := Open(ctx, Options{Options: runtime.Options{Addr: addr, DeviceID: 1, ElectionLow: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
+		P4Info: info, DeviceConfig: []byte(`{"program": "lb.p4"}`), PipelineIfAbsent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	if !tg.PipelinePushed() {
+		t.Fatal("Open did not push the pipeline to an empty switch")
+	}
+	if _, err := tg.SetFallbackPort(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	ir := &compiler.IR{TunnelSource4: netip.MustParseAddr("192.0.2.1"), MTU: 1400}
+	if err := tg.Commit(ir); err != nil {
+		t.Fatal(err)
+	}
+	defaults := func(s *p4rt.Server) map[string]string {
+		out := map[string]string{}
+		s.Snapshot(func(v p4rt.View) {
+			for _, name := range []string{tFallback, tTunnelSource, tEgressMTU} {
+				out[name] = v.Default(name).GetAction().String()
+			}
+		})
+		return out
+	}
+	want := defaults(srv)
+	for name, a := range want {
+		if a == "" {
+			t.Fatalf("default entry of %s not set", name)
+		}
+	}
+	if pushed, err := tg.EnsureProgram(ctx); pushed || err != nil {
+		t.Fatalf("EnsureProgram on a switch that runs the pipeline: pushed %v, %v", pushed, err)
+	}
+
+	_, term, _ := tg.Mastership()
+	srv.Stop()
+	srv = start(addr)
+	for {
+		ch := tg.MastershipChanges()
+		if primary, now, lost := tg.Mastership(); primary && lost == nil && now > term {
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatal("no new session with the restarted switch")
+		}
+	}
+	if pushed, err := tg.EnsureProgram(ctx); !pushed || err != nil {
+		t.Fatalf("EnsureProgram on the restarted switch: pushed %v, %v", pushed, err)
+	}
+	if got := defaults(srv); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("defaults after the pipeline was pushed again:\n%v\nwant\n%v", got, want)
+	}
+	if back, err := tg.Read(ctx); err != nil || back.TunnelSource4 != ir.TunnelSource4 || back.MTU != ir.MTU {
+		t.Fatalf("read back: %+v, %v", back, err)
 	}
 }

@@ -50,3 +50,9 @@ func (t *Target) Primary() bool { return t.c.IsPrimary() }
 // MastershipChanges returns a channel closed at the next arbitration
 // change (controller.Arbitrated).
 func (t *Target) MastershipChanges() <-chan struct{} { return t.c.Changed() }
+
+// Mastership reports whether this controller may write, the term of its
+// mastership (it changes each time it becomes primary anew: after a lost
+// connection, a restarted switch or another controller's term), and,
+// while no session with the switch is up, why (controller.Arbitrated).
+func (t *Target) Mastership() (primary bool, term uint64, lost error) { return t.c.Session() }

@@ -30,6 +30,17 @@ type Options struct {
 	// P4Info (text format) and DeviceConfig are the same as bytes, used
 	// when the paths are empty (e.g. the outputs embedded by package p4).
 	P4Info, DeviceConfig []byte
+	// PipelineName names P4Info and DeviceConfig in messages.
+	PipelineName string
+	// PipelineIfAbsent pushes the pipeline above only to a switch that
+	// runs none (lbc's embedded default); a switch that runs another one
+	// is left as it is and its P4Info read from it. Without it, the
+	// pipeline replaces any other (an explicit --p4info/--device-config).
+	PipelineIfAbsent bool
+	// PipelineHint says how to give the pipeline (the command's flags),
+	// in the error of a switch that lost its pipeline when the target has
+	// none to push again.
+	PipelineHint string
 	// Name overrides the target's name in output.
 	Name string
 	// Clock is the compile clock that backend deadlines are dated on
@@ -66,6 +77,18 @@ type Target struct {
 	clock      targets.Clock
 	deadlineFn DeadlineFunc
 	lastProbe  ClockSample
+
+	// pipe is the pipeline EnsureProgram pushes to a switch that lost it
+	// (restarted); nil when the target adopted the switch's own.
+	pipe         *runtime.Pipeline
+	pipeSrc      string
+	pipeIfAbsent bool
+	pipeHint     string
+	// What the pipeline's defaults were set to, written again after the
+	// pipeline is pushed again: the fallback port, and the tunnel sources
+	// and MTU of the last Commit.
+	fallbackPort *uint32
+	committed    *compiler.IR
 }
 
 var _ targets.Target = (*Target)(nil)
@@ -112,35 +135,49 @@ func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error)
 	if t.name == "" {
 		t.name = "bmv2 " + opts.Addr
 	}
+	t.pipeHint = opts.PipelineHint
+	if t.pipeHint == "" {
+		t.pipeHint = "a P4Info and a device config"
+	}
 	var schema *runtime.Schema
 	if (opts.P4InfoPath != "" || opts.P4Info != nil) && !opts.ReadOnly {
-		raw, src := opts.P4Info, "P4Info"
-		if opts.P4InfoPath != "" {
-			var err error
-			if raw, err = os.ReadFile(opts.P4InfoPath); err != nil {
-				return nil, err
-			}
-			src = opts.P4InfoPath
-		}
-		info, err := runtime.ParseP4Info(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", src, err)
-		}
-		if schema, err = runtime.NewSchema(info); err != nil {
-			return nil, fmt.Errorf("%s: %w", src, err)
-		}
-		devcfg := opts.DeviceConfig
-		if opts.DeviceConfigPath != "" {
-			if devcfg, err = os.ReadFile(opts.DeviceConfigPath); err != nil {
-				return nil, err
-			}
-		}
-		canon, _ := proto.MarshalOptions{Deterministic: true}.Marshal(info)
-		t.pushed, err = c.EnsurePipeline(ctx, runtime.Pipeline{P4Info: info, DeviceConfig: devcfg, Cookie: Cookie(canon, devcfg)})
+		pipe, src, err := loadPipeline(opts)
 		if err != nil {
 			return nil, err
 		}
-	} else {
+		adopt := false
+		if opts.PipelineIfAbsent {
+			cookie, ok, err := c.PipelineCookie(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("get pipeline config: %w", err)
+			}
+			adopt = ok && cookie != pipe.Cookie
+		}
+		if adopt {
+			// Another pipeline runs: keep it (read its P4Info below).
+			if l := opts.Logger; l != nil {
+				l.Warn("the switch runs another pipeline than "+src+"; using it as it is, but it cannot be pushed again if the switch restarts without it: give its files", "target", t.name, "flags", t.pipeHint)
+			}
+		} else {
+			if len(pipe.DeviceConfig) > 0 {
+				t.pipe, t.pipeSrc, t.pipeIfAbsent = &pipe, src, opts.PipelineIfAbsent
+			} else if l := opts.Logger; l != nil {
+				l.Warn("a P4Info without a device config: lbc cannot push the pipeline again if the switch restarts without it; to be able to, give "+t.pipeHint, "target", t.name)
+			}
+			if opts.PipelineIfAbsent {
+				t.pushed, err = t.pushIfAbsent(ctx, pipe)
+			} else {
+				t.pushed, err = c.EnsurePipeline(ctx, pipe)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if schema, err = runtime.NewSchema(pipe.P4Info); err != nil {
+				return nil, fmt.Errorf("%s: %w", src, err)
+			}
+		}
+	}
+	if schema == nil {
 		info, err := c.GetP4Info(ctx)
 		if err != nil {
 			if noPipeline(err) {
@@ -153,6 +190,11 @@ func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error)
 		if schema, err = runtime.NewSchema(info); err != nil {
 			return nil, err
 		}
+		if !opts.ReadOnly && (opts.P4InfoPath == "" && opts.P4Info == nil) {
+			if l := opts.Logger; l != nil {
+				l.Warn("no pipeline files: lbc uses the one the switch runs, and cannot push it again if the switch restarts without it; to be able to, give "+t.pipeHint, "target", t.name)
+			}
+		}
 	}
 	tr, err := NewTranslator(schema)
 	if err != nil {
@@ -160,6 +202,95 @@ func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error)
 	}
 	t.tr = tr
 	return t, nil
+}
+
+// loadPipeline reads the pipeline Options give (paths before bytes) and
+// names where it came from.
+func loadPipeline(opts Options) (runtime.Pipeline, string, error) {
+	raw, src := opts.P4Info, opts.PipelineName
+	if src == "" {
+		src = "the given P4Info"
+	}
+	if opts.P4InfoPath != "" {
+		var err error
+		if raw, err = os.ReadFile(opts.P4InfoPath); err != nil {
+			return runtime.Pipeline{}, "", err
+		}
+		src = opts.P4InfoPath
+	}
+	info, err := runtime.ParseP4Info(raw)
+	if err != nil {
+		return runtime.Pipeline{}, "", fmt.Errorf("%s: %w", src, err)
+	}
+	devcfg := opts.DeviceConfig
+	if opts.DeviceConfigPath != "" {
+		if devcfg, err = os.ReadFile(opts.DeviceConfigPath); err != nil {
+			return runtime.Pipeline{}, "", err
+		}
+	}
+	canon, _ := proto.MarshalOptions{Deterministic: true}.Marshal(info)
+	return runtime.Pipeline{P4Info: info, DeviceConfig: devcfg, Cookie: Cookie(canon, devcfg)}, src, nil
+}
+
+// pushIfAbsent pushes p unless the switch runs a pipeline; it reports
+// whether it pushed.
+func (t *Target) pushIfAbsent(ctx context.Context, p runtime.Pipeline) (bool, error) {
+	_, ok, err := t.c.PipelineCookie(ctx)
+	if err != nil {
+		return false, fmt.Errorf("get pipeline config: %w", err)
+	}
+	if ok {
+		return false, nil
+	}
+	return t.c.EnsurePipeline(ctx, p)
+}
+
+// EnsureProgram makes sure the switch runs the pipeline: one that lost it
+// (a restart: P4Runtime answers FAILED_PRECONDITION, no pipeline) gets it
+// again, then its fallback port, tunnel sources and MTU as they were set;
+// its tables are empty. It reports whether it pushed. A target that
+// adopted the switch's own pipeline has nothing to push: it says so, and
+// which files to give (controller.ProgramKeeper).
+func (t *Target) EnsureProgram(ctx context.Context) (bool, error) {
+	if t.pipe == nil {
+		_, ok, err := t.c.PipelineCookie(ctx)
+		if err != nil {
+			return false, fmt.Errorf("get pipeline config: %w", err)
+		}
+		if !ok {
+			return false, fmt.Errorf("%w: it lost the one it ran (restarted?), and lbc has no pipeline to push again: it was started without pipeline files on a switch that ran one; restart lbc with %s", ErrNoPipeline, t.pipeHint)
+		}
+		return false, nil
+	}
+	var pushed bool
+	var err error
+	if t.pipeIfAbsent {
+		pushed, err = t.pushIfAbsent(ctx, *t.pipe)
+	} else {
+		pushed, err = t.c.EnsurePipeline(ctx, *t.pipe)
+	}
+	if err != nil || !pushed {
+		return false, err
+	}
+	if t.fallbackPort != nil {
+		if _, err := t.SetFallbackPort(ctx, *t.fallbackPort); err != nil {
+			return true, fmt.Errorf("pipeline %s pushed again, but: %w", t.pipeSrc, err)
+		}
+	}
+	if ir := t.committed; ir != nil {
+		if err := t.commit(ctx, ir); err != nil {
+			return true, fmt.Errorf("pipeline %s pushed again, but: %w", t.pipeSrc, err)
+		}
+	}
+	return true, nil
+}
+
+// PipelineSource names the pipeline EnsureProgram pushes ("" when none).
+func (t *Target) PipelineSource() string {
+	if t.pipe == nil {
+		return ""
+	}
+	return t.pipeSrc
 }
 
 // Name identifies the target in output.
@@ -386,6 +517,7 @@ func (t *Target) SetFallbackPort(ctx context.Context, port uint32) (bool, error)
 	if err != nil {
 		return false, fmt.Errorf("fallback port %d: %w", port, err)
 	}
+	t.fallbackPort = &port
 	if have, err := t.c.ReadDefault(ctx, t.tr.TableID(tFallback)); err == nil && proto.Equal(have.GetAction(), want.GetAction()) {
 		return false, nil
 	}
@@ -409,11 +541,15 @@ func (t *Target) SetMTU(ctx context.Context, mtu uint16) (bool, error) {
 // Commit records what a diff does not carry: the IR's tunnel sources and
 // egress MTU (names ride in the entries' metadata already). `lbc push`
 // calls it after Apply.
-func (t *Target) Commit(ir *compiler.IR) error {
-	ctx := context.Background()
+func (t *Target) Commit(ir *compiler.IR) error { return t.commit(context.Background(), ir) }
+
+func (t *Target) commit(ctx context.Context, ir *compiler.IR) error {
 	if _, err := t.SetTunnelSource(ctx, ir.TunnelSource4, ir.TunnelSource6); err != nil {
 		return err
 	}
-	_, err := t.SetMTU(ctx, ir.MTU)
-	return err
+	if _, err := t.SetMTU(ctx, ir.MTU); err != nil {
+		return err
+	}
+	t.committed = &compiler.IR{TunnelSource4: ir.TunnelSource4, TunnelSource6: ir.TunnelSource6, MTU: ir.MTU}
+	return nil
 }

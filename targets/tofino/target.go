@@ -3,7 +3,6 @@ package tofino
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"time"
 
@@ -43,6 +42,9 @@ type Options struct {
 	// (default: the directory's name).
 	ProgramName string
 	Name        string
+	// PipelineHint says how to give the pipeline files (the command's
+	// flags) when the switch lost its pipeline and none can be pushed.
+	PipelineHint string
 	// Clock is the compile clock backend deadlines are dated on
 	// (targets.WallClock when nil).
 	Clock targets.Clock
@@ -80,7 +82,7 @@ var _ targets.Target = (*Target)(nil)
 // Open connects, becomes primary, pushes the pipeline when asked to and
 // needed, and checks that the P4Info is the TNA program's.
 func Open(ctx context.Context, opts Options) (*Target, error) {
-	bo := bmv2.Options{Options: opts.Options, P4InfoPath: opts.P4InfoPath, Name: opts.Name, Clock: opts.Clock, Deadline: Deadline}
+	bo := bmv2.Options{Options: opts.Options, P4InfoPath: opts.P4InfoPath, Name: opts.Name, Clock: opts.Clock, Deadline: Deadline, PipelineHint: opts.PipelineHint}
 	if bo.Name == "" {
 		bo.Name = "tofino " + opts.Addr
 	}
@@ -100,21 +102,8 @@ func Open(ctx context.Context, opts Options) (*Target, error) {
 		if err != nil {
 			return nil, err
 		}
-		// bmv2.Open reads the device config from a file; the packed form
-		// lives only for the call.
-		f, err := os.CreateTemp("", "lbc-tofino-devcfg-*.bin")
-		if err != nil {
-			return nil, err
-		}
-		defer os.Remove(f.Name())
-		if _, err := f.Write(packed); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := f.Close(); err != nil {
-			return nil, err
-		}
-		bo.DeviceConfigPath = f.Name()
+		// Kept in memory: pushed again if the switch restarts without it.
+		bo.DeviceConfig = packed
 	}
 	bt, err := bmv2.Open(ctx, bo)
 	if err != nil {
@@ -315,4 +304,15 @@ func sortedKeys(m map[uint32]uint32) []uint32 {
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
+}
+
+// EnsureProgram pushes the pipeline again to a switch that lost it (see
+// bmv2.Target.EnsureProgram); what the target remembered of the switch's
+// idle_ticks table is then forgotten, to be read back.
+func (t *Target) EnsureProgram(ctx context.Context) (bool, error) {
+	pushed, err := t.Target.EnsureProgram(ctx)
+	if pushed {
+		t.held, t.idle = nil, map[uint32]uint32{}
+	}
+	return pushed, err
 }

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lbc-dev/lbc/controller"
+	"github.com/lbc-dev/lbc/runtime"
+	"github.com/lbc-dev/lbc/targets/bmv2"
+	"github.com/lbc-dev/lbc/testbench/p4rt"
+)
+
+// Issue 25, items 1–3, through the command: lbc run --target bmv2 without
+// --p4info/--device-config on a switch with no pipeline, which then dies
+// (or hangs) and comes back.
+
+// budget is how long a test waits for what takes well under a second on
+// an idle machine: until shortly before the test's deadline, so a starved
+// machine slows the test instead of failing it.
+func budget(t *testing.T) time.Duration {
+	if dl, ok := t.Deadline(); ok {
+		return max(time.Until(dl)-30*time.Second, 20*time.Second)
+	}
+	return 5 * time.Minute
+}
+
+// runOnSwitch runs lbc run --target bmv2 on addr (no pipeline flags) with
+// /healthz and /v1/status on a free port; it returns their base URL.
+func runOnSwitch(t *testing.T, addr string) (string, *syncWriter) {
+	t.Helper()
+	port, _ := loopbackBackends(t, "127.0.0.151", "127.0.0.152", "127.0.0.153")
+	cfg := filepath.Join(t.TempDir(), "lb.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(runTestConfig, port, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	app := newApp()
+	var out, errw syncWriter
+	app.Writer, app.ErrWriter = &out, &errw
+	done := make(chan error, 1)
+	go func() {
+		done <- app.RunContext(ctx, []string{"lbc", "run", "-c", cfg, "--target", "bmv2", "--addr", addr,
+			"--metrics", metricsAddr, "--watch-interval", "0", "--verify-interval", "0"})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("lbc run: %v\n%s", err, errw.String())
+		}
+	})
+	base := "http://" + metricsAddr
+	waitRunHealthz(t, base, http.StatusOK, done, &errw)
+	return base, &errw
+}
+
+// waitRunHealthz polls /healthz until it answers code, within budget.
+func waitRunHealthz(t *testing.T, base string, code int, done <-chan error, logs *syncWriter) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(budget(t))
+	last := ""
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("lbc run returned %v\n%s", err, logs.String())
+		default:
+		}
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			var b strings.Builder
+			_, _ = fmt.Fprint(&b, resp.Status)
+			resp.Body.Close()
+			last = b.String()
+			if resp.StatusCode == code {
+				return time.Since(start)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz never answered %d (last: %s)\n%s", code, last, logs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func runStatus(t *testing.T, base string) controller.Status {
+	t.Helper()
+	resp, err := http.Get(base + controller.StatusPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st controller.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// switchDigest reads the switch back on a read-only connection, as lbc
+// status does, and returns the digest of its tables and its ring slots.
+func switchDigest(t *testing.T, addr string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), budget(t))
+	defer cancel()
+	tg, err := bmv2.Open(ctx, bmv2.Options{Options: runtime.Options{Addr: addr, DeviceID: 1, ReadOnly: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	ir, err := tg.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := 0
+	for _, r := range ir.Rings {
+		for _, h := range r.Halves {
+			for _, b := range h {
+				if b != 0 {
+					slots++
+				}
+			}
+		}
+	}
+	return controller.Digest(ir), slots
+}
+
+// checkServed: the switch holds what the controller compiled (its digest
+// of the tables in force), both ring halves of 307 slots.
+func checkServed(t *testing.T, base, addr string, logs *syncWriter) string {
+	t.Helper()
+	st := runStatus(t, base)
+	got, slots := switchDigest(t, addr)
+	if len(st.Targets) != 1 || st.Targets[0].Digest != got || st.Targets[0].LastError != "" || slots != 2*307 {
+		t.Fatalf("switch digest %s, %d ring slots; controller %+v\n%s", got, slots, st.Targets, logs.String())
+	}
+	return got
+}
+
+// TestRunRecoversFromSwitchRestart (issue 25, item 1): lbc run without
+// pipeline flags programs an empty switch (the embedded p4/build); the
+// switch dies (healthz 503) and comes back empty on the same address; lbc
+// run pushes the pipeline and every table again by itself (healthz 200,
+// the tables are the compiler's).
+func TestRunRecoversFromSwitchRestart(t *testing.T) {
+	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	addr := srv.Addr()
+	base, logs := runOnSwitch(t, addr)
+	before := checkServed(t, base, addr, logs)
+
+	srv.Stop()
+	t.Logf("switch gone → /healthz 503 in %v", waitRunHealthz(t, base, http.StatusServiceUnavailable, nil, logs))
+	srv2, err := p4rt.New(p4rt.Options{DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		err := srv2.Start(addr)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || i == 100 {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Cleanup(srv2.Stop)
+	t.Logf("switch back → /healthz 200 in %v", waitRunHealthz(t, base, http.StatusOK, nil, logs))
+	if after := checkServed(t, base, addr, logs); after != before {
+		t.Fatalf("after the restart the switch holds %s, before %s", after, before)
+	}
+}
+
+// bmv2Process is a simple_switch_grpc on loopback that a test can kill,
+// stop, continue and start again on the same ports, with no pipeline.
+type bmv2Process struct {
+	t          *testing.T
+	bin, addr  string
+	thriftPort int
+	ipc, log   string
+	cmd        *exec.Cmd
+}
+
+func startBMv2(t *testing.T) *bmv2Process {
+	t.Helper()
+	bin, err := exec.LookPath("simple_switch_grpc")
+	if err != nil {
+		t.Skipf("simple_switch_grpc not on PATH (%v): the live BMv2 restart is skipped; TestRunRecoversFromSwitchRestart runs the same on the in-process server", err)
+	}
+	dir := t.TempDir()
+	p := &bmv2Process{t: t, bin: bin, addr: freeAddr(t), thriftPort: freePortNum(t),
+		ipc: "ipc://" + filepath.Join(dir, "notifications.ipc"), log: filepath.Join(dir, "switch.log")}
+	p.start()
+	t.Cleanup(func() {
+		if p.cmd != nil {
+			p.cmd.Process.Signal(syscall.SIGCONT)
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+		}
+	})
+	return p
+}
+
+func freePortNum(t *testing.T) int {
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	var n int
+	fmt.Sscan(port, &n)
+	return n
+}
+
+// start runs the switch empty and waits until it accepts connections.
+func (p *bmv2Process) start() {
+	p.t.Helper()
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer logf.Close()
+	p.cmd = exec.Command(p.bin, "--no-p4", "--device-id", "1", "--thrift-port", fmt.Sprint(p.thriftPort), "--log-level", "off",
+		"--notifications-addr", p.ipc, "--", "--grpc-server-addr", p.addr, "--cpu-port", "255")
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatalf("start %s: %v", p.bin, err)
+	}
+	deadline := time.Now().Add(budget(p.t))
+	for {
+		c, err := net.DialTimeout("tcp", p.addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(p.log)
+			p.t.Fatalf("simple_switch_grpc did not listen on %s: %v\n%s", p.addr, err, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// kill9 kills the switch as a crash does.
+func (p *bmv2Process) kill9() {
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	p.cmd = nil
+}
+
+// TestRunRecoversFromBMv2Restart (issue 25, items 1–3) on a live BMv2:
+// kill -9 and start again empty: /healthz 503, then 200 with the
+// compiler's tables back, pushed by lbc run alone; SIGSTOP (a hung switch,
+// its connection still open): /healthz 503 by the heartbeat, and after
+// SIGCONT 200 again with nothing written.
+func TestRunRecoversFromBMv2Restart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts BMv2")
+	}
+	sw := startBMv2(t)
+	base, logs := runOnSwitch(t, sw.addr)
+	before := checkServed(t, base, sw.addr, logs)
+
+	sw.kill9()
+	t.Logf("switch killed → /healthz 503 in %v", waitRunHealthz(t, base, http.StatusServiceUnavailable, nil, logs))
+	sw.start()
+	t.Logf("switch accepting connections → /healthz 200 in %v", waitRunHealthz(t, base, http.StatusOK, nil, logs))
+	if after := checkServed(t, base, sw.addr, logs); after != before {
+		t.Fatalf("after the restart the switch holds %s, before %s", after, before)
+	}
+
+	writes := runStatus(t, base).Targets[0].TotalWrites
+	sw.cmd.Process.Signal(syscall.SIGSTOP)
+	t.Logf("switch stopped → /healthz 503 in %v (heartbeat bound %v)", waitRunHealthz(t, base, http.StatusServiceUnavailable, nil, logs),
+		runtime.DefaultHeartbeat+runtime.DefaultHeartbeatTimeout)
+	sw.cmd.Process.Signal(syscall.SIGCONT)
+	t.Logf("switch continued → /healthz 200 in %v", waitRunHealthz(t, base, http.StatusOK, nil, logs))
+	if after := checkServed(t, base, sw.addr, logs); after != before {
+		t.Fatalf("after SIGSTOP/SIGCONT the switch holds %s, before %s", after, before)
+	}
+	if w := runStatus(t, base).Targets[0].TotalWrites; w != writes {
+		t.Fatalf("a switch back with its tables intact got %d writes, want 0\n%s", w-writes, logs.String())
+	}
+}

@@ -1,0 +1,212 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lbc-dev/lbc/runtime"
+	"github.com/lbc-dev/lbc/testbench/p4rt"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+)
+
+// waitSession waits for c's session to satisfy ok, at every arbitration
+// change (no polling), within a minute.
+func waitSession(t *testing.T, c *runtime.Client, what string, ok func(primary bool, term uint64, lost error) bool) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		ch := c.Changed()
+		p, term, lost := c.Session()
+		if ok(p, term, lost) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("%s: not reached (primary %v, term %d, lost %v)", what, p, term, lost)
+		}
+	}
+}
+
+// TestSessionLostAndNewTerm (issue 25): the switch dies: the session is
+// lost at once (not primary, lost says why); it comes back on the same
+// address: a new session, primary again, in a new term.
+func TestSessionLostAndNewTerm(t *testing.T) {
+	srv := startServer(t)
+	addr := srv.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := dialPrimary(t, ctx, runtime.Options{Addr: addr, DeviceID: 1, ElectionLow: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, term, lost := c.Session()
+	if !p || term != 1 || lost != nil {
+		t.Fatalf("after the first arbitration: primary %v, term %d, lost %v", p, term, lost)
+	}
+	srv.Stop()
+	waitSession(t, c, "switch gone", func(p bool, _ uint64, lost error) bool { return !p && lost != nil })
+	srv2, err := p4rt.New(p4rt.Options{DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		err := srv2.Start(addr)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || i == 100 {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	defer srv2.Stop()
+	waitSession(t, c, "switch back", func(p bool, term uint64, lost error) bool { return p && lost == nil && term == 2 })
+}
+
+// hangingServer answers arbitration and Capabilities until hung: then it
+// keeps every connection open and answers nothing, as a hung switch.
+type hangingServer struct {
+	p4v1.UnimplementedP4RuntimeServer
+	mu   sync.Mutex
+	hung chan struct{} // closed while answering; replaced by an open one to hang
+}
+
+func (s *hangingServer) gate() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hung
+}
+
+func (s *hangingServer) hang(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.hung: // answering
+		if on {
+			s.hung = make(chan struct{})
+		}
+	default:
+		if !on {
+			close(s.hung)
+		}
+	}
+}
+
+func (s *hangingServer) Capabilities(ctx context.Context, _ *p4v1.CapabilitiesRequest) (*p4v1.CapabilitiesResponse, error) {
+	select {
+	case <-s.gate():
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &p4v1.CapabilitiesResponse{P4RuntimeApiVersion: "1.5.0"}, nil
+}
+
+func (s *hangingServer) StreamChannel(stream p4v1.P4Runtime_StreamChannelServer) error {
+	m, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-s.gate():
+	case <-stream.Context().Done():
+		return stream.Context().Err()
+	}
+	a := m.GetArbitration()
+	if err := stream.Send(&p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Arbitration{Arbitration: &p4v1.MasterArbitrationUpdate{
+		DeviceId: a.GetDeviceId(), ElectionId: a.GetElectionId(), Status: &status.Status{}}}}); err != nil {
+		return err
+	}
+	for { // until the client closes its side or goes
+		if _, err := stream.Recv(); err != nil {
+			return nil
+		}
+	}
+}
+
+// TestHeartbeatDropsSilentSession (issue 25, item 2): a switch that stops
+// answering but keeps its connection open is found out by the heartbeat:
+// the session is lost with ErrUnreachable; when it answers again, a new
+// session in a new term.
+func TestHeartbeatDropsSilentSession(t *testing.T) {
+	hs := &hangingServer{hung: make(chan struct{})}
+	close(hs.hung)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	p4v1.RegisterP4RuntimeServer(gs, hs)
+	go gs.Serve(ln)
+	defer gs.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := dialPrimary(t, ctx, runtime.Options{Addr: ln.Addr().String(), DeviceID: 1, ElectionLow: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+		Heartbeat: 20 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hs.hang(true)
+	start := time.Now()
+	waitSession(t, c, "switch silent", func(p bool, _ uint64, lost error) bool { return !p && errors.Is(lost, runtime.ErrUnreachable) })
+	t.Logf("silent switch found out in %v (heartbeat 20 ms + timeout 100 ms)", time.Since(start))
+	hs.hang(false)
+	waitSession(t, c, "switch answering again", func(p bool, term uint64, lost error) bool { return p && lost == nil && term >= 2 })
+}
+
+// TestCloseWhileSwitchDown: with no switch to talk to, the session waits
+// for the connection (it opens as soon as the switch is back); Close does
+// not wait for a server to end a stream that was never opened.
+func TestCloseWhileSwitchDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there
+	var logs syncLog
+	c, err := runtime.Dial(context.Background(), runtime.Options{Addr: addr, DeviceID: 1, ElectionLow: 1,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, lost := c.Session(); lost == nil {
+		t.Fatal("a client with no switch reports a session")
+	}
+	// Let the session start waiting for the connection (had Close come
+	// first, the session would not have started, and the test would prove
+	// nothing; it cannot fail because of this sleep).
+	time.Sleep(200 * time.Millisecond)
+	c.Close()
+	if strings.Contains(logs.String(), "did not end the stream") {
+		t.Fatalf("Close waited for a stream that was never opened:\n%s", logs.String())
+	}
+}
+
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
