@@ -44,25 +44,9 @@ func runOnSwitch(t *testing.T, addr string) (string, *syncWriter) {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(runTestConfig, port, "")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	app := newApp()
-	var out, errw syncWriter
-	app.Writer, app.ErrWriter = &out, &errw
-	done := make(chan error, 1)
-	go func() {
-		done <- app.RunContext(ctx, []string{"lbc", "run", "-c", cfg, "--target", "bmv2", "--addr", addr,
-			"--metrics", metricsAddr, "--watch-interval", "0", "--verify-interval", "0"})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("lbc run: %v\n%s", err, errw.String())
-		}
-	})
-	base := "http://" + metricsAddr
-	waitRunHealthz(t, base, http.StatusOK, done, &errw)
-	return base, &errw
+	r := startRun(t, "-c", cfg, "--target", "bmv2", "--addr", addr, "--watch-interval", "0", "--verify-interval", "0")
+	waitRunHealthz(t, r.base, http.StatusOK, r.done, r.logs)
+	return r.base, r.logs
 }
 
 // waitRunHealthz polls /healthz until it answers code, within budget.

@@ -216,6 +216,65 @@ func (w *syncWriter) String() string {
 	return w.b.String()
 }
 
+// lbcRun is an `lbc run` a test started in-process (startRun).
+type lbcRun struct {
+	base string // http://ADDR of its --metrics server
+	done <-chan error
+	logs *syncWriter
+	stop func() error // cancels the run and returns its error
+}
+
+// startRun runs `lbc run ARGS --metrics ADDR` in-process on a free address;
+// a test's cleanup stops it, failing the test on its error, unless the
+// test stopped it itself.
+func startRun(t *testing.T, args ...string) *lbcRun {
+	t.Helper()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	app := newApp()
+	var out, errw syncWriter
+	app.Writer, app.ErrWriter = &out, &errw
+	done := make(chan error, 1)
+	go func() {
+		done <- app.RunContext(ctx, append(append([]string{"lbc", "run"}, args...), "--metrics", addr))
+	}()
+	var once sync.Once
+	var err error
+	r := &lbcRun{base: "http://" + addr, done: done, logs: &errw}
+	r.stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("lbc run: %v\n%s", err, errw.String())
+		}
+	})
+	return r
+}
+
+// waitStatus polls /v1/status until ok holds and returns that status; lbc
+// run returning meanwhile fails the test.
+func (r *lbcRun) waitStatus(t *testing.T, ok func(controller.Status) bool) controller.Status {
+	t.Helper()
+	var st controller.Status
+	waitUntil(t, func() bool {
+		select {
+		case err := <-r.done:
+			t.Fatalf("lbc run returned %v\n%s", err, r.logs.String())
+		default:
+		}
+		resp, err := http.Get(r.base + controller.StatusPath)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		st = controller.Status{}
+		return json.NewDecoder(resp.Body).Decode(&st) == nil && ok(st)
+	}, r.logs)
+	return st
+}
+
 // The metrics server and the controller stop together: a server that
 // fails stops the controller with the reason; a controller that returns
 // closes the server.
@@ -259,42 +318,17 @@ func TestRunServing(t *testing.T) {
 // where it failed with "lbc run needs -c lb.yaml"; the example is no file,
 // so nothing is watched.
 func TestRunWithoutConfigRunsEmbeddedExample(t *testing.T) {
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	app := newApp()
-	var out, errw syncWriter
-	app.Writer, app.ErrWriter = &out, &errw
-	done := make(chan error, 1)
-	go func() {
-		done <- app.RunContext(ctx, []string{"lbc", "run", "--metrics", addr, "--watch-interval", "50ms", "--debounce", "10ms"})
-	}()
-	base := "http://" + addr
-	var st controller.Status
-	waitUntil(t, func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("lbc run returned %v\n%s", err, errw.String())
-		default:
-		}
-		resp, err := http.Get(base + controller.StatusPath)
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		st = controller.Status{}
-		return json.NewDecoder(resp.Body).Decode(&st) == nil && len(st.Services) > 0
-	}, &errw)
+	r := startRun(t, "--watch-interval", "50ms", "--debounce", "10ms")
+	st := r.waitStatus(t, func(st controller.Status) bool { return len(st.Services) > 0 })
 	if st.Config != "examples/failover.yaml" || st.Services[0].Name != "web" || st.ReloadError != "" {
 		t.Errorf("status: config %q, services %+v, reload error %q", st.Config, st.Services, st.ReloadError)
 	}
 	// Several watch ticks: no "cannot read the configuration file".
 	time.Sleep(200 * time.Millisecond)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("lbc run: %v\n%s", err, errw.String())
+	if err := r.stop(); err != nil {
+		t.Fatalf("lbc run: %v\n%s", err, r.logs.String())
 	}
-	logs := errw.String()
+	logs := r.logs.String()
 	for _, want := range []string{"no -c: running the embedded example", "config=examples/failover.yaml", "msg=pushed"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
@@ -320,33 +354,8 @@ func TestRunMetricsExportICMPErrorMisses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	app := newApp()
-	var out, errw syncWriter
-	app.Writer, app.ErrWriter = &out, &errw
-	done := make(chan error, 1)
-	go func() {
-		done <- app.RunContext(ctx, []string{"lbc", "run", "-c", td + "seed001.yaml", "--target", "bmv2", "--addr", srv.Addr(),
-			"--p4info", "../../p4/build/lb.p4info.txtpb", "--device-config", "../../p4/build/lb.json", "--metrics", addr, "--watch-interval", "0"})
-	}()
-	base := "http://" + addr
-	var st controller.Status
-	waitUntil(t, func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("lbc run returned %v\n%s", err, errw.String())
-		default:
-		}
-		resp, err := http.Get(base + controller.StatusPath)
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		st = controller.Status{}
-		return json.NewDecoder(resp.Body).Decode(&st) == nil && st.Ready && len(st.Services) == 1
-	}, &errw)
+	r := startRun(t, "-c", td+"seed001.yaml", "--target", "bmv2", "--addr", srv.Addr(), "--watch-interval", "0")
+	r.waitStatus(t, func(st controller.Status) bool { return st.Ready && len(st.Services) == 1 })
 	// The switch counted 7 ICMP errors for service 1 (web) and 3 new
 	// connections; the two are apart.
 	if err := srv.SetCounter("service_icmp_error_misses", 1, 7, 560); err != nil {
@@ -355,7 +364,7 @@ func TestRunMetricsExportICMPErrorMisses(t *testing.T) {
 	if err := srv.SetCounter("service_new_conns", 1, 3, 0); err != nil {
 		t.Fatal(err)
 	}
-	_, m := getBody(t, base+"/metrics")
+	_, m := getBody(t, r.base+"/metrics")
 	inst := srv.Addr()
 	for _, want := range []string{
 		"# TYPE lbc_datapath_icmp_error_misses_total counter",
@@ -365,10 +374,6 @@ func TestRunMetricsExportICMPErrorMisses(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(m, "lbc_datapath_"))
 		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("lbc run: %v\n%s", err, errw.String())
 	}
 }
 
