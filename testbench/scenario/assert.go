@@ -33,6 +33,7 @@ func (r *runner) evaluate(_ context.Context, res *Result, sr *StepResult) {
 	for _, check := range assertions {
 		check(v)
 	}
+	sr.Recoveries = recoveries(v)
 	for _, n := range v.names {
 		sr.Rows = append(sr.Rows, *v.rows[n])
 	}
@@ -49,6 +50,8 @@ var assertions = []func(*stepView){
 	checkEstablished,
 	checkFragments,
 	checkSticky,
+	checkBlackHole,
+	checkConverge,
 }
 
 // stepView is what a step's assertions judge: the step's faults, flows,
@@ -61,6 +64,7 @@ type stepView struct {
 	where  string
 	names  []string
 	rings  []RingState
+	tstate []TargetsState
 	faults []FaultEvent
 	flows  []Flow // sorted by start
 	kepts  []*kept
@@ -75,6 +79,7 @@ func (r *runner) stepView(res *Result, sr *StepResult) *stepView {
 	v.where = fmt.Sprintf("step %d %q", sr.Index+1, v.st.Name)
 	r.rmu.Lock()
 	v.rings = append([]RingState(nil), r.rings...)
+	v.tstate = append([]TargetsState(nil), r.tstate...)
 	for _, f := range r.faults {
 		if f.Step == sr.Index {
 			v.faults = append(v.faults, f)

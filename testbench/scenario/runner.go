@@ -76,6 +76,7 @@ type Result struct {
 	Steps     []*StepResult     `json:"steps"`
 	Faults    []FaultEvent      `json:"faults"`
 	Rings     []RingState       `json:"rings"`
+	Targets   []TargetsState    `json:"targets,omitempty"`
 	Flows     []Flow            `json:"flows"`
 	Failures  []Failure         `json:"failures"`
 	Datapaths map[string]uint64 `json:"datapathPackets"`
@@ -99,6 +100,11 @@ type StepResult struct {
 	DatapathNew map[string]uint64 `json:"datapathNew,omitempty"`
 	// Datapath packets per datapath during the step.
 	DatapathPackets map[string]uint64 `json:"datapathPackets,omitempty"`
+	// Sched is the time the scheduling probe lost in the step: the
+	// black-hole and convergence bounds are widened by it.
+	Sched SchedDelay `json:"sched"`
+	// Recoveries of the step's kill, block and detach faults.
+	Recoveries []Recovery `json:"recoveries,omitempty"`
 }
 
 // Check is one assertion's outcome, printed whether it passed or not.
@@ -119,6 +125,24 @@ type FaultEvent struct {
 	Err     string        `json:"err,omitempty"`
 	Took    time.Duration `json:"took,omitempty"` // restarts: how long it took
 	To      int           `json:"to,omitempty"`
+	// End is when a kill, block or detach ended (since the start): the
+	// switch accepted connections again, the block was lifted, the
+	// controller was started again, the program was detached.
+	End time.Duration `json:"end,omitempty"`
+}
+
+// TargetsState is the controller's view of its targets, sampled every
+// 50 ms and kept when it changes.
+type TargetsState struct {
+	T time.Duration `json:"t"`
+	// Gen counts controller starts (a restarted controller is a new one).
+	Gen int `json:"gen"`
+	// OK: every target is primary, holds the compiled digest (the digests
+	// agree) and reports no error; Why says what is not.
+	OK  bool   `json:"ok"`
+	Why string `json:"why,omitempty"`
+	// Writes is the entities the controller wrote, over its targets.
+	Writes uint64 `json:"writes"`
 }
 
 // RingState is the controller's view when it changed.
@@ -171,9 +195,13 @@ type runner struct {
 	tgts  []targets.Target
 	stopC context.CancelFunc
 	doneC chan error
+	gen   int
+
+	probe *schedProbe
 
 	rmu    sync.Mutex
 	rings  []RingState
+	tstate []TargetsState
 	faults []FaultEvent
 	notes  map[int][]string
 	step   int
@@ -286,6 +314,8 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 		return nil, err
 	}
 	r.tr = &traffic{ns: r.env.ClientNS(), clients: r.env.ClientAddrs(), vip: r.env.VIP(), start: time.Now(), backends: r.backends}
+	r.probe = startSchedProbe(r.tr.start)
+	defer r.probe.Stop()
 	if err := r.startController(ctx); err != nil {
 		return nil, err
 	}
@@ -339,6 +369,7 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 		r.rmu.Lock()
 		sr.Notes = r.notes[i]
 		r.rmu.Unlock()
+		sr.Sched = r.probe.Window(sr.Start, sr.End)
 		res.Steps = append(res.Steps, sr)
 		r.evaluate(ctx, res, sr)
 		for _, c := range sr.Checks {
@@ -362,6 +393,7 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 	r.rmu.Lock()
 	res.Faults = append([]FaultEvent(nil), r.faults...)
 	res.Rings = append([]RingState(nil), r.rings...)
+	res.Targets = append([]TargetsState(nil), r.tstate...)
 	r.rmu.Unlock()
 	r.tr.mu.Lock()
 	res.Flows = append([]Flow(nil), r.tr.flows...)
@@ -540,6 +572,7 @@ func (r *runner) startController(ctx context.Context) error {
 	}
 	r.cmu.Lock()
 	r.ctrl, r.tgts, r.stopC, r.doneC = c, tgts, cancel, done
+	r.gen++
 	r.cmu.Unlock()
 	return nil
 }
@@ -590,10 +623,61 @@ func (r *runner) currentRing(ctx context.Context) (RingState, bool) {
 	return RingState{}, false
 }
 
+// targetsState samples the controller's targets.
+func (r *runner) targetsState(ctx context.Context) (TargetsState, bool) {
+	r.cmu.Lock()
+	c, gen := r.ctrl, r.gen
+	r.cmu.Unlock()
+	if c == nil {
+		return TargetsState{}, false
+	}
+	st := c.Status(ctx)
+	ts := TargetsState{T: r.tr.since(), Gen: gen, OK: true}
+	var why []string
+	if !st.Ready {
+		why = append(why, "not ready")
+	}
+	if !st.DigestsAgree {
+		why = append(why, "digests disagree")
+	}
+	for _, t := range st.Targets {
+		ts.Writes += t.TotalWrites
+		switch {
+		case t.LastError != "":
+			why = append(why, t.Name+": "+t.LastError)
+		case !t.Primary:
+			why = append(why, t.Name+": not primary")
+		case t.Digest == "":
+			why = append(why, t.Name+": no digest")
+		}
+	}
+	if len(why) > 0 {
+		ts.OK, ts.Why = false, strings.Join(why, "; ")
+	}
+	return ts, true
+}
+
 func (r *runner) pollRing(ctx context.Context) {
 	tk := time.NewTicker(50 * time.Millisecond)
 	defer tk.Stop()
 	for {
+		if ts, ok := r.targetsState(ctx); ok {
+			r.rmu.Lock()
+			n := len(r.tstate)
+			if n == 0 || r.tstate[n-1].OK != ts.OK || r.tstate[n-1].Gen != ts.Gen || r.tstate[n-1].Writes != ts.Writes {
+				r.tstate = append(r.tstate, ts)
+				r.rmu.Unlock()
+				if n > 0 && r.tstate[n-1].OK != ts.OK {
+					if ts.OK {
+						r.progress("  targets programmed again (%d writes so far)", ts.Writes)
+					} else {
+						r.progress("  targets not programmed: %s", ts.Why)
+					}
+				}
+			} else {
+				r.rmu.Unlock()
+			}
+		}
 		if rs, ok := r.currentRing(ctx); ok {
 			r.rmu.Lock()
 			rs.Step = r.step
@@ -697,6 +781,8 @@ func (r *runner) inject(ctx context.Context, step int, f Fault) {
 				ev.Note = fmt.Sprintf("switch restarted empty; the controller reconnected and pushed every table; %s in all", ev.Took.Round(time.Millisecond))
 			}
 		}
+	case "kill", "block", "detach":
+		err = r.disturb(ctx, f, &ev, start)
 	}
 	if err != nil {
 		ev.Err = err.Error()
@@ -715,4 +801,65 @@ func (r *runner) inject(ctx context.Context, step int, f Fault) {
 	default:
 		r.progress("  fault %s", ev.Fault)
 	}
+}
+
+// disturb applies a kill, block or detach fault and sets ev.End when it
+// is over; the controller is left running (or started again) to recover
+// by itself.
+func (r *runner) disturb(ctx context.Context, f Fault, ev *FaultEvent, start time.Time) error {
+	wait := func(d time.Duration) error {
+		t := time.NewTimer(d) // the fault's stated duration, not a synchronisation
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
+	skip := func() {
+		ev.Note = fmt.Sprintf("skipped: %v (the %s topology runs the XDP datapath alone)", ErrNoSwitch, r.env.Name())
+	}
+	var err error
+	switch {
+	case f.Kill == "switch":
+		if !r.env.HasSwitch() {
+			skip()
+			return nil
+		}
+		err = r.env.KillSwitch(ctx)
+		ev.End = r.tr.since()
+		ev.Took = time.Since(start)
+		ev.Note = fmt.Sprintf("simple_switch_grpc killed (SIGKILL) and started again empty; it accepted P4Runtime connections %s later; the controller was left running", ev.Took.Round(time.Millisecond))
+	case f.Kill == "controller":
+		r.stopController()
+		if err = wait(f.For.D()); err != nil {
+			return err
+		}
+		ev.End = r.tr.since()
+		err = r.startController(ctx)
+		ev.Took = time.Since(start)
+		ev.Note = fmt.Sprintf("controller stopped without a clean shutdown, started again after %s (in-process: its context cancelled; the switch sees the session close as on a kill -9); %s until it was ready", f.For.D(), ev.Took.Round(time.Millisecond))
+	case f.Block != "":
+		if !r.env.HasSwitch() {
+			skip()
+			return nil
+		}
+		if err = r.env.BlockP4Runtime(true); err != nil {
+			return err
+		}
+		werr := wait(f.For.D())
+		err = r.env.BlockP4Runtime(false)
+		ev.End = r.tr.since()
+		ev.Took = time.Since(start)
+		ev.Note = fmt.Sprintf("the controller's P4Runtime connection was cut off (dropped, through the testbench's proxy) for %s", ev.Took.Round(time.Millisecond))
+		if werr != nil {
+			return werr
+		}
+	case f.Detach != "":
+		err = r.env.DetachXDP(ctx)
+		ev.End = r.tr.since()
+		ev.Note = "XDP program detached by another tool (ip link set dev IF xdp off)"
+	}
+	return err
 }
