@@ -48,6 +48,9 @@ type Env interface {
 	// DetachXDP detaches the XDP program from the datapath's interface,
 	// as another tool would (ip link set dev IF xdp off).
 	DetachXDP(ctx context.Context) error
+	// RemovePins removes the XDP datapath's pins (maps and link) from
+	// bpffs, as another tool would.
+	RemovePins() error
 	// Counters reads the datapaths' counters.
 	Counters(ctx context.Context) (Counters, error)
 	Close() error

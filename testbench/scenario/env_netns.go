@@ -134,6 +134,20 @@ func (e *netnsEnv) DetachXDP(ctx context.Context) error {
 	return detachXDP(ctx, e.topo.LB, e.topo.LBIf)
 }
 
+func (e *netnsEnv) RemovePins() error { return removePins(e.opts.PinDir) }
+
+// removePins removes a pin directory on bpffs: the pinned objects stay
+// alive while something holds them open.
+func removePins(dir string) error {
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("pins %s: %w", dir, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove pins %s: %w", dir, err)
+	}
+	return nil
+}
+
 // detachXDP runs ip link set dev ifname xdp off in ns: what another tool
 // does when it takes the interface's XDP hook.
 func detachXDP(ctx context.Context, ns, ifname string) error {

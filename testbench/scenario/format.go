@@ -98,8 +98,12 @@ type Fault struct {
 	// off for For (its bytes held, new connections not answered, as a
 	// firewall that drops), then restored; the switch forwards meanwhile.
 	Block string `yaml:"block"`
-	// Detach is "xdp": another tool detaches the XDP program from the
-	// datapath's interface (ip link set dev IF xdp off).
+	// Detach is "xdp" (another tool detaches the XDP program from the
+	// datapath's interface: ip link set dev IF xdp off; the kernel refuses
+	// while lbc's BPF link holds it, which the fault then notes) or
+	// "pins" (another tool removes the datapath's pins on bpffs: the
+	// maps and the link that keeps the program attached once the
+	// controller exits).
 	Detach string `yaml:"detach"`
 	// For is how long a kill or block lasts (block: required; kill:
 	// default 0, restarted at once).
@@ -110,7 +114,7 @@ type Fault struct {
 var (
 	killValues   = []string{"switch", "controller"}
 	blockValues  = []string{"p4runtime"}
-	detachValues = []string{"xdp"}
+	detachValues = []string{"xdp", "pins"}
 )
 
 // WeightChange is a weight fault.

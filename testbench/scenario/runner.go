@@ -856,10 +856,18 @@ func (r *runner) disturb(ctx context.Context, f Fault, ev *FaultEvent, start tim
 		if werr != nil {
 			return werr
 		}
-	case f.Detach != "":
+	case f.Detach == "xdp":
 		err = r.env.DetachXDP(ctx)
 		ev.End = r.tr.since()
 		ev.Note = "XDP program detached by another tool (ip link set dev IF xdp off)"
+		if err != nil && strings.Contains(err.Error(), "Can't replace active BPF XDP link") {
+			ev.Note = fmt.Sprintf("refused by the kernel, nothing detached: lbc attaches through a BPF link, which netlink cannot replace or remove (%v)", err)
+			err = nil
+		}
+	case f.Detach == "pins":
+		err = r.env.RemovePins()
+		ev.End = r.tr.since()
+		ev.Note = "the XDP datapath's pins (maps, link) removed from bpffs by another tool; the running controller holds them open"
 	}
 	return err
 }
