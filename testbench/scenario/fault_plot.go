@@ -60,13 +60,13 @@ func faultPlot(sc *Scenario, res *Result, sr *StepResult, rc Recovery) (*plot.Pl
 	p.Y.Label.Text = fmt.Sprintf("new TCP connections per %g s", faultBin)
 	p.Add(plotter.NewGrid())
 	leg := plot.NewLegend()
-	n := int(math.Ceil((hi - lo) / faultBin))
+	n := int(math.Floor((hi-lo)/faultBin + 1e-9)) // whole bins only: a partial one looks like a drop
 	if n < 1 {
 		n = 1
 	}
 	ok, late, failed := make([]float64, n), make([]float64, n), make([]float64, n)
 	for _, fl := range res.Flows {
-		if fl.Kind != "tcp" {
+		if fl.Kind != "tcp" || fl.Step != sr.Index {
 			continue
 		}
 		i := int((fl.Start.Seconds() - lo) / faultBin)
