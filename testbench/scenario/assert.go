@@ -72,10 +72,24 @@ type stepView struct {
 	after  RingState
 	settle time.Duration // after the last fault and the last ring change
 	rows   map[string]*Row
+	// probe measures the scheduling delay in a span of the run (nil:
+	// the step's whole, sr.Sched).
+	probe func(from, to time.Duration) SchedDelay
+}
+
+// schedIn is the scheduling delay measured in [from, to].
+func (v *stepView) schedIn(from, to time.Duration) SchedDelay {
+	if v.probe == nil {
+		return v.sr.Sched
+	}
+	return v.probe(from, to)
 }
 
 func (r *runner) stepView(res *Result, sr *StepResult) *stepView {
 	v := &stepView{st: &r.sc.Steps[sr.Index], sr: sr, res: res, names: r.sc.BackendNames()}
+	if r.probe != nil {
+		v.probe = r.probe.Window
+	}
 	v.where = fmt.Sprintf("step %d %q", sr.Index+1, v.st.Name)
 	r.rmu.Lock()
 	v.rings = append([]RingState(nil), r.rings...)

@@ -79,18 +79,19 @@ func checkBlackHole(v *stepView) {
 		v.fail("blackhole", "", "the step opened no new TCP connection: nothing measures the black hole (give traffic.rate and mix.tcp)")
 		return
 	}
-	bound := ex.Max.D() + v.sr.Sched.Lost
 	h, ok := longestBlackHole(blackHoles(v.flows, v.sr.End))
 	if !ok {
-		v.pass("blackhole", "no new connection failed or waited for a SYN retransmission (%d opened); bound %s", tcp, fmtBound(ex.Max.D(), v.sr.Sched))
+		v.pass("blackhole", "no new connection failed or waited for a SYN retransmission (%d opened); bound %s", tcp, ex.Max.D())
 		return
 	}
+	d := v.schedIn(h.From, h.To)
+	bound := ex.Max.D() + d.Lost
 	open := ""
 	if h.Open {
 		open = ", still failing at the step's end"
 	}
 	msg := fmt.Sprintf("longest black hole %.2f s (%.2f s to %.2f s: %d of %d new connections failed or connected only on a SYN retransmission%s); bound %s",
-		h.Len().Seconds(), h.From.Seconds(), h.To.Seconds(), h.Failed, tcp, open, fmtBound(ex.Max.D(), v.sr.Sched))
+		h.Len().Seconds(), h.From.Seconds(), h.To.Seconds(), h.Failed, tcp, open, fmtBound(ex.Max.D(), d))
 	if h.Open || h.Len() > bound {
 		v.fail("blackhole", "", "%s", msg)
 		return
@@ -99,7 +100,7 @@ func checkBlackHole(v *stepView) {
 }
 
 func fmtBound(b time.Duration, d SchedDelay) string {
-	return fmt.Sprintf("%.2f s + %.2f s lost to scheduling in the step", b.Seconds(), d.Lost.Seconds())
+	return fmt.Sprintf("%.2f s + %.2f s lost to scheduling meanwhile", b.Seconds(), d.Lost.Seconds())
 }
 
 // Recovery is what a kill, block or detach fault showed (times since the
@@ -218,7 +219,11 @@ func checkConverge(v *stepView) {
 		name := "converge " + f.Fault
 		seesLoss := f.Kind == "block" || f.Fault == "kill switch"
 		if ex.Detect > 0 && seesLoss {
-			d := v.sr.Sched // the step's: the detection window lies in it
+			to := f.T + ex.Detect.D()
+			if rc.WasNoticed {
+				to = rc.Detected
+			}
+			d := v.schedIn(f.T, to)
 			switch {
 			case !rc.WasNoticed:
 				v.fail(name, "", "the controller never reported the switch lost (fault at %.2f s); bound %s", f.T.Seconds(), fmtBound(ex.Detect.D(), d))
@@ -233,9 +238,10 @@ func checkConverge(v *stepView) {
 			continue
 		}
 		conv := rc.Converged() - f.End
-		bound := ex.Within.D() + v.sr.Sched.Lost
+		d := v.schedIn(f.End, rc.Converged())
+		bound := ex.Within.D() + d.Lost
 		msg := fmt.Sprintf("converged %.2f s after the fault's end at %.2f s (targets programmed at +%.2f s, new connections served at +%.2f s, %d writes); bound %s",
-			conv.Seconds(), f.End.Seconds(), (rc.Programmed - f.End).Seconds(), (rc.Served - f.End).Seconds(), rc.Writes, fmtBound(ex.Within.D(), v.sr.Sched))
+			conv.Seconds(), f.End.Seconds(), (rc.Programmed - f.End).Seconds(), (rc.Served - f.End).Seconds(), rc.Writes, fmtBound(ex.Within.D(), d))
 		bad := conv > bound
 		if ex.MaxWrites != nil && rc.Writes > uint64(*ex.MaxWrites) {
 			bad = true
