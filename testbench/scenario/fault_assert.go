@@ -162,7 +162,7 @@ func recoveries(v *stepView) []Recovery {
 				continue // superseded before from
 			}
 			rc.Why = s.Why
-			if !s.OK || (f.Fault == "kill controller" && s.Gen == base.Gen) {
+			if !s.OK || (f.Kind == "kill" && f.What == "controller" && s.Gen == base.Gen) {
 				continue
 			}
 			rc.Programmed, rc.IsProgrammed = max(s.T, from), true
@@ -217,7 +217,7 @@ func checkConverge(v *stepView) {
 	for _, rc := range rcs {
 		f := rc.Fault
 		name := "converge " + f.Fault
-		seesLoss := f.Kind == "block" || f.Fault == "kill switch"
+		seesLoss := f.Kind == "block" || (f.Kind == "kill" && f.What == "switch")
 		if ex.Detect > 0 && seesLoss {
 			to := f.T + ex.Detect.D()
 			if rc.WasNoticed {

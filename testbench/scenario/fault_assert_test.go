@@ -43,7 +43,7 @@ func TestConvergeAssertions(t *testing.T) {
 		st := &Step{Name: "kill", Expect: Expect{BlackHole: &BlackHoleExpect{Max: Duration(bh)},
 			Converge: &ConvergeExpect{Within: Duration(within), Detect: Duration(1500 * time.Millisecond), MaxWrites: &maxWrites}}}
 		v := &stepView{st: st, sr: &StepResult{Start: 0, End: fsec(10)}, res: &Result{}, where: `step 1 "kill"`}
-		v.faults = []FaultEvent{{T: fsec(2), End: fsec(2.3), Kind: "kill", Fault: "kill switch"}}
+		v.faults = []FaultEvent{{T: fsec(2), End: fsec(2.3), Kind: "kill", What: "switch", Fault: "kill switch"}}
 		v.tstate = []TargetsState{
 			{T: fsec(0.1), Gen: 1, OK: true, Writes: 100},
 			{T: fsec(2.1), Gen: 1, OK: false, Why: "no session", Writes: 100},
@@ -83,5 +83,27 @@ func TestConvergeAssertions(t *testing.T) {
 		if !strings.Contains(all, want) {
 			t.Errorf("failures\n%s\nlack %q", all, want)
 		}
+	}
+}
+
+// A restarted controller is programmed when the new one says so, not by
+// the old one's last state; its writes are the new one's own.
+func TestConvergeKillController(t *testing.T) {
+	zero := 0
+	st := &Step{Name: "kill", Expect: Expect{Converge: &ConvergeExpect{Within: Duration(2 * time.Second), MaxWrites: &zero}}}
+	v := &stepView{st: st, sr: &StepResult{Start: 0, End: fsec(8)}, res: &Result{}, where: `step 1 "kill"`}
+	v.faults = []FaultEvent{{T: fsec(1), End: fsec(4), Kind: "kill", What: "controller", Fault: "kill controller for 3s"}}
+	v.tstate = []TargetsState{
+		{T: fsec(0.1), Gen: 1, OK: true, Writes: 8204},
+		{T: fsec(4.3), Gen: 2, OK: true, Writes: 0},
+	}
+	rc := recoveries(v)
+	if len(rc) != 1 || !rc[0].IsProgrammed || rc[0].Programmed != fsec(4.3) || rc[0].Writes != 0 {
+		t.Fatalf("recovery %+v, want programmed at 4.3 s by the new controller, 0 writes", rc)
+	}
+	v.tstate[1].Writes = 8204
+	checkConverge(v)
+	if len(v.res.Failures) != 1 || !strings.Contains(v.res.Failures[0].Msg, "8204 writes") {
+		t.Fatalf("failures %v, want one naming the restarted controller's 8204 writes", v.res.Failures)
 	}
 }

@@ -116,10 +116,13 @@ type Check struct {
 
 // FaultEvent is a fault as it happened.
 type FaultEvent struct {
-	Step    int           `json:"step"`
-	T       time.Duration `json:"t"`
-	Fault   string        `json:"fault"`
-	Kind    string        `json:"kind"`
+	Step  int           `json:"step"`
+	T     time.Duration `json:"t"`
+	Fault string        `json:"fault"`
+	Kind  string        `json:"kind"`
+	// What a restart, kill, block or detach is of: switch, controller,
+	// p4runtime, xdp, pins.
+	What    string        `json:"what,omitempty"`
 	Backend string        `json:"backend,omitempty"`
 	Note    string        `json:"note,omitempty"`
 	Err     string        `json:"err,omitempty"`
@@ -727,7 +730,7 @@ func (r *runner) ringLine(rs RingState, ok bool) string {
 
 // inject applies one fault.
 func (r *runner) inject(ctx context.Context, step int, f Fault) {
-	ev := FaultEvent{Step: step, T: r.tr.since(), Fault: f.String(), Kind: f.Kind(), Backend: f.Backend()}
+	ev := FaultEvent{Step: step, T: r.tr.since(), Fault: f.String(), Kind: f.Kind(), What: f.Restart + f.Kill + f.Block + f.Detach, Backend: f.Backend()}
 	start := time.Now()
 	var err error
 	b := r.backends[f.Backend()]
