@@ -230,7 +230,7 @@ func checkConverge(v *stepView) {
 			case rc.Detected-f.T > ex.Detect.D()+d.Lost:
 				v.fail(name, "", "the controller reported the switch lost %.2f s after the fault; bound %s", (rc.Detected - f.T).Seconds(), fmtBound(ex.Detect.D(), d))
 			default:
-				v.pass(name, "loss reported %.2f s after the fault (heartbeat); bound %s", (rc.Detected - f.T).Seconds(), fmtBound(ex.Detect.D(), d))
+				v.pass(name, "loss reported %.2f s after the fault (the session ended, or the heartbeat went unanswered); bound %s", (rc.Detected - f.T).Seconds(), fmtBound(ex.Detect.D(), d))
 			}
 		}
 		if !rc.IsProgrammed {
