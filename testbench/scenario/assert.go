@@ -115,7 +115,9 @@ func (r *runner) stepView(res *Result, sr *StepResult) *stepView {
 	v.before, v.after = ringAt(v.rings, sr.Start), ringAt(v.rings, sr.End)
 	v.settle = sr.Start
 	for _, f := range v.faults {
-		v.settle = max(v.settle, f.T)
+		// A restart, kill or block settles when it is over: connections
+		// opened while the switch restarts fail by design.
+		v.settle = max(v.settle, f.T, f.End, f.T+f.Took)
 	}
 	for _, rs := range v.rings {
 		if rs.T > sr.Start && rs.T <= sr.End {

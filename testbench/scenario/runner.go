@@ -193,12 +193,16 @@ type runner struct {
 	removed  map[string]bool
 	cfgPath  string
 
-	cmu   sync.Mutex
-	ctrl  *controller.Controller
-	tgts  []targets.Target
-	stopC context.CancelFunc
-	doneC chan error
-	gen   int
+	cmu sync.Mutex
+	// statusMu: a Status call on the controller (it reads the targets'
+	// counters, through memory views of the XDP maps) holds it for
+	// reading; stopController holds it while it closes the targets.
+	statusMu sync.RWMutex
+	ctrl     *controller.Controller
+	tgts     []targets.Target
+	stopC    context.CancelFunc
+	doneC    chan error
+	gen      int
 
 	probe *schedProbe
 
@@ -581,6 +585,8 @@ func (r *runner) startController(ctx context.Context) error {
 }
 
 func (r *runner) stopController() {
+	r.statusMu.Lock() // no Status call reads targets being closed
+	defer r.statusMu.Unlock()
 	r.cmu.Lock()
 	c, tgts, stop, done := r.ctrl, r.tgts, r.stopC, r.doneC
 	r.ctrl, r.tgts, r.stopC, r.doneC = nil, nil, nil, nil
@@ -593,6 +599,19 @@ func (r *runner) stopController() {
 	closeTargets(tgts)
 }
 
+// status reads the running controller's status and its generation.
+func (r *runner) status(ctx context.Context) (controller.Status, int, bool) {
+	r.statusMu.RLock()
+	defer r.statusMu.RUnlock()
+	r.cmu.Lock()
+	c, gen := r.ctrl, r.gen
+	r.cmu.Unlock()
+	if c == nil {
+		return controller.Status{}, 0, false
+	}
+	return c.Status(ctx), gen, true
+}
+
 func closeTargets(ts []targets.Target) {
 	for _, t := range ts {
 		t.Close()
@@ -601,13 +620,15 @@ func closeTargets(ts []targets.Target) {
 
 // currentRing reads the controller's status.
 func (r *runner) currentRing(ctx context.Context) (RingState, bool) {
-	r.cmu.Lock()
-	c := r.ctrl
-	r.cmu.Unlock()
-	if c == nil {
+	st, _, ok := r.status(ctx)
+	if !ok {
 		return RingState{}, false
 	}
-	st := c.Status(ctx)
+	return r.ringOf(st)
+}
+
+// ringOf is the scenario's service's ring in a status.
+func (r *runner) ringOf(st controller.Status) (RingState, bool) {
 	for _, s := range st.Services {
 		if s.Name != r.sc.ServiceName() {
 			continue
@@ -626,15 +647,8 @@ func (r *runner) currentRing(ctx context.Context) (RingState, bool) {
 	return RingState{}, false
 }
 
-// targetsState samples the controller's targets.
-func (r *runner) targetsState(ctx context.Context) (TargetsState, bool) {
-	r.cmu.Lock()
-	c, gen := r.ctrl, r.gen
-	r.cmu.Unlock()
-	if c == nil {
-		return TargetsState{}, false
-	}
-	st := c.Status(ctx)
+// targetsOf is the state of the targets in a status of controller gen.
+func (r *runner) targetsOf(st controller.Status, gen int) TargetsState {
 	ts := TargetsState{T: r.tr.since(), Gen: gen, OK: true}
 	var why []string
 	if !st.Ready {
@@ -657,14 +671,16 @@ func (r *runner) targetsState(ctx context.Context) (TargetsState, bool) {
 	if len(why) > 0 {
 		ts.OK, ts.Why = false, strings.Join(why, "; ")
 	}
-	return ts, true
+	return ts
 }
 
 func (r *runner) pollRing(ctx context.Context) {
 	tk := time.NewTicker(50 * time.Millisecond)
 	defer tk.Stop()
 	for {
-		if ts, ok := r.targetsState(ctx); ok {
+		st, gen, ok := r.status(ctx)
+		if ok {
+			ts := r.targetsOf(st, gen)
 			r.rmu.Lock()
 			n := len(r.tstate)
 			if n == 0 || r.tstate[n-1].OK != ts.OK || r.tstate[n-1].Gen != ts.Gen || r.tstate[n-1].Writes != ts.Writes {
@@ -681,7 +697,7 @@ func (r *runner) pollRing(ctx context.Context) {
 				r.rmu.Unlock()
 			}
 		}
-		if rs, ok := r.currentRing(ctx); ok {
+		if rs, found := r.ringOf(st); ok && found {
 			r.rmu.Lock()
 			rs.Step = r.step
 			if n := len(r.rings); n == 0 || !r.rings[n-1].sameAs(rs) {
