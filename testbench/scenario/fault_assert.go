@@ -103,6 +103,10 @@ func fmtBound(b time.Duration, d SchedDelay) string {
 	return fmt.Sprintf("%.2f s + %.2f s lost to scheduling meanwhile", b.Seconds(), d.Lost.Seconds())
 }
 
+// holeSlack: a black hole that begins this long after a fault's end (or
+// the targets programmed again) is still the fault's.
+const holeSlack = 250 * time.Millisecond
+
 // Recovery is what a kill, block or detach fault showed (times since the
 // run's start).
 type Recovery struct {
@@ -177,10 +181,11 @@ func recoveries(v *stepView) []Recovery {
 			rc.Programmed = f.End
 		}
 		// The black hole the fault made: one that ends after the fault
-		// and began before the targets were programmed again, or within
-		// a second of that or of the fault's end (the first connection
-		// to fail may start a little after the fault).
-		last := max(f.End, rc.Programmed) + time.Second
+		// and began before the targets were programmed again, or a few
+		// connection intervals after that or the fault's end (the first
+		// connection to fail may start a little after the fault); an
+		// isolated lost SYN later on is not the fault's.
+		last := max(f.End, rc.Programmed) + holeSlack
 		if !rc.IsProgrammed {
 			last = v.sr.End
 		}
