@@ -22,7 +22,7 @@ The testbench builds a topology, starts the controller (as lbc run does) with
 real HTTP health checks against backends that answer with their name, drives
 real TCP, UDP and fragmented UDP from a client, injects the faults, checks the
 assertions, and writes a report (report.md with a table per step, report.json,
-connections.png, ring-shares.png).
+connections.png, ring-shares.png, and a plot per kill, block or detach fault).
 
 Shipped scenarios: ` + strings.Join(scenarios.Names(), ", ") + `
 
@@ -31,6 +31,7 @@ Examples:
    sudo lbc-testbench run seed001-failover --out /tmp/seed001
    sudo lbc-testbench run ./my-scenario.yaml --topology mininet --out report/
    sudo lbc-testbench run fleet-ecmp --out /tmp/fleet   # 3 lbc run nodes, BIRD, ECMP (docs/fleet.md)
+   sudo lbc-testbench run switch-faults --topology mininet --out /tmp/faults   # kill BMv2, block P4Runtime, kill the controller
 From a source tree: go run ./cmd/lbc-testbench run seed001-failover (or make testbench).
 
 Exit status: 0 when every assertion held, 1 when one failed or the run could

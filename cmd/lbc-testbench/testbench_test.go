@@ -40,7 +40,7 @@ func TestTestbenchRunErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"run"}, "want one SCENARIO"},
-		{[]string{"run", "no-such-scenario"}, "not a shipped scenario (fleet-ecmp, rolling-restart, seed001-failover, udp-fragments, weighted-drain)"},
+		{[]string{"run", "no-such-scenario"}, "not a shipped scenario (fleet-ecmp, rolling-restart, seed001-failover, switch-faults, udp-fragments, weighted-drain, xdp-faults)"},
 		{[]string{"run", "seed001-failover", "--bogus", "1"}, "flag --bogus"},
 		{[]string{"run", "seed001-failover", "--out"}, "flag --out needs a value"},
 		{[]string{"run", "seed001-failover", "extra"}, `unexpected argument "extra"`},

@@ -33,6 +33,7 @@ func (r *runner) evaluate(_ context.Context, res *Result, sr *StepResult) {
 	for _, check := range assertions {
 		check(v)
 	}
+	sr.Recoveries = recoveries(v)
 	for _, n := range v.names {
 		sr.Rows = append(sr.Rows, *v.rows[n])
 	}
@@ -49,6 +50,8 @@ var assertions = []func(*stepView){
 	checkEstablished,
 	checkFragments,
 	checkSticky,
+	checkBlackHole,
+	checkConverge,
 }
 
 // stepView is what a step's assertions judge: the step's faults, flows,
@@ -61,6 +64,7 @@ type stepView struct {
 	where  string
 	names  []string
 	rings  []RingState
+	tstate []TargetsState
 	faults []FaultEvent
 	flows  []Flow // sorted by start
 	kepts  []*kept
@@ -68,13 +72,28 @@ type stepView struct {
 	after  RingState
 	settle time.Duration // after the last fault and the last ring change
 	rows   map[string]*Row
+	// probe measures the scheduling delay in a span of the run (nil:
+	// the step's whole, sr.Sched).
+	probe func(from, to time.Duration) SchedDelay
+}
+
+// schedIn is the scheduling delay measured in [from, to].
+func (v *stepView) schedIn(from, to time.Duration) SchedDelay {
+	if v.probe == nil {
+		return v.sr.Sched
+	}
+	return v.probe(from, to)
 }
 
 func (r *runner) stepView(res *Result, sr *StepResult) *stepView {
 	v := &stepView{st: &r.sc.Steps[sr.Index], sr: sr, res: res, names: r.sc.BackendNames()}
+	if r.probe != nil {
+		v.probe = r.probe.Window
+	}
 	v.where = fmt.Sprintf("step %d %q", sr.Index+1, v.st.Name)
 	r.rmu.Lock()
 	v.rings = append([]RingState(nil), r.rings...)
+	v.tstate = append([]TargetsState(nil), r.tstate...)
 	for _, f := range r.faults {
 		if f.Step == sr.Index {
 			v.faults = append(v.faults, f)
@@ -96,7 +115,9 @@ func (r *runner) stepView(res *Result, sr *StepResult) *stepView {
 	v.before, v.after = ringAt(v.rings, sr.Start), ringAt(v.rings, sr.End)
 	v.settle = sr.Start
 	for _, f := range v.faults {
-		v.settle = max(v.settle, f.T)
+		// A restart, kill or block settles when it is over: connections
+		// opened while the switch restarts fail by design.
+		v.settle = max(v.settle, f.T, f.End, f.T+f.Took)
 	}
 	for _, rs := range v.rings {
 		if rs.T > sr.Start && rs.T <= sr.End {

@@ -37,6 +37,20 @@ type Env interface {
 	// RestartSwitch restarts the P4 switch (it comes back empty); the
 	// caller stops its controller before and starts it after.
 	RestartSwitch(ctx context.Context) error
+	// KillSwitch SIGKILLs the P4 switch and starts it again empty (no
+	// pipeline, no tables, as after a reboot) while the controller runs
+	// on; it returns when the switch accepts P4Runtime connections again.
+	// The controller must notice and program it by itself.
+	KillSwitch(ctx context.Context) error
+	// BlockP4Runtime cuts the controller's P4Runtime connection to the
+	// switch (on) or restores it (off).
+	BlockP4Runtime(on bool) error
+	// DetachXDP detaches the XDP program from the datapath's interface,
+	// as another tool would (ip link set dev IF xdp off).
+	DetachXDP(ctx context.Context) error
+	// RemovePins removes the XDP datapath's pins (maps and link) from
+	// bpffs, as another tool would.
+	RemovePins() error
 	// Counters reads the datapaths' counters.
 	Counters(ctx context.Context) (Counters, error)
 	Close() error

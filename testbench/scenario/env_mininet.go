@@ -165,6 +165,10 @@ type mininetEnv struct {
 	swLog     string
 	swRestart int
 	reader    *bmv2.Target // read-only client for counters
+	// proxy carries the controller's P4Runtime connection (block faults);
+	// the testbench's own reads go to sock directly.
+	proxy     *p4Proxy
+	proxySock string
 }
 
 // NewMininetEnv builds the mininet topology with a BMv2 switch and starts
@@ -302,6 +306,10 @@ func NewMininetEnv(ctx context.Context, prefix string, n, clients int, outDir st
 	if err := e.startSwitch(ctx); err != nil {
 		return nil, err
 	}
+	e.proxySock = filepath.Join(e.dir, "p4rt-lbc.sock")
+	if e.proxy, err = newP4Proxy(e.proxySock, e.sock); err != nil {
+		return nil, fmt.Errorf("P4Runtime proxy: %w", err)
+	}
 	ok = true
 	return e, nil
 }
@@ -310,6 +318,31 @@ func NewMininetEnv(ctx context.Context, prefix string, n, clients int, outDir st
 // pipeline and programs what the IR does not carry: the fallback port and
 // the forward table (clients on port 1, backends on port 2).
 func (e *mininetEnv) startSwitch(ctx context.Context) error {
+	if err := e.launchSwitch(ctx); err != nil {
+		return err
+	}
+	t, err := e.openSwitch(ctx, e.sock, false)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	if _, err := t.SetFallbackPort(ctx, portFallback); err != nil {
+		return fmt.Errorf("set fallback port: %w", err)
+	}
+	if err := e.writeRoutes(ctx, t); err != nil {
+		return err
+	}
+	if e.reader == nil {
+		if e.reader, err = e.openSwitch(ctx, e.sock, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// launchSwitch starts simple_switch_grpc without a pipeline and waits for
+// its P4Runtime socket.
+func (e *mininetEnv) launchSwitch(ctx context.Context) error {
 	os.Remove(e.sock)
 	logf, err := os.OpenFile(e.swLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -343,14 +376,13 @@ func (e *mininetEnv) startSwitch(ctx context.Context) error {
 			return fmt.Errorf("simple_switch_grpc: no P4Runtime socket within 60 s (log: %s)", e.swLog)
 		}
 	}
-	t, err := e.openSwitch(ctx, false)
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-	if _, err := t.SetFallbackPort(ctx, portFallback); err != nil {
-		return fmt.Errorf("set fallback port: %w", err)
-	}
+	return nil
+}
+
+// writeRoutes programs the forward table, which the IR does not carry
+// (clients on port 1, backends on port 2): the topology's routing, owned
+// by the testbench as a router's own agent would own it.
+func (e *mininetEnv) writeRoutes(ctx context.Context, t *bmv2.Target) error {
 	sc := t.Translator().Schema()
 	var ups []*p4v1.Update
 	route := func(prefix netip.Prefix, port uint64, mac string) error {
@@ -383,20 +415,15 @@ func (e *mininetEnv) startSwitch(ctx context.Context) error {
 	if err := t.Client().Write(ctx, ups); err != nil {
 		return fmt.Errorf("forward table: %w", err)
 	}
-	if e.reader == nil {
-		if e.reader, err = e.openSwitch(ctx, true); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
-func (e *mininetEnv) openSwitch(ctx context.Context, readOnly bool) (*bmv2.Target, error) {
+func (e *mininetEnv) openSwitch(ctx context.Context, sock string, readOnly bool) (*bmv2.Target, error) {
 	var last error
 	for i := 0; i < 50; i++ {
 		octx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		t, err := bmv2.Open(octx, bmv2.Options{
-			Options:    runtime.Options{Addr: "unix:" + e.sock, DeviceID: 1, ElectionLow: 1, ReadOnly: readOnly, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			Options:    runtime.Options{Addr: "unix:" + sock, DeviceID: 1, ElectionLow: 1, ReadOnly: readOnly, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 			P4InfoPath: e.p4info, DeviceConfigPath: e.devcfg, Name: "bmv2 " + e.desc.Switch.Node})
 		cancel()
 		if err == nil {
@@ -409,7 +436,7 @@ func (e *mininetEnv) openSwitch(ctx context.Context, readOnly bool) (*bmv2.Targe
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return nil, fmt.Errorf("P4Runtime %s: %w (log: %s)", e.sock, last, e.swLog)
+	return nil, fmt.Errorf("P4Runtime %s: %w (log: %s)", sock, last, e.swLog)
 }
 
 func (e *mininetEnv) stopSwitch() {
@@ -454,12 +481,72 @@ func (e *mininetEnv) OpenTargets(ctx context.Context) ([]targets.Target, error) 
 	if err != nil {
 		return nil, err
 	}
-	sw, err := e.openSwitch(ctx, false)
+	sw, err := e.openSwitch(ctx, e.proxySock, false)
 	if err != nil {
 		x.Close()
 		return nil, err
 	}
-	return []targets.Target{x, sw}, nil
+	// Set through the controller's target, the fallback port is set again
+	// when the target pushes the pipeline to a switch that lost it.
+	if _, err := sw.SetFallbackPort(ctx, portFallback); err != nil {
+		sw.Close()
+		x.Close()
+		return nil, fmt.Errorf("set fallback port: %w", err)
+	}
+	return []targets.Target{x, routedSwitch{sw, e}}, nil
+}
+
+// routedSwitch is the controller's switch target: after it pushes the
+// pipeline to a switch that restarted empty, the topology's routes are
+// written again (the part a router's own agent would restore).
+type routedSwitch struct {
+	*bmv2.Target
+	e *mininetEnv
+}
+
+// EnsureProgram is controller.ProgramKeeper's, then the routes.
+func (s routedSwitch) EnsureProgram(ctx context.Context) (bool, error) {
+	pushed, err := s.Target.EnsureProgram(ctx)
+	if err != nil || !pushed {
+		return pushed, err
+	}
+	if err := s.e.writeRoutes(ctx, s.Target); err != nil {
+		return true, fmt.Errorf("pipeline pushed again, but the topology's routes: %w", err)
+	}
+	return true, nil
+}
+
+// KillSwitch SIGKILLs simple_switch_grpc and starts it again without a
+// pipeline; the running controller pushes the pipeline and its tables
+// (and routedSwitch the routes) when it notices.
+func (e *mininetEnv) KillSwitch(ctx context.Context) error {
+	if e.sw == nil || e.sw.Process == nil {
+		return errors.New("no switch process to kill")
+	}
+	if err := e.sw.Process.Kill(); err != nil {
+		return fmt.Errorf("kill -9 simple_switch_grpc: %w", err)
+	}
+	<-e.swDone
+	e.sw = nil
+	e.swRestart++
+	return e.launchSwitch(ctx)
+}
+
+// BlockP4Runtime cuts or restores the controller's P4Runtime path.
+func (e *mininetEnv) BlockP4Runtime(on bool) error {
+	if e.proxy == nil {
+		return errors.New("no P4Runtime proxy")
+	}
+	e.proxy.Block(on)
+	return nil
+}
+
+// RemovePins removes the fallback host's XDP pins.
+func (e *mininetEnv) RemovePins() error { return removePins(e.xopts.PinDir) }
+
+// DetachXDP detaches the fallback host's XDP program.
+func (e *mininetEnv) DetachXDP(ctx context.Context) error {
+	return detachXDP(ctx, e.nsFB, e.xopts.Iface)
 }
 
 // RestartSwitch kills simple_switch_grpc and starts it again: it comes
@@ -495,6 +582,9 @@ func (e *mininetEnv) Counters(ctx context.Context) (Counters, error) {
 
 func (e *mininetEnv) Close() error {
 	var errs []error
+	if e.proxy != nil {
+		e.proxy.Close()
+	}
 	e.stopSwitch()
 	if e.xopts.PinDir != "" && e.nsFB != "" {
 		netns.Do(e.nsFB, func() error { return xdp.Detach(e.xopts, false) })

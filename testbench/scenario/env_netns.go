@@ -1,12 +1,14 @@
 package scenario
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/cilium/ebpf"
@@ -124,6 +126,37 @@ func (e *netnsEnv) OpenTargets(ctx context.Context) ([]targets.Target, error) {
 
 func (e *netnsEnv) HasSwitch() bool                     { return false }
 func (e *netnsEnv) RestartSwitch(context.Context) error { return ErrNoSwitch }
+
+func (e *netnsEnv) KillSwitch(context.Context) error { return ErrNoSwitch }
+func (e *netnsEnv) BlockP4Runtime(bool) error        { return ErrNoSwitch }
+
+func (e *netnsEnv) DetachXDP(ctx context.Context) error {
+	return detachXDP(ctx, e.topo.LB, e.topo.LBIf)
+}
+
+func (e *netnsEnv) RemovePins() error { return removePins(e.opts.PinDir) }
+
+// removePins removes a pin directory on bpffs: the pinned objects stay
+// alive while something holds them open.
+func removePins(dir string) error {
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("pins %s: %w", dir, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove pins %s: %w", dir, err)
+	}
+	return nil
+}
+
+// detachXDP runs ip link set dev ifname xdp off in ns: what another tool
+// does when it takes the interface's XDP hook.
+func detachXDP(ctx context.Context, ns, ifname string) error {
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "ip", "link", "set", "dev", ifname, "xdp", "off").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip link set dev %s xdp off in %s: %v: %s", ifname, ns, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
 
 func (e *netnsEnv) Counters(ctx context.Context) (Counters, error) {
 	t, err := xdp.Open(e.opts)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,7 +85,37 @@ type Fault struct {
 	// datapath back) or "switch" (the BMv2 process; skipped with a note
 	// where there is no switch).
 	Restart string `yaml:"restart"`
+	// Kill is "switch" (SIGKILL the BMv2 process and start it again
+	// empty, as after a reboot, while the controller runs on: it must
+	// notice and push the pipeline and every table by itself) or
+	// "controller" (the controller stops at once, without a clean
+	// shutdown, and starts again after For: the switch forwards alone
+	// meanwhile, and the new controller reads back and writes only the
+	// difference). Switch faults are skipped with a note where there is
+	// no switch.
+	Kill string `yaml:"kill"`
+	// Block is "p4runtime": the controller's P4Runtime connection is cut
+	// off for For (its bytes held, new connections not answered, as a
+	// firewall that drops), then restored; the switch forwards meanwhile.
+	Block string `yaml:"block"`
+	// Detach is "xdp" (another tool detaches the XDP program from the
+	// datapath's interface: ip link set dev IF xdp off; the kernel refuses
+	// while lbc's BPF link holds it, which the fault then notes) or
+	// "pins" (another tool removes the datapath's pins on bpffs: the
+	// maps and the link that keeps the program attached once the
+	// controller exits).
+	Detach string `yaml:"detach"`
+	// For is how long a kill or block lasts (block: required; kill:
+	// default 0, restarted at once).
+	For Duration `yaml:"for"`
 }
+
+// Allowed values of the fault kinds that name a component.
+var (
+	killValues   = []string{"switch", "controller"}
+	blockValues  = []string{"p4runtime"}
+	detachValues = []string{"xdp", "pins"}
+)
 
 // WeightChange is a weight fault.
 type WeightChange struct {
@@ -107,6 +138,12 @@ func (f Fault) Kind() string {
 		return "remove"
 	case f.Restart != "":
 		return "restart"
+	case f.Kill != "":
+		return "kill"
+	case f.Block != "":
+		return "block"
+	case f.Detach != "":
+		return "detach"
 	}
 	return ""
 }
@@ -116,7 +153,7 @@ func (f Fault) Backend() string {
 	switch {
 	case f.Weight != nil:
 		return f.Weight.Backend
-	case f.Restart != "":
+	case f.Restart != "", f.Kill != "", f.Block != "", f.Detach != "":
 		return ""
 	}
 	return f.Fail + f.Down + f.Recover + f.Remove
@@ -128,6 +165,14 @@ func (f Fault) String() string {
 		return fmt.Sprintf("weight %s → %d", f.Weight.Backend, f.Weight.To)
 	case "restart":
 		return "restart " + f.Restart
+	case "kill", "block":
+		x := f.Kind() + " " + f.Kill + f.Block
+		if f.For > 0 {
+			x += " for " + f.For.D().String()
+		}
+		return x
+	case "detach":
+		return "detach " + f.Detach
 	}
 	return f.Kind() + " " + f.Backend()
 }
@@ -141,6 +186,16 @@ type Expect struct {
 	Failover    *FailoverExpect    `yaml:"failover"`
 	Established *EstablishedExpect `yaml:"established"`
 	Fragments   *FragmentsExpect   `yaml:"fragments"`
+	// BlackHole bounds the longest time new TCP connections to the VIP
+	// failed in the step: from the first failed connection of a run of
+	// failures to the next one that succeeded (or the step's end).
+	BlackHole *BlackHoleExpect `yaml:"blackHole"`
+	// Converge bounds, for each kill, block or detach of the step, the
+	// time from the fault's end (the switch accepts connections again,
+	// the block is lifted, the controller is started again) to every
+	// target programmed with the compiled tables again, and how quickly
+	// the controller noticed the loss.
+	Converge *ConvergeExpect `yaml:"converge"`
 	// Sticky: after the ring settles, all flows of one client address and
 	// protocol reach one backend (3-tuple affinity with PER_SESSION,
 	// R-FRAG-CFG).
@@ -193,6 +248,29 @@ type FailoverExpect struct {
 type EstablishedExpect struct {
 	MayBreak []string `yaml:"mayBreak"`
 	Rule     string   `yaml:"rule"`
+}
+
+// BlackHoleExpect bounds a step's black hole (widened by the time the
+// machine's scheduler stalled the testbench in the step, schedprobe.go).
+type BlackHoleExpect struct {
+	Max Duration `yaml:"max"`
+}
+
+// ConvergeExpect bounds recovery from a step's kill, block or detach
+// faults (each widened by measured scheduling delay, schedprobe.go).
+type ConvergeExpect struct {
+	// Within bounds the time from the fault's end to every target
+	// reporting the compiled tables again (no error, primary, digests
+	// agree).
+	Within Duration `yaml:"within"`
+	// Detect bounds the time from the fault to the controller reporting
+	// a target not programmed (0: not checked). Only for faults the
+	// controller can see (a lost switch session).
+	Detect Duration `yaml:"detect"`
+	// MaxWrites bounds the entities the controller wrote from the fault
+	// to convergence (nil: not checked); 0 proves a read-back that found
+	// the tables intact.
+	MaxWrites *int `yaml:"maxWrites"`
 }
 
 // FragmentsExpect: every fragmented datagram is answered with its full
@@ -352,7 +430,7 @@ func (sc *Scenario) validate() error {
 		for j, f := range st.Faults {
 			fw := fmt.Sprintf("%s: fault %d", where, j+1)
 			kinds := 0
-			for _, s := range []string{f.Fail, f.Down, f.Recover, f.Remove, f.Restart} {
+			for _, s := range []string{f.Fail, f.Down, f.Recover, f.Remove, f.Restart, f.Kill, f.Block, f.Detach} {
 				if s != "" {
 					kinds++
 				}
@@ -361,13 +439,40 @@ func (sc *Scenario) validate() error {
 				kinds++
 			}
 			if kinds != 1 {
-				bad("%s: want exactly one of fail, down, recover, weight, remove, restart; got %d", fw, kinds)
+				bad("%s: want exactly one of fail, down, recover, weight, remove, restart, kill, block, detach; got %d", fw, kinds)
 				continue
 			}
 			if f.At < 0 || f.At >= tr.Duration {
 				bad("%s: at %s is outside the step's %s of traffic", fw, f.At.D(), tr.Duration.D())
 			}
+			if f.For < 0 {
+				bad("%s: for %s: negative", fw, f.For.D())
+			}
+			if f.For > 0 && f.At+f.For >= tr.Duration {
+				bad("%s: at %s + for %s ends after the step's %s of traffic: the recovery would not be seen", fw, f.At.D(), f.For.D(), tr.Duration.D())
+			}
+			if f.For != 0 && f.Kind() != "kill" && f.Kind() != "block" {
+				bad("%s: for: only a kill or a block lasts a while, not %s", fw, f.Kind())
+			}
 			switch f.Kind() {
+			case "kill":
+				if !slices.Contains(killValues, f.Kill) {
+					bad("%s: kill %q: want one of %s", fw, f.Kill, strings.Join(killValues, ", "))
+				}
+				if f.Kill == "switch" && f.For > 0 {
+					bad("%s: for: a killed switch is started again at once (as a reboot does); for applies to kill controller and block", fw)
+				}
+			case "block":
+				if !slices.Contains(blockValues, f.Block) {
+					bad("%s: block %q: want one of %s", fw, f.Block, strings.Join(blockValues, ", "))
+				}
+				if f.For <= 0 {
+					bad("%s: block: for: missing (how long the block lasts, e.g. 10s)", fw)
+				}
+			case "detach":
+				if !slices.Contains(detachValues, f.Detach) {
+					bad("%s: detach %q: want one of %s", fw, f.Detach, strings.Join(detachValues, ", "))
+				}
 			case "restart":
 				if f.Restart != "controller" && f.Restart != "switch" {
 					bad("%s: restart %q: want controller or switch", fw, f.Restart)
@@ -419,6 +524,29 @@ func (sc *Scenario) validate() error {
 			}
 			if len(ex.Established.MayBreak) > 0 && ex.Established.Rule == "" {
 				bad("%s: expect.established: mayBreak needs the rule that allows it (rule: R-...)", where)
+			}
+		}
+		if ex.BlackHole != nil && ex.BlackHole.Max <= 0 {
+			bad("%s: expect.blackHole.max: missing or not positive", where)
+		}
+		if c := ex.Converge; c != nil {
+			if c.Within <= 0 {
+				bad("%s: expect.converge.within: missing or not positive", where)
+			}
+			if c.Detect < 0 {
+				bad("%s: expect.converge.detect: negative", where)
+			}
+			if c.MaxWrites != nil && *c.MaxWrites < 0 {
+				bad("%s: expect.converge.maxWrites: %d negative", where, *c.MaxWrites)
+			}
+			n := 0
+			for _, f := range st.Faults {
+				if k := f.Kind(); k == "kill" || k == "block" || k == "detach" {
+					n++
+				}
+			}
+			if n == 0 {
+				bad("%s: expect.converge: the step has no kill, block or detach fault to converge from", where)
 			}
 		}
 		if ex.Failover != nil && ex.Failover.Within <= 0 {

@@ -54,6 +54,15 @@ service:
 		{"share word", "name: x\n" + svc + "steps: [{traffic: {rate: 1, duration: 1s}, expect: {share: {expect: rings}}}]", `"rings": want "ring"`},
 		{"mayBreak without rule", "name: x\n" + svc + "steps: [{traffic: {rate: 1, duration: 1s}, expect: {established: {mayBreak: [a]}}}]", "needs the rule"},
 		{"restart what", "name: x\n" + svc + "steps: [{faults: [{restart: router}], traffic: {rate: 1, duration: 1s}}]", `restart "router"`},
+		{"kill what", "name: x\n" + svc + "steps: [{faults: [{kill: router}], traffic: {rate: 1, duration: 1s}}]", `fault 1: kill "router": want one of switch, controller`},
+		{"block what", "name: x\n" + svc + "steps: [{faults: [{block: bgp, for: 1s}], traffic: {rate: 1, duration: 3s}}]", `fault 1: block "bgp": want one of p4runtime`},
+		{"block without for", "name: x\n" + svc + "steps: [{faults: [{block: p4runtime}], traffic: {rate: 1, duration: 3s}}]", "block: for: missing"},
+		{"block past the step", "name: x\n" + svc + "steps: [{faults: [{block: p4runtime, at: 1s, for: 10s}], traffic: {rate: 1, duration: 5s}}]", "ends after the step's 5s of traffic"},
+		{"detach what", "name: x\n" + svc + "steps: [{faults: [{detach: tc}], traffic: {rate: 1, duration: 1s}}]", `detach "tc": want one of xdp, pins`},
+		{"for on a fail", "name: x\n" + svc + "steps: [{faults: [{fail: a, for: 1s}], traffic: {rate: 1, duration: 3s}}]", "for: only a kill or a block lasts a while, not fail"},
+		{"converge without fault", "name: x\n" + svc + "steps: [{traffic: {rate: 1, duration: 1s}, expect: {converge: {within: 5s}}}]", "expect.converge: the step has no kill, block or detach fault"},
+		{"converge without within", "name: x\n" + svc + "steps: [{faults: [{kill: switch}], traffic: {rate: 1, duration: 1s}, expect: {converge: {detect: 1s}}}]", "expect.converge.within: missing"},
+		{"black hole without max", "name: x\n" + svc + "steps: [{traffic: {rate: 1, duration: 1s}, expect: {blackHole: {}}}]", "expect.blackHole.max: missing"},
 		{"weight range", "name: x\n" + svc + "weights: {a: 1200}\nsteps: [{traffic: {rate: 1, duration: 1s}}]", "1200 out of range 0..1000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,7 +31,9 @@ func writePlots(dir string, sc *Scenario, res *Result) ([]string, error) {
 		return out, fmt.Errorf("%s: %w", RingSharesPNG, err)
 	}
 	out = append(out, RingSharesPNG)
-	return out, nil
+	fp, err := writeFaultPlots(dir, sc, res)
+	out = append(out, fp...)
+	return out, err
 }
 
 const bin = 1.0 // seconds per point of the connections plot

@@ -63,7 +63,9 @@ func writeMarkdown(w io.Writer, sc *Scenario, res *Result, plots []string) {
 		fmt.Fprintln(w)
 	}
 	for _, p := range plots {
-		fmt.Fprintf(w, "![%s](%s)\n\n", p, p)
+		if !strings.HasPrefix(p, "fault-") { // those go with their step
+			fmt.Fprintf(w, "![%s](%s)\n\n", p, p)
+		}
 	}
 	for _, sr := range res.Steps {
 		fmt.Fprintf(w, "## Step %d: %s (%.1f s – %.1f s)\n\n", sr.Index+1, sr.Name, sr.Start.Seconds(), sr.End.Seconds())
@@ -89,6 +91,11 @@ func writeMarkdown(w io.Writer, sc *Scenario, res *Result, plots []string) {
 			fmt.Fprintf(w, "- %s **%s**: %s\n", mark, c.Name, c.Msg)
 		}
 		fmt.Fprintln(w)
+		for _, rc := range sr.Recoveries {
+			if rc.Plot != "" {
+				fmt.Fprintf(w, "![%s](%s)\n\n", rc.Plot, rc.Plot)
+			}
+		}
 	}
 	fmt.Fprintf(w, "## Faults\n\n| t (s) | step | fault | note |\n|---|---|---|---|\n")
 	for _, f := range res.Faults {

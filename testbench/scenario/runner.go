@@ -76,6 +76,7 @@ type Result struct {
 	Steps     []*StepResult     `json:"steps"`
 	Faults    []FaultEvent      `json:"faults"`
 	Rings     []RingState       `json:"rings"`
+	Targets   []TargetsState    `json:"targets,omitempty"`
 	Flows     []Flow            `json:"flows"`
 	Failures  []Failure         `json:"failures"`
 	Datapaths map[string]uint64 `json:"datapathPackets"`
@@ -99,6 +100,11 @@ type StepResult struct {
 	DatapathNew map[string]uint64 `json:"datapathNew,omitempty"`
 	// Datapath packets per datapath during the step.
 	DatapathPackets map[string]uint64 `json:"datapathPackets,omitempty"`
+	// Sched is the time the scheduling probe lost in the step: the
+	// black-hole and convergence bounds are widened by it.
+	Sched SchedDelay `json:"sched"`
+	// Recoveries of the step's kill, block and detach faults.
+	Recoveries []Recovery `json:"recoveries,omitempty"`
 }
 
 // Check is one assertion's outcome, printed whether it passed or not.
@@ -110,15 +116,36 @@ type Check struct {
 
 // FaultEvent is a fault as it happened.
 type FaultEvent struct {
-	Step    int           `json:"step"`
-	T       time.Duration `json:"t"`
-	Fault   string        `json:"fault"`
-	Kind    string        `json:"kind"`
+	Step  int           `json:"step"`
+	T     time.Duration `json:"t"`
+	Fault string        `json:"fault"`
+	Kind  string        `json:"kind"`
+	// What a restart, kill, block or detach is of: switch, controller,
+	// p4runtime, xdp, pins.
+	What    string        `json:"what,omitempty"`
 	Backend string        `json:"backend,omitempty"`
 	Note    string        `json:"note,omitempty"`
 	Err     string        `json:"err,omitempty"`
 	Took    time.Duration `json:"took,omitempty"` // restarts: how long it took
 	To      int           `json:"to,omitempty"`
+	// End is when a kill, block or detach ended (since the start): the
+	// switch accepted connections again, the block was lifted, the
+	// controller was started again, the program was detached.
+	End time.Duration `json:"end,omitempty"`
+}
+
+// TargetsState is the controller's view of its targets, sampled every
+// 50 ms and kept when it changes.
+type TargetsState struct {
+	T time.Duration `json:"t"`
+	// Gen counts controller starts (a restarted controller is a new one).
+	Gen int `json:"gen"`
+	// OK: every target is primary, holds the compiled digest (the digests
+	// agree) and reports no error; Why says what is not.
+	OK  bool   `json:"ok"`
+	Why string `json:"why,omitempty"`
+	// Writes is the entities the controller wrote, over its targets.
+	Writes uint64 `json:"writes"`
 }
 
 // RingState is the controller's view when it changed.
@@ -166,14 +193,22 @@ type runner struct {
 	removed  map[string]bool
 	cfgPath  string
 
-	cmu   sync.Mutex
-	ctrl  *controller.Controller
-	tgts  []targets.Target
-	stopC context.CancelFunc
-	doneC chan error
+	cmu sync.Mutex
+	// statusMu: a Status call on the controller (it reads the targets'
+	// counters, through memory views of the XDP maps) holds it for
+	// reading; stopController holds it while it closes the targets.
+	statusMu sync.RWMutex
+	ctrl     *controller.Controller
+	tgts     []targets.Target
+	stopC    context.CancelFunc
+	doneC    chan error
+	gen      int
+
+	probe *schedProbe
 
 	rmu    sync.Mutex
 	rings  []RingState
+	tstate []TargetsState
 	faults []FaultEvent
 	notes  map[int][]string
 	step   int
@@ -286,6 +321,8 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 		return nil, err
 	}
 	r.tr = &traffic{ns: r.env.ClientNS(), clients: r.env.ClientAddrs(), vip: r.env.VIP(), start: time.Now(), backends: r.backends}
+	r.probe = startSchedProbe(r.tr.start)
+	defer r.probe.Stop()
 	if err := r.startController(ctx); err != nil {
 		return nil, err
 	}
@@ -339,6 +376,7 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 		r.rmu.Lock()
 		sr.Notes = r.notes[i]
 		r.rmu.Unlock()
+		sr.Sched = r.probe.Window(sr.Start, sr.End)
 		res.Steps = append(res.Steps, sr)
 		r.evaluate(ctx, res, sr)
 		for _, c := range sr.Checks {
@@ -362,6 +400,7 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 	r.rmu.Lock()
 	res.Faults = append([]FaultEvent(nil), r.faults...)
 	res.Rings = append([]RingState(nil), r.rings...)
+	res.Targets = append([]TargetsState(nil), r.tstate...)
 	r.rmu.Unlock()
 	r.tr.mu.Lock()
 	res.Flows = append([]Flow(nil), r.tr.flows...)
@@ -540,11 +579,14 @@ func (r *runner) startController(ctx context.Context) error {
 	}
 	r.cmu.Lock()
 	r.ctrl, r.tgts, r.stopC, r.doneC = c, tgts, cancel, done
+	r.gen++
 	r.cmu.Unlock()
 	return nil
 }
 
 func (r *runner) stopController() {
+	r.statusMu.Lock() // no Status call reads targets being closed
+	defer r.statusMu.Unlock()
 	r.cmu.Lock()
 	c, tgts, stop, done := r.ctrl, r.tgts, r.stopC, r.doneC
 	r.ctrl, r.tgts, r.stopC, r.doneC = nil, nil, nil, nil
@@ -557,6 +599,19 @@ func (r *runner) stopController() {
 	closeTargets(tgts)
 }
 
+// status reads the running controller's status and its generation.
+func (r *runner) status(ctx context.Context) (controller.Status, int, bool) {
+	r.statusMu.RLock()
+	defer r.statusMu.RUnlock()
+	r.cmu.Lock()
+	c, gen := r.ctrl, r.gen
+	r.cmu.Unlock()
+	if c == nil {
+		return controller.Status{}, 0, false
+	}
+	return c.Status(ctx), gen, true
+}
+
 func closeTargets(ts []targets.Target) {
 	for _, t := range ts {
 		t.Close()
@@ -565,13 +620,15 @@ func closeTargets(ts []targets.Target) {
 
 // currentRing reads the controller's status.
 func (r *runner) currentRing(ctx context.Context) (RingState, bool) {
-	r.cmu.Lock()
-	c := r.ctrl
-	r.cmu.Unlock()
-	if c == nil {
+	st, _, ok := r.status(ctx)
+	if !ok {
 		return RingState{}, false
 	}
-	st := c.Status(ctx)
+	return r.ringOf(st)
+}
+
+// ringOf is the scenario's service's ring in a status.
+func (r *runner) ringOf(st controller.Status) (RingState, bool) {
 	for _, s := range st.Services {
 		if s.Name != r.sc.ServiceName() {
 			continue
@@ -590,11 +647,57 @@ func (r *runner) currentRing(ctx context.Context) (RingState, bool) {
 	return RingState{}, false
 }
 
+// targetsOf is the state of the targets in a status of controller gen.
+func (r *runner) targetsOf(st controller.Status, gen int) TargetsState {
+	ts := TargetsState{T: r.tr.since(), Gen: gen, OK: true}
+	var why []string
+	if !st.Ready {
+		why = append(why, "not ready")
+	}
+	if !st.DigestsAgree {
+		why = append(why, "digests disagree")
+	}
+	for _, t := range st.Targets {
+		ts.Writes += t.TotalWrites
+		switch {
+		case t.LastError != "":
+			why = append(why, t.Name+": "+t.LastError)
+		case !t.Primary:
+			why = append(why, t.Name+": not primary")
+		case t.Digest == "":
+			why = append(why, t.Name+": no digest")
+		}
+	}
+	if len(why) > 0 {
+		ts.OK, ts.Why = false, strings.Join(why, "; ")
+	}
+	return ts
+}
+
 func (r *runner) pollRing(ctx context.Context) {
 	tk := time.NewTicker(50 * time.Millisecond)
 	defer tk.Stop()
 	for {
-		if rs, ok := r.currentRing(ctx); ok {
+		st, gen, ok := r.status(ctx)
+		if ok {
+			ts := r.targetsOf(st, gen)
+			r.rmu.Lock()
+			n := len(r.tstate)
+			if n == 0 || r.tstate[n-1].OK != ts.OK || r.tstate[n-1].Gen != ts.Gen || r.tstate[n-1].Writes != ts.Writes {
+				r.tstate = append(r.tstate, ts)
+				r.rmu.Unlock()
+				if n > 0 && r.tstate[n-1].OK != ts.OK {
+					if ts.OK {
+						r.progress("  targets programmed again (%d writes so far)", ts.Writes)
+					} else {
+						r.progress("  targets not programmed: %s", ts.Why)
+					}
+				}
+			} else {
+				r.rmu.Unlock()
+			}
+		}
+		if rs, found := r.ringOf(st); ok && found {
 			r.rmu.Lock()
 			rs.Step = r.step
 			if n := len(r.rings); n == 0 || !r.rings[n-1].sameAs(rs) {
@@ -643,7 +746,7 @@ func (r *runner) ringLine(rs RingState, ok bool) string {
 
 // inject applies one fault.
 func (r *runner) inject(ctx context.Context, step int, f Fault) {
-	ev := FaultEvent{Step: step, T: r.tr.since(), Fault: f.String(), Kind: f.Kind(), Backend: f.Backend()}
+	ev := FaultEvent{Step: step, T: r.tr.since(), Fault: f.String(), Kind: f.Kind(), What: f.Restart + f.Kill + f.Block + f.Detach, Backend: f.Backend()}
 	start := time.Now()
 	var err error
 	b := r.backends[f.Backend()]
@@ -697,6 +800,8 @@ func (r *runner) inject(ctx context.Context, step int, f Fault) {
 				ev.Note = fmt.Sprintf("switch restarted empty; the controller reconnected and pushed every table; %s in all", ev.Took.Round(time.Millisecond))
 			}
 		}
+	case "kill", "block", "detach":
+		err = r.disturb(ctx, f, &ev, start)
 	}
 	if err != nil {
 		ev.Err = err.Error()
@@ -715,4 +820,73 @@ func (r *runner) inject(ctx context.Context, step int, f Fault) {
 	default:
 		r.progress("  fault %s", ev.Fault)
 	}
+}
+
+// disturb applies a kill, block or detach fault and sets ev.End when it
+// is over; the controller is left running (or started again) to recover
+// by itself.
+func (r *runner) disturb(ctx context.Context, f Fault, ev *FaultEvent, start time.Time) error {
+	wait := func(d time.Duration) error {
+		t := time.NewTimer(d) // the fault's stated duration, not a synchronisation
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
+	skip := func() {
+		ev.Note = fmt.Sprintf("skipped: %v (the %s topology runs the XDP datapath alone)", ErrNoSwitch, r.env.Name())
+	}
+	var err error
+	switch {
+	case f.Kill == "switch":
+		if !r.env.HasSwitch() {
+			skip()
+			return nil
+		}
+		err = r.env.KillSwitch(ctx)
+		ev.End = r.tr.since()
+		ev.Took = time.Since(start)
+		ev.Note = fmt.Sprintf("simple_switch_grpc killed (SIGKILL) and started again empty; it accepted P4Runtime connections %s later; the controller was left running", ev.Took.Round(time.Millisecond))
+	case f.Kill == "controller":
+		r.stopController()
+		if err = wait(f.For.D()); err != nil {
+			return err
+		}
+		ev.End = r.tr.since()
+		err = r.startController(ctx)
+		ev.Took = time.Since(start)
+		ev.Note = fmt.Sprintf("controller stopped without a clean shutdown, started again after %s (in-process: its context cancelled; the switch sees the session close as on a kill -9); %s until it was ready", f.For.D(), ev.Took.Round(time.Millisecond))
+	case f.Block != "":
+		if !r.env.HasSwitch() {
+			skip()
+			return nil
+		}
+		if err = r.env.BlockP4Runtime(true); err != nil {
+			return err
+		}
+		werr := wait(f.For.D())
+		err = r.env.BlockP4Runtime(false)
+		ev.End = r.tr.since()
+		ev.Took = time.Since(start)
+		ev.Note = fmt.Sprintf("the controller's P4Runtime connection was cut off (dropped, through the testbench's proxy) for %s", ev.Took.Round(time.Millisecond))
+		if werr != nil {
+			return werr
+		}
+	case f.Detach == "xdp":
+		err = r.env.DetachXDP(ctx)
+		ev.End = r.tr.since()
+		ev.Note = "XDP program detached by another tool (ip link set dev IF xdp off)"
+		if err != nil && strings.Contains(err.Error(), "Can't replace active BPF XDP link") {
+			ev.Note = fmt.Sprintf("refused by the kernel, nothing detached: lbc attaches through a BPF link, which netlink cannot replace or remove (%v)", err)
+			err = nil
+		}
+	case f.Detach == "pins":
+		err = r.env.RemovePins()
+		ev.End = r.tr.since()
+		ev.Note = "the XDP datapath's pins (maps, link) removed from bpffs by another tool; the running controller holds them open"
+	}
+	return err
 }

@@ -26,6 +26,9 @@ type Flow struct {
 	Err     string        `json:"err,omitempty"`
 	Size    int           `json:"size,omitempty"` // UDP payload sent
 	Got     int           `json:"got,omitempty"`  // UDP payload the backend received
+	// Connect is how long the TCP handshake took; one of synRetry or
+	// more lost its first SYN (or SYN-ACK): the VIP did not answer then.
+	Connect time.Duration `json:"connect,omitempty"`
 }
 
 // kept is an established TCP connection kept open and pinged.
@@ -136,12 +139,19 @@ func (t *traffic) run(ctx context.Context, step int, tr Traffic, rng *rand.Rand)
 
 const flowTimeout = 2 * time.Second
 
+// synRetry is Linux's initial retransmission timeout (TCP_TIMEOUT_INIT):
+// a handshake that took this long or more had its first SYN or SYN-ACK
+// lost, and succeeded on a retransmission.
+const synRetry = time.Second
+
 func (t *traffic) tcp(f *Flow, keep bool) {
 	var c net.Conn
 	err := netns.Do(t.ns, func() error {
 		d := net.Dialer{Timeout: flowTimeout, LocalAddr: &net.TCPAddr{IP: f.Client.AsSlice()}}
 		var err error
+		t0 := time.Now()
 		c, err = d.Dial("tcp4", netip.AddrPortFrom(t.vip, TCPPort).String())
+		f.Connect = time.Since(t0)
 		return err
 	})
 	if err != nil {
