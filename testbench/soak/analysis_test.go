@@ -119,6 +119,8 @@ func TestClassifyLog(t *testing.T) {
 		{"expected message at ERROR", `time=2026-12-01T16:00:00.000Z level=ERROR msg="health probe failed" backend=vm-1`, true},
 		{"session lost", `time=2026-12-01T16:00:00.000Z level=ERROR msg="lost the switch: its VIPs are not served from here until it is back; reconnecting" target=bmv2`, true},
 		{"failover", `time=2026-12-01T16:00:00.000Z level=WARN msg=failover service=web`, true},
+		{"start: embedded pipeline pushed", `bmv2 127.0.0.1:40427: pushed pipeline embedded p4/build (lb.p4info.txtpb, lb.json) (tables start empty)`, false},
+		{"start message as a slog WARN", `time=t level=WARN msg="bmv2 x: pushed pipeline embedded p4/build"`, true},
 		{"panic", `panic: runtime error: index out of range [3] with length 3`, true},
 		{"goroutine trace", `goroutine 1 [running]:`, true},
 		{"escaped quote", `time=2026-12-01T16:00:00.000Z level=INFO msg="a \"quoted\" word" x=1`, false},
