@@ -25,7 +25,7 @@ or root needed) for --duration, while:
   - the configuration file is rewritten every --reload-every (a backend
     added, then removed and drained);
   - /metrics (which reads the switch's counters), /v1/status and /healthz
-    are scraped every 250 ms each.
+    are scraped every --scrape-every (250 ms) each.
 Every second it samples lbc run's resident memory (/proc/PID/status VmRSS),
 goroutines (go_goroutines of its /metrics) and open files (/proc/PID/fd).
 
@@ -48,6 +48,7 @@ Exit status: 0 when every check held, 1 otherwise.`,
 		&cli.StringFlag{Name: "lbc", Usage: "the lbc binary to soak (default: go build ./cmd/lbc into --out)"},
 		&cli.DurationFlag{Name: "flap-every", Value: soak.DefaultFlapEvery, Usage: "a flapping backend switches its health answer every `DURATION`"},
 		&cli.DurationFlag{Name: "reload-every", Value: soak.DefaultReloadEvery, Usage: "rewrite the configuration file every `DURATION`"},
+		&cli.DurationFlag{Name: "scrape-every", Value: soak.DefaultScrapeEvery, Usage: "scrape /metrics, /v1/status and /healthz, each, every `DURATION`"},
 	},
 	Action: func(c *cli.Context) error {
 		if c.NArg() > 0 {
@@ -68,6 +69,7 @@ Exit status: 0 when every check held, 1 otherwise.`,
 			LBC:         c.String("lbc"),
 			FlapEvery:   c.Duration("flap-every"),
 			ReloadEvery: c.Duration("reload-every"),
+			ScrapeEvery: c.Duration("scrape-every"),
 			Progress:    c.App.ErrWriter,
 		})
 		if err != nil {

@@ -67,6 +67,9 @@ func Summary(res *Result) string {
 	fmt.Fprintf(&b, "lbc run against %s for %.0f s (asked: %s)\n", res.Target, res.Took.Seconds(), res.Duration)
 	fmt.Fprintf(&b, "churn: %d health flaps (every %s: %s in turn), %d reloads (every %s: %s added or removed), scrapes of /metrics, /v1/status, /healthz every %s each: %s\n",
 		res.Flaps, res.FlapEvery, strings.Join(flapping, " and "), res.Reloads, res.ReloadEvery, reloaded, res.ScrapeEvery, counts(res.Scrapes))
+	if res.Took > 0 {
+		fmt.Fprintf(&b, "lbc run used %.0f CPU seconds (%.0f %% of one core; not judged)\n", res.CPU, 100*res.CPU/res.Took.Seconds())
+	}
 	if len(res.Metrics) > 0 {
 		fmt.Fprintf(&b, "lbc's counters at the end: %s\n", counts(res.Metrics))
 	}

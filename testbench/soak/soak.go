@@ -81,6 +81,7 @@ type Result struct {
 	Scrapes     map[string]int
 	ScrapeFails map[string]int
 	Metrics     map[string]float64 // lbc's counters at the end
+	CPU         float64            // lbc run's user + system seconds, at the last sample
 	ExitErr     string             // lbc run's exit, if not clean
 	Failures    []string           // every check that failed
 }
@@ -225,8 +226,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			}
 			return
 		}
+		cpu, cerr := cpuSeconds(pid)
 		mu.Lock()
 		res.Samples = append(res.Samples, s)
+		if cerr == nil {
+			res.CPU = cpu
+		}
 		mu.Unlock()
 	}
 	sample(time.Now())
@@ -485,6 +490,30 @@ func rss(pid int) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/status has no VmRSS line", pid)
+}
+
+// cpuSeconds reads utime + stime of pid (/proc/PID/stat, fields 14 and
+// 15, in clock ticks of 1/100 s, USER_HZ on Linux).
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:])) // field 3 onwards
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	u, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return (u + st) / 100, nil
 }
 
 // openFiles counts the entries of /proc/PID/fd.
