@@ -36,16 +36,17 @@ func (t Tolerance) Limit(base float64) float64 {
 // Medians ignore the short spikes of a push or of probes in flight.
 //   - RSS: +16 MiB or +25 %, whichever is more. The Go heap swings between
 //     collections (GOGC=100 lets it reach twice the live heap before one),
-//     and the runtime returns freed pages lazily: a flat process's RSS wanders
-//     by several MiB; a leak of 1 KiB per probe (4 probes a second) grows by
-//     7 MiB in 30 minutes, so a 30-minute run catches leaks of a few KiB per
-//     probe or per push, and the 2-minute run a gross one.
+//     and the runtime returns freed pages lazily: a flat lbc run's RSS
+//     wanders by tens of MiB from one second to the next under the soak's
+//     scrapes.
 //   - Goroutines: +5. The count at rest is a fixed set (loop, probers,
-//     P4Runtime stream and heartbeat, HTTP server); one goroutine more per
-//     reload (every 30 s) or per flap would be +2 in 2 minutes and +30 in 30,
-//     per scrape +120 in 2 minutes.
-//   - Open files: +5, for the same reason: sockets of probes and scrapes in
-//     flight come and go within a second.
+//     P4Runtime stream and heartbeat, HTTP server).
+//   - Open files: +5: sockets of probes and scrapes in flight come and go
+//     within a second.
+//
+// The medians are half a run apart: a 30-minute run catches an RSS leak
+// of ≈ 5 KiB per probe or a goroutine per reload (+30); a 2-minute run
+// only gross leaks (≈ 0.35 MiB/s, a goroutine per flap: +20).
 var (
 	RSSTolerance        = Tolerance{Abs: 16 << 20, Rel: 0.25}
 	GoroutinesTolerance = Tolerance{Abs: 5}
