@@ -173,7 +173,7 @@ type LogRule struct {
 // reload, a failover the soak does not cause …) fails the soak.
 func ExpectedLog(flapping []string) []LogRule {
 	return []LogRule{
-		{Plain: true, Msg: ": pushed pipeline embedded p4/build", Why: "lbc run's start on an empty switch (the soak's P4Runtime server starts with no pipeline)"},
+		{Plain: true, Msg: "pushed pipeline embedded p4/build", Why: "lbc run's start on an empty switch (the soak's P4Runtime server starts with no pipeline)"},
 		{Level: "WARN", Msg: "health probe failed", Attr: "backend", Values: flapping, Why: "the soak's flapping backends answer 503 half of the time"},
 		{Level: "WARN", Msg: "backend became unhealthy", Attr: "backend", Values: flapping, Why: "the same, after the unhealthy threshold (1)"},
 	}
