@@ -86,6 +86,9 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 	}
 	if ts.held == nil {
 		loaded, err := ts.ensureProgram(ctx)
+		if err != nil && ctx.Err() != nil {
+			return c.cutShort(name, "program", err)
+		}
 		if err != nil {
 			msg := fmt.Sprintf("program: %v", err)
 			if ts.st.LastError != msg {
@@ -102,6 +105,9 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 			c.committed = nil
 		}
 		held, err := ts.read(ctx)
+		if err != nil && ctx.Err() != nil {
+			return c.cutShort(name, "read back", err)
+		}
 		if err != nil {
 			ts.st.LastError = fmt.Sprintf("read back: %v", err)
 			c.m.error("read")
@@ -128,6 +134,10 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 	ts.st.LastPushWrites = len(d.Changes)
 	ts.st.LastPushSeconds = took.Seconds()
 	ts.st.TotalWrites += uint64(len(d.Changes))
+	if err != nil && ctx.Err() != nil {
+		ts.held = nil // what was applied stays applied: the next start reads it back
+		return c.cutShort(name, "push", err)
+	}
 	if err != nil {
 		// What was applied stays applied: read back before the next diff.
 		ts.held = nil
@@ -191,6 +201,15 @@ func sameInfo(a, b *compiler.IR) bool {
 	return true
 }
 
+// cutShort: the controller is stopping (SIGTERM) and cut what (a push,
+// a read-back) short. Nothing failed: it is logged at INFO and not counted
+// as an error; the next start reads the target back and writes what is
+// missing.
+func (c *Controller) cutShort(target, what string, err error) error {
+	c.log.Info("stopping: "+what+" cut short; the next start reads the target back", "target", target, "err", err)
+	return fmt.Errorf("target %s: %s: %w", target, what, err)
+}
+
 // verify reads every target back and compares its digest with what the
 // controller believes it holds. It reports whether a target drifted (its
 // view is then replaced by what it holds, so the next push repairs it).
@@ -201,6 +220,11 @@ func (c *Controller) verify(ctx context.Context) bool {
 			continue
 		}
 		got, err := ts.read(ctx)
+		if err != nil && ctx.Err() != nil {
+			// The controller is stopping (SIGTERM) and cut the read
+			// short: nothing failed, and nothing is to repair.
+			return false
+		}
 		if err != nil {
 			c.m.error("read")
 			c.log.Error("verify: cannot read target back", "target", ts.t.Name(), "err", err)

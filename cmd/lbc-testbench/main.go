@@ -46,7 +46,7 @@ func newApp() *cli.App {
 		Name:        "lbc-testbench",
 		Usage:       testbenchUsage,
 		Description: testbenchDescription,
-		Commands:    []*cli.Command{testbenchRunCommand, testbenchListCommand, testbenchP4RTServerCommand},
+		Commands:    []*cli.Command{testbenchRunCommand, testbenchListCommand, testbenchP4RTServerCommand, testbenchSoakCommand},
 	}
 	clihelp.Install(app, nil)
 	return app

@@ -21,7 +21,7 @@ func TestDocumentedOutputsIgnored(t *testing.T) {
 	if out, err := exec.Command(git, "-C", root, "rev-parse", "--is-inside-work-tree").CombinedOutput(); err != nil {
 		t.Skipf("not a git work tree (%v: %s): Go records no VCS state for a build here", err, bytes.TrimSpace(out))
 	}
-	for _, p := range []string{"lbc", "lbc-testbench", "demo.mmdb", "testbench-out/seed001-failover/report.md", "testbench-out/fleet-ecmp/fleet-event-1.png"} {
+	for _, p := range []string{"lbc", "lbc-testbench", "demo.mmdb", "testbench-out/seed001-failover/report.md", "testbench-out/fleet-ecmp/fleet-event-1.png", "soak-out/summary.txt", "soak-out/lbc"} {
 		if err := exec.Command(git, "-C", root, "check-ignore", "-q", "--no-index", p).Run(); err != nil {
 			t.Errorf("%s is not ignored by git (git check-ignore: %v): a build beside it reports the tree as modified", p, err)
 		}

@@ -352,3 +352,13 @@ func (secondTicks) Ticks(lo, hi float64) []plot.Tick {
 	}
 	return out
 }
+
+// SavePNG writes p as a PNG of w × h with its legend to the right of the
+// plot, as the scenario reports' plots (the soak's report uses it).
+func SavePNG(p *plot.Plot, leg plot.Legend, w, h vg.Length, path string) error {
+	return saveWithLegend(p, leg, w, h, path)
+}
+
+// SecondTicks labels a time axis in seconds as the scenario reports' plots
+// do: every 1, 2, 5, 10 … 100 s, unlabelled ticks between.
+var SecondTicks plot.Ticker = secondTicks{}
