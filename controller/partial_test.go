@@ -1,14 +1,21 @@
 package controller_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/controller"
+	"github.com/lbc-dev/lbc/controller/internal/backendtest"
+	"github.com/lbc-dev/lbc/controller/internal/fakeclock"
+	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
 	"google.golang.org/grpc/codes"
@@ -204,4 +211,221 @@ func converged(t *testing.T, r *switchRig, want *compiler.IR) {
 	if st := r.c.Status(r.ctx).Targets[0]; st.Digest != controller.Digest(held) || st.LastError != "" {
 		t.Fatalf("controller believes digest %s (error %q), the switch holds %s\n%s", st.Digest, st.LastError, controller.Digest(held), r.logs)
 	}
+}
+
+// killedController runs a controller over srv and kills it (cancels its
+// context) at the k-th update the switch applies after arm is called; the
+// switch refuses every later update (StopAfter), so it holds exactly k of
+// them whatever was in flight — what a controller killed there leaves,
+// cut at any update, not only between batches. wait returns once Run has
+// returned and the connection is closed.
+type killedController struct {
+	c      *controller.Controller
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan error
+	tg     *bmv2.Target
+	logs   *syncBuffer
+}
+
+func runController(t *testing.T, srv *p4rt.Server, cfgPath string) *killedController {
+	t.Helper()
+	kc := &killedController{done: make(chan error, 1), logs: &syncBuffer{}}
+	kc.ctx, kc.cancel = context.WithCancel(context.Background())
+	octx, ocancel := context.WithTimeout(kc.ctx, waitBudget(t))
+	defer ocancel()
+	tg, err := bmv2.OpenShared(octx, embeddedSwitchOptions(srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc.tg = tg
+	kc.c, err = controller.New(controller.Options{
+		ConfigPath: cfgPath, Targets: []targets.Target{tg},
+		Logger: slog.New(slog.NewTextHandler(kc.logs, nil)),
+		Clock:  fakeclock.New(time.Unix(1_800_000_000, 0)), Debounce: time.Hour, WatchInterval: -1, VerifyInterval: -1,
+		RetryInterval: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { kc.done <- kc.c.Run(kc.ctx) }()
+	t.Cleanup(kc.wait)
+	return kc
+}
+
+// arm kills the controller at the k-th update from now, checking w's
+// invariant after each.
+func (kc *killedController) arm(srv *p4rt.Server, w *ringWatch, k int) {
+	n := 0
+	srv.ResetLog()
+	srv.StopAfter(k, codes.Unavailable)
+	srv.OnUpdate(func(v p4rt.View) {
+		w.check(v)
+		if n++; n == k {
+			kc.cancel()
+		}
+	})
+}
+
+func (kc *killedController) wait() {
+	if kc.tg == nil {
+		return
+	}
+	kc.cancel()
+	<-kc.done
+	kc.tg.Close()
+	kc.tg = nil
+}
+
+// TestControllerKilledMidPush (issue 25, item 5): the controller is killed
+// after its k-th update, for k between the two ring halves of a first push
+// and inside each, and inside the inactive half of a failover push and just
+// before its flip. The switch keeps serving what it served (the old ring,
+// or nothing for a service whose row was not written), and a new
+// controller started on it finishes the job: it converges to the compiled
+// state, never makes a half-written half active, and writes only what is
+// missing.
+func TestControllerKilledMidPush(t *testing.T) {
+	const ring = 257
+	// First push: 8 backends, half 0, half 1, the service, 2 VIPs.
+	const backends, first = 8, 8 + 2*ring + 1 + 2
+	// Failover push (vm-a1 fails): 1 backend, 66 ring slots, the flip.
+	const failover = 68
+	cases := []struct {
+		name   string
+		during string // "first push" or "failover"
+		k      int
+	}{
+		{"inside half 0", "first push", backends + ring/2},
+		{"between the two halves", "first push", backends + ring},
+		{"inside half 1", "first push", backends + ring + ring/2},
+		{"both halves written, no service row", "first push", backends + 2*ring},
+		{"service row written, no VIP", "first push", backends + 2*ring + 1},
+		{"after the backend row", "failover", 1},
+		{"inside the inactive half", "failover", 1 + 33},
+		{"inactive half written, before the flip", "failover", failover - 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.during+", "+tc.name, func(t *testing.T) {
+			f := backendtest.Start(t, allSeedIPs()...)
+			cfgPath := filepath.Join(t.TempDir(), "lb.yaml")
+			if err := os.WriteFile(cfgPath, []byte(strings.Replace(patientProbes(seedConfig(f.Port, true, 0, 1, 1)), "ringSize: 1021", fmt.Sprintf("ringSize: %d", ring), 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg := loadConfig(t, cfgPath)
+			srv := emptySwitch(t, "127.0.0.1:0")
+			w := &ringWatch{}
+			var before, want *compiler.IR
+			var total int
+			kc := runController(t, srv, cfgPath)
+			if tc.during == "first push" {
+				want = compileWith(t, cfg, nil)
+				total = first
+				w.allowed = [][]uint32{want.ActiveRing(want.ServiceByName("web"))}
+				kc.arm(srv, w, tc.k)
+				if err := <-kc.done; err == nil {
+					t.Fatalf("the killed controller's first push returned no error\n%s", kc.logs)
+				}
+				kc.done <- nil
+			} else {
+				select {
+				case <-kc.c.Ready():
+				case err := <-kc.done:
+					t.Fatalf("controller: %v\n%s", err, kc.logs)
+				}
+				before = readSwitch(t, kc.tg)
+				want = compileWith(t, cfg, before, "vm-a1")
+				total = len(compiler.DiffIR(before, want).Changes)
+				if total != failover {
+					t.Fatalf("the failover push is %d updates, the cases assume %d", total, failover)
+				}
+				w.allowed = [][]uint32{before.ActiveRing(before.ServiceByName("web")), want.ActiveRing(want.ServiceByName("web"))}
+				kc.arm(srv, w, tc.k)
+				f.Get(seedIPs["vm-a1"]).SetStatus(503)
+				kc.c.Monitor().ProbeAll(kc.ctx)
+				if err := kc.c.Sync(kc.ctx); err == nil {
+					t.Fatalf("the killed controller's push returned no error\n%s", kc.logs)
+				}
+			}
+			kc.wait()
+			if w.violation != nil {
+				t.Fatalf("%v\n%s", w.violation, kc.logs)
+			}
+			if got := len(srv.Log()); got != tc.k {
+				t.Fatalf("the switch applied %d updates, want the kill after %d", got, tc.k)
+			}
+			// The switch keeps serving the old ring; on a first push, a
+			// service whose row was written serves its complete ring.
+			serving := want
+			if before != nil {
+				serving = before
+			}
+			srv.Snapshot(func(v p4rt.View) {
+				for id, have := range activeRingsOf(t, v) {
+					if s := serving.Service(id); s == nil || !slices.Equal(have, serving.ActiveRing(s)) {
+						t.Fatalf("after the kill service %d serves another ring than the old complete one", id)
+					}
+				}
+			})
+
+			// A new controller on the same switch finishes the job.
+			srv.StopAfter(-1, codes.OK)
+			srv.OnUpdate(w.check)
+			srv.ResetLog()
+			r := startSwitchRig(t, embeddedSwitchOptions(srv.Addr()), string(mustRead(t, cfgPath)))
+			if w.violation != nil {
+				t.Fatalf("new controller: %v\n%s", w.violation, r.logs)
+			}
+			converged(t, r, want)
+			writes := 0
+			for _, e := range srv.Log() {
+				if e.Table != "tunnel_source" && e.Table != "egress_mtu" {
+					writes++
+				}
+			}
+			// A controller that finds no service row compiles from scratch,
+			// so the killed first push's IDs come out again and the rows it
+			// wrote are kept.
+			if d := compiler.DiffIR(want, r.held(t)); !d.Empty() {
+				t.Fatalf("the switch does not hold the compiled state:\n%s", d.Summary())
+			}
+			if missing := total - tc.k; writes != missing {
+				t.Fatalf("the new controller wrote %d updates, %d were missing\n%s", writes, missing, r.logs)
+			}
+			srv.ResetLog()
+			if err := r.c.Sync(r.ctx); err != nil || len(srv.Log()) != 0 {
+				t.Fatalf("after convergence a sync wrote %d updates (%v)\n%s", len(srv.Log()), err, r.logs)
+			}
+		})
+	}
+}
+
+func activeRingsOf(t *testing.T, v p4rt.View) map[uint32][]uint32 {
+	t.Helper()
+	tr, err := bmv2.NewTranslator(v.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tabs := bmv2.Tables{}
+	for _, n := range []string{"vip_port", "vip_proto", "vip_addr", "service", "ring", "backend"} {
+		tabs[n] = v.Entries(n)
+	}
+	ir, err := tr.IR(tabs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint32][]uint32{}
+	for i := range ir.Services {
+		out[ir.Services[i].ID] = slices.Clone(ir.ActiveRing(&ir.Services[i]))
+	}
+	return out
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
