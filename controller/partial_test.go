@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,11 +31,21 @@ import (
 // service's active half holds one of the complete rings allowed.
 type ringWatch struct {
 	allowed   [][]uint32
+	mu        sync.Mutex // the server's goroutines check, the test reads
 	violation error
 	updates   int
 }
 
+// err returns the first violation seen.
+func (w *ringWatch) err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.violation
+}
+
 func (w *ringWatch) check(v p4rt.View) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.updates++
 	if w.violation != nil {
 		return
@@ -154,8 +165,8 @@ func TestPartialPushThenRetryOrNewChange(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), "INTERNAL: injected failure") || !strings.Contains(err.Error(), c.Op.String()+" "+c.Table) {
 					t.Fatalf("push error %v, want the injected failure of update %d (%s %s)\n%s", err, n, c.Op, c.Table, r.logs)
 				}
-				if w.violation != nil {
-					t.Fatalf("%v\n%s", w.violation, r.logs)
+				if err := w.err(); err != nil {
+					t.Fatalf("%v\n%s", err, r.logs)
 				}
 				applied := len(srv.Log())
 				srv.ResetLog()
@@ -174,8 +185,8 @@ func TestPartialPushThenRetryOrNewChange(t *testing.T) {
 						t.Fatalf("push of the newer change: %v\n%s", err, r.logs)
 					}
 				}
-				if w.violation != nil {
-					t.Fatalf("%v\n%s", w.violation, r.logs)
+				if err := w.err(); err != nil {
+					t.Fatalf("%v\n%s", err, r.logs)
 				}
 				converged(t, r, want)
 				// The next change is pushed from there as hitlessly.
@@ -183,8 +194,8 @@ func TestPartialPushThenRetryOrNewChange(t *testing.T) {
 				if err := probeAndSync(r); err != nil {
 					t.Fatalf("push of a later change: %v\n%s", err, r.logs)
 				}
-				if w.violation != nil {
-					t.Fatalf("later change: %v\n%s", w.violation, r.logs)
+				if err := w.err(); err != nil {
+					t.Fatalf("later change: %v\n%s", err, r.logs)
 				}
 				converged(t, r, ir3[then == "retry"])
 				// Converged: nothing more to write, nothing drifted.
@@ -348,8 +359,8 @@ func TestControllerKilledMidPush(t *testing.T) {
 				}
 			}
 			kc.wait()
-			if w.violation != nil {
-				t.Fatalf("%v\n%s", w.violation, kc.logs)
+			if err := w.err(); err != nil {
+				t.Fatalf("%v\n%s", err, kc.logs)
 			}
 			if got := len(srv.Log()); got != tc.k {
 				t.Fatalf("the switch applied %d updates, want the kill after %d", got, tc.k)
@@ -373,8 +384,8 @@ func TestControllerKilledMidPush(t *testing.T) {
 			srv.OnUpdate(w.check)
 			srv.ResetLog()
 			r := startSwitchRig(t, embeddedSwitchOptions(srv.Addr()), string(mustRead(t, cfgPath)))
-			if w.violation != nil {
-				t.Fatalf("new controller: %v\n%s", w.violation, r.logs)
+			if err := w.err(); err != nil {
+				t.Fatalf("new controller: %v\n%s", err, r.logs)
 			}
 			converged(t, r, want)
 			writes := 0
