@@ -114,9 +114,9 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 	if ts.held != prev || prev == nil {
 		// The target does not hold what r was diffed against (a push to
 		// it failed part-way, it was read back, its rings were placed
-		// otherwise, it is another target):
-		// diff against what it holds, with the rings placed so that the
-		// half it serves is never written.
+		// otherwise, it is another target): diff against what it holds,
+		// with the rings placed so that the half it serves is never
+		// written (issue 25, item 4).
 		want = placeRings(ts.held, ir)
 		d = compiler.DiffIR(ts.held, want)
 	}
