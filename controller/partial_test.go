@@ -239,7 +239,10 @@ type killedController struct {
 	logs   *syncBuffer
 }
 
-func runController(t *testing.T, srv *p4rt.Server, cfgPath string) *killedController {
+// runController starts a controller over srv; first runs before it does
+// (to arm a kill during its first push: after Run started, the push could
+// be over before the kill is armed).
+func runController(t *testing.T, srv *p4rt.Server, cfgPath string, first func(*killedController)) *killedController {
 	t.Helper()
 	kc := &killedController{done: make(chan error, 1), logs: &syncBuffer{}}
 	kc.ctx, kc.cancel = context.WithCancel(context.Background())
@@ -258,6 +261,9 @@ func runController(t *testing.T, srv *p4rt.Server, cfgPath string) *killedContro
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if first != nil {
+		first(kc)
 	}
 	go func() { kc.done <- kc.c.Run(kc.ctx) }()
 	t.Cleanup(kc.wait)
@@ -328,17 +334,24 @@ func TestControllerKilledMidPush(t *testing.T) {
 			w := &ringWatch{}
 			var before, want *compiler.IR
 			var total int
-			kc := runController(t, srv, cfgPath)
+			var kc *killedController
 			if tc.during == "first push" {
 				want = compileWith(t, cfg, nil)
 				total = first
 				w.allowed = [][]uint32{want.ActiveRing(want.ServiceByName("web"))}
-				kc.arm(srv, w, tc.k)
-				if err := <-kc.done; err == nil {
-					t.Fatalf("the killed controller's first push returned no error\n%s", kc.logs)
+				kc = runController(t, srv, cfgPath, func(kc *killedController) { kc.arm(srv, w, tc.k) })
+				select {
+				case err := <-kc.done:
+					if err == nil {
+						t.Fatalf("the killed controller's first push returned no error\n%s", kc.logs)
+					}
+				case <-time.After(waitBudget(t)):
+					t.Fatalf("the controller was not killed during its first push\n%s", kc.logs)
 				}
 				kc.done <- nil
+				kc.wait()
 			} else {
+				kc = runController(t, srv, cfgPath, nil)
 				select {
 				case <-kc.c.Ready():
 				case err := <-kc.done:
@@ -357,8 +370,8 @@ func TestControllerKilledMidPush(t *testing.T) {
 				if err := kc.c.Sync(kc.ctx); err == nil {
 					t.Fatalf("the killed controller's push returned no error\n%s", kc.logs)
 				}
+				kc.wait()
 			}
-			kc.wait()
 			if err := w.err(); err != nil {
 				t.Fatalf("%v\n%s", err, kc.logs)
 			}
