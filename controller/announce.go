@@ -136,7 +136,7 @@ func (c *Controller) announce() {
 		switch {
 		case ts.st.LastError != "":
 			programmed, why = false, fmt.Sprintf("datapath %s not programmed: %s", ts.t.Name(), ts.st.LastError)
-		case ts.held == nil || ts.held != c.ir:
+		case ts.held == nil || ts.of != c.ir:
 			programmed, why = false, fmt.Sprintf("datapath %s does not hold the tables in force yet", ts.t.Name())
 		}
 		if !programmed {

@@ -91,9 +91,13 @@ type target struct {
 	mu   sync.Mutex
 	t    targets.Target
 	held *compiler.IR // what it holds; nil: unknown, read it back first
-	arb  Arbitrated   // nil unless shared with other controllers
-	term uint64       // arb's mastership term that held belongs to
-	lost bool         // arb's session is lost (logged and counted once)
+	// of is the compiled IR that held realises: held itself, or held with
+	// its rings placed for this target (placeRings); nil when held was
+	// read back.
+	of   *compiler.IR
+	arb  Arbitrated // nil unless shared with other controllers
+	term uint64     // arb's mastership term that held belongs to
+	lost bool       // arb's session is lost (logged and counted once)
 	st   TargetStatus
 }
 
@@ -226,6 +230,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			// carry over, so a restart with nothing changed writes nothing.
 			c.ir = held
 			c.committed = held
+			ts.of = held
 		}
 		c.log.Info("target read back", "target", ts.t.Name(), "services", len(held.Services), "backends", len(held.Backends), "digest", c.digest(held))
 	}

@@ -114,14 +114,20 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 			c.log.Error("cannot read target back", "target", name, "err", err)
 			return fmt.Errorf("target %s: read back: %w", name, err)
 		}
-		ts.held = held
+		ts.held, ts.of = held, nil
 	}
-	d := r.Diff
+	d, want := r.Diff, ir
 	if ts.held != prev || prev == nil {
-		d = compiler.DiffIR(ts.held, ir)
+		// The target does not hold what r was diffed against (a push to
+		// it failed part-way, it was read back, its rings were placed
+		// otherwise, it is another target): diff against what it holds,
+		// with the rings placed so that the half it serves is never
+		// written (issue 25, item 4).
+		want = placeRings(ts.held, ir)
+		d = compiler.DiffIR(ts.held, want)
 	}
 	if d.Empty() {
-		ts.held = ir // the same tables; ir also has the latest names
+		ts.held, ts.of = want, ir // the same tables; ir also has the latest names
 		ts.st.LastError = ""
 		return nil
 	}
@@ -145,7 +151,7 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 		c.log.Error("push failed; will retry", "target", name, "trigger", why, "changes", len(d.Changes), "err", err)
 		return fmt.Errorf("target %s: %w", name, err)
 	}
-	ts.held = ir
+	ts.held, ts.of = want, ir
 	ts.st.LastError = ""
 	ts.st.VerifiedDigest = "" // the last read-back predates this push
 	c.log.Info("pushed", "target", name, "trigger", why, "changes", len(d.Changes), "batches", stats.Batches, "took", took.Round(time.Microsecond).String(), "summary", oneLine(d.Summary()))
@@ -161,7 +167,7 @@ func (c *Controller) commit(ctx context.Context, r *Reconciled) {
 	ok := true
 	for _, ts := range c.tgts {
 		cm, is := ts.t.(Committer)
-		if !is || ts.held != r.IR {
+		if !is || ts.held == nil || ts.of != r.IR {
 			continue
 		}
 		ts.mu.Lock()
@@ -242,7 +248,7 @@ func (c *Controller) verify(ctx context.Context) bool {
 			drifted = true
 			c.m.error("drift")
 			c.log.Error("target drifted from what was pushed; repairing", "target", ts.t.Name(), "want", want, "have", have)
-			ts.held = got
+			ts.held, ts.of = got, nil
 		}
 	}
 	c.publish(nil, nil)

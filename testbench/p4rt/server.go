@@ -51,15 +51,19 @@ type Server struct {
 	lis  net.Listener
 	rng  *rand.Rand
 
-	mu        sync.Mutex
-	pipe      *pipeline
-	saved     *pipeline
-	roles     map[string]*election
-	log       []LogEntry
-	rpcs      int
-	fault     Fault
-	onUpdate  func(v View)
-	readCalls int
+	mu       sync.Mutex
+	pipe     *pipeline
+	saved    *pipeline
+	roles    map[string]*election
+	log      []LogEntry
+	rpcs     int
+	fault    Fault
+	onUpdate func(v View)
+	// FailUpdate / StopAfter: updates still to let through before the
+	// injected failure (counted in the order applied), and its code.
+	failIn, stopIn     int
+	failCode, stopCode codes.Code
+	readCalls          int
 
 	born        time.Time
 	switchClock func() uint64 // packetio.go
@@ -139,6 +143,34 @@ func (s *Server) SetFault(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fault = f
+}
+
+// FailUpdate makes the n-th update the server receives from now on fail
+// with code, once: n counts from 1 over the following Write RPCs, in the
+// order the server applies them (a 64-update batch holds updates 1..64, the
+// next batch 65..128). The updates before it stay applied, and, as BMv2
+// (PI) does under CONTINUE_ON_ERROR — the only atomicity it and lbc use;
+// ROLLBACK_ON_ERROR and DATAPLANE_ATOMIC are UNIMPLEMENTED there — the rest
+// of its batch is applied too; the RPC answers with that update's error.
+// n <= 0 clears it.
+func (s *Server) FailUpdate(n int, code codes.Code) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failIn, s.failCode = max(n, 0), code
+}
+
+// StopAfter lets the next n updates through and fails every later one with
+// code, applying nothing more, until StopAfter(-1, ...) clears it: the
+// switch's state is exactly the first n updates, as when the controller
+// writing them was killed there (StopAfter(0, ...) refuses every update).
+func (s *Server) StopAfter(n int, code codes.Code) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n < 0 {
+		s.stopIn = 0
+		return
+	}
+	s.stopIn, s.stopCode = n+1, code
 }
 
 // OnUpdate installs a function called after every applied update, with the
@@ -380,6 +412,18 @@ func withDetails(st *status.Status, ds []*p4v1.Error) (*status.Status, error) {
 }
 
 func (s *Server) apply(u *p4v1.Update) error {
+	switch s.stopIn {
+	case 0:
+	case 1:
+		return status.Errorf(s.stopCode, "injected: updates stopped (StopAfter)")
+	default:
+		s.stopIn--
+	}
+	if s.failIn > 0 {
+		if s.failIn--; s.failIn == 0 {
+			return status.Errorf(s.failCode, "injected failure of this update (FailUpdate)")
+		}
+	}
 	if s.fault != nil {
 		if err := s.fault(s.pipe.schema, u); err != nil {
 			return err

@@ -3,6 +3,7 @@ package p4rt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -359,5 +360,65 @@ func TestFixtureMatchesBuiltP4Info(t *testing.T) {
 		if bc, err := b.Counter(fc.Preamble.Alias); err != nil || bc.Size != fc.Size {
 			t.Errorf("counter %s: built %v (%v)", fc.Preamble.Alias, bc, err)
 		}
+	}
+}
+
+// FailUpdate fails the n-th update counted across RPCs, once, and applies
+// the rest of its batch (CONTINUE_ON_ERROR); StopAfter applies exactly n
+// updates and refuses the rest until cleared.
+func TestInjectedPartialWrites(t *testing.T) {
+	type want struct {
+		failedIndex []int // per RPC: index of the failed update, -1 none
+		slots       []uint64
+	}
+	cases := []struct {
+		name   string
+		inject func(*Server)
+		want   want
+	}{
+		{"fail 2nd", func(s *Server) { s.FailUpdate(2, codes.Internal) }, want{[]int{1, -1}, []uint64{1, 3, 4, 5, 6}}},
+		{"fail 4th, in the 2nd RPC", func(s *Server) { s.FailUpdate(4, codes.Internal) }, want{[]int{-1, 0}, []uint64{1, 2, 3, 5, 6}}},
+		{"fail none", func(s *Server) { s.FailUpdate(0, codes.Internal) }, want{[]int{-1, -1}, []uint64{1, 2, 3, 4, 5, 6}}},
+		{"stop after 2", func(s *Server) { s.StopAfter(2, codes.Unavailable) }, want{[]int{2, 0}, []uint64{1, 2}}},
+		{"stop after 4", func(s *Server) { s.StopAfter(4, codes.Unavailable) }, want{[]int{-1, 1}, []uint64{1, 2, 3, 4}}},
+		{"stop after 0", func(s *Server) { s.StopAfter(0, codes.Unavailable) }, want{[]int{0, 0}, nil}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, s := start(t, true, Options{})
+			c := dial(t, srv, 1)
+			tc.inject(srv)
+			for rpc, slots := range [][]uint64{{1, 2, 3}, {4, 5, 6}} {
+				var us []*p4v1.Update
+				for _, sl := range slots {
+					us = append(us, upd(p4v1.Update_INSERT, ringEntry(t, s, sl, 1)))
+				}
+				err := c.Write(context.Background(), us)
+				wi := tc.want.failedIndex[rpc]
+				if wi < 0 {
+					if err != nil {
+						t.Fatalf("RPC %d: %v", rpc+1, err)
+					}
+					continue
+				}
+				var we *runtime.WriteError
+				if !errors.As(err, &we) || len(we.Updates) == 0 || we.Updates[0].Index != wi || !strings.Contains(we.Updates[0].Message, "injected") {
+					t.Fatalf("RPC %d: got %v, want update %d to fail", rpc+1, err, wi)
+				}
+			}
+			var got []uint64
+			srv.Snapshot(func(v View) {
+				for _, e := range v.Entries("ring") {
+					d, err := s.Decode(e)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, d.Uint("slot"))
+				}
+			})
+			if fmt.Sprint(got) != fmt.Sprint(tc.want.slots) {
+				t.Fatalf("applied slots %v, want %v", got, tc.want.slots)
+			}
+		})
 	}
 }
