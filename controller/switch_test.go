@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -112,15 +110,8 @@ func emptySwitch(t testing.TB, addr string) *p4rt.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ {
-		err := srv.Start(addr)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EADDRINUSE) || i == 100 {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := srv.StartAgain(addr); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
 	return srv
@@ -509,15 +500,8 @@ func grep(s, sub string) string {
 // tables kept forwarding.
 func serveAgain(t *testing.T, srv *p4rt.Server, addr string) {
 	t.Helper()
-	for i := 0; ; i++ {
-		err := srv.Start(addr)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, syscall.EADDRINUSE) || i == 100 {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := srv.StartAgain(addr); err != nil {
+		t.Fatal(err)
 	}
 }
 

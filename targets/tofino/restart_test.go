@@ -3,9 +3,7 @@ package tofino
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,15 +23,8 @@ func startEmpty(t *testing.T, addr string) *p4rt.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ {
-		err := srv.Start(addr)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EADDRINUSE) || i == 100 {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := srv.StartAgain(addr); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
 	return srv

@@ -2,10 +2,12 @@ package p4rt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lbc-dev/lbc/runtime"
@@ -126,6 +128,19 @@ func (s *Server) Start(addr string) error {
 	p4v1.RegisterP4RuntimeServer(s.gs, s)
 	go s.gs.Serve(lis)
 	return nil
+}
+
+// StartAgain is Start on addr, retried for up to a second while addr is
+// still held (EADDRINUSE): the address of a server that was just stopped,
+// as a switch that restarts on its own port.
+func (s *Server) StartAgain(addr string) error {
+	for i := 0; ; i++ {
+		err := s.Start(addr)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || i == 100 {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Addr is the address the server listens on.
