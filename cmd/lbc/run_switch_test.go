@@ -137,14 +137,7 @@ func checkServed(t *testing.T, base, addr string, logs *syncWriter) string {
 // run pushes the pipeline and every table again by itself (healthz 200,
 // the tables are the compiler's).
 func TestRunRecoversFromSwitchRestart(t *testing.T) {
-	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := startP4RT(t)
 	addr := srv.Addr()
 	base, logs := runOnSwitch(t, addr)
 	before := checkServed(t, base, addr, logs)

@@ -346,14 +346,7 @@ func TestRunWithoutConfigRunsEmbeddedExample(t *testing.T) {
 // service_icmp_error_misses) as lbc_datapath_icmp_error_misses_total, like
 // the other per-service counters, where /metrics had no such series.
 func TestRunMetricsExportICMPErrorMisses(t *testing.T) {
-	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := startP4RT(t)
 	r := startRun(t, "-c", td+"seed001.yaml", "--target", "bmv2", "--addr", srv.Addr(), "--watch-interval", "0")
 	r.waitStatus(t, func(st controller.Status) bool { return st.Ready && len(st.Services) == 1 })
 	// The switch counted 7 ICMP errors for service 1 (web) and 3 new
@@ -375,6 +368,21 @@ func TestRunMetricsExportICMPErrorMisses(t *testing.T) {
 			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(m, "lbc_datapath_"))
 		}
 	}
+}
+
+// startP4RT serves the in-process P4Runtime server (device 1, no
+// pipeline) on a free loopback port until the test ends.
+func startP4RT(t *testing.T) *p4rt.Server {
+	t.Helper()
+	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
 }
 
 // grepLines returns the lines of s that contain sub.

@@ -10,7 +10,6 @@ import (
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
-	"github.com/lbc-dev/lbc/testbench/p4rt"
 	"github.com/urfave/cli/v2"
 )
 
@@ -19,14 +18,7 @@ import (
 // push writes nothing, a failover push writes the ring diff and one flip,
 // and status reads it back.
 func TestPushBMv2(t *testing.T) {
-	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := startP4RT(t)
 	args := []string{"--target", "bmv2", "--addr", srv.Addr(), "--p4info", "../../p4/build/lb.p4info.txtpb", "--device-config", "../../p4/build/lb.json"}
 	push := func(extra ...string) string {
 		t.Helper()
@@ -67,14 +59,7 @@ func TestPushBMv2(t *testing.T) {
 // only the primary may, and it sets the port. (The backup used to try the
 // write whenever the switch held another port, and fail on the refusal.)
 func TestBMv2BackupLeavesFallbackPortToPrimary(t *testing.T) {
-	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := startP4RT(t)
 	ctx := t.Context()
 	primary, err := bmv2.Open(ctx, bmv2.Options{Options: runtime.Options{Addr: srv.Addr(), DeviceID: 1, ElectionLow: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		P4InfoPath: "../../p4/build/lb.p4info.txtpb", DeviceConfigPath: "../../p4/build/lb.json"})

@@ -20,18 +20,11 @@ import (
 // prime ring is refused naming the service, a power-of-two ring is pushed
 // with its idle_ticks row, a second push writes nothing, status reads back.
 func TestPushTofino(t *testing.T) {
-	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := startP4RT(t)
 	args := []string{"--target", "tofino", "--addr", srv.Addr(), "--p4info", "../../p4/tna/build/lb.p4info.txtpb",
 		"--device-config", "../../targets/tofino/testdata/bfp4c/lb.conf", "--device-config-format", "stratum"}
 
-	_, _, err = runLBC(t, append([]string{"push", "-c", "../../examples/failover.yaml"}, args...)...)
+	_, _, err := runLBC(t, append([]string{"push", "-c", "../../examples/failover.yaml"}, args...)...)
 	if err == nil || !strings.Contains(err.Error(), `service "web"`) || !strings.Contains(err.Error(), "ringSize: 65536") {
 		t.Fatalf("push of the 65537-slot example: %v, want the power-of-two error naming web", err)
 	}
@@ -75,14 +68,7 @@ func TestPushTofino(t *testing.T) {
 // server and the flags that reach it.
 func tofinoPushTwo(t *testing.T, p4info string) (*p4rt.Server, []string) {
 	t.Helper()
-	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := startP4RT(t)
 	cfg := filepath.Join(t.TempDir(), "lb.yaml")
 	if err := os.WriteFile(cfg, []byte(`tunnel:
   sourceIPv4: 192.0.2.1
