@@ -69,8 +69,12 @@ type Extern struct {
 	Type  string // as written: Register, register, Counter, counter
 	Pos   Pos
 	Size  int64
-	Width int    // a register's value width
-	Unit  string // a counter's: PACKETS, BYTES or BOTH (P4Info's names)
+	Width int // a register's value width
+	// Init is a register's initial value when the source gives one
+	// (TNA's Register(size, init)); InitSet says whether it does.
+	Init    int64
+	InitSet bool
+	Unit    string // a counter's: PACKETS, BYTES or BOTH (P4Info's names)
 }
 
 // Table returns the table with the given full name.
@@ -562,6 +566,17 @@ func (p *parser) table() error {
 		}
 	}
 	p.i++
+	// Without a default_action the default is core.p4's NoAction, which the
+	// front end adds to the actions, default only (P4-16 §14.2.1.3).
+	if t.DefaultAction == "" {
+		has := false
+		for _, r := range t.Actions {
+			has = has || r.Name == "NoAction"
+		}
+		if !has {
+			t.Actions = append(t.Actions, ActionRef{Name: "NoAction", DefaultOnly: true})
+		}
+	}
 	p.prog.Tables = append(p.prog.Tables, t)
 	return nil
 }
@@ -753,6 +768,12 @@ func (p *parser) instance() error {
 		e.Width = w
 		if e.Size, err = p.eval(args[0][0], args[0][1]); err != nil {
 			return err
+		}
+		if len(args) > 1 {
+			if e.Init, err = p.eval(args[1][0], args[1][1]); err != nil {
+				return err
+			}
+			e.InitSet = true
 		}
 		p.prog.Registers = append(p.prog.Registers, e)
 	case "Counter", "counter":
