@@ -14,20 +14,39 @@ import (
 )
 
 // SameCompilerOutput reports whether two outputs of the Tofino back end of
-// p4c named name hold the same content: P4Infos (.txtpb) compared with
-// their externs' instances in id order, bf-rt.json and context.json files
-// with every list taken as a multiset. p4c-barefoot 9.13.4 writes the two
-// Snapshot externs, and lists inside bf-rt.json, in an order that changes
-// from run to run, and gives the snapshot table the id of whichever comes
-// first; context.json carries the compile's build_date and run_id, which
-// are left out.
+// p4c named name hold the same content. Order is kept everywhere except
+// where the compiler is shown to vary it from run to run (p4c-barefoot
+// 9.13.4, backends/tofino/bf-p4c/control-plane):
+//
+//   - P4Info (.txtpb): the Snapshot externs' instances. bfruntime_arch_handler.h
+//     keeps its snapshotInfo in a map keyed by the IR::ControlBlock pointer,
+//     so ingress and egress come out in whichever order the allocator gave
+//     them; the instances are compared in id order.
+//   - bf-rt.json: the same two snapshots are written in that order
+//     (bfruntime_ext.cpp addSnapshot), which moves their tables within the
+//     top-level "tables" list, gives "pipe.snapshot.cfg" the id of whichever
+//     comes first, and appends the trigger tables to its "depends_on" in that
+//     order. So "tables" is compared as a set (by name; the driver finds
+//     tables by name and id, not by position), "depends_on" as a set of ids,
+//     and the cfg table's id is left out. Every other list (key fields,
+//     action specs, their data fields, annotations, enum choices) keeps its
+//     order: a key field's position is its place in the match key, a data
+//     field's is its place in the action's parameters.
+//   - context.json: the compile's date (build_date), its run ID (run_id) and
+//     the compiler's version string (compiler_version) are left out; no
+//     field holds a path. Every list keeps its order: match_key_fields and
+//     p4_parameters by position, stage_tables by stage, the PHV records and
+//     parser states as the driver programs them. No reorder between runs has
+//     been seen in context.json; if a compiler shows one, that list is added
+//     here with the evidence.
 func SameCompilerOutput(name string, a, b []byte) (bool, error) {
 	if strings.HasSuffix(name, ".json") {
-		ca, err := canonicalJSON(a)
+		context := strings.HasSuffix(name, "context.json")
+		ca, err := canonicalJSON(a, context)
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", name, err)
 		}
-		cb, err := canonicalJSON(b)
+		cb, err := canonicalJSON(b, context)
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", name, err)
 		}
@@ -47,6 +66,10 @@ func SameCompilerOutput(name string, a, b []byte) (bool, error) {
 	return proto.Equal(pa, pb), nil
 }
 
+// contextRunFields are the fields of context.json that differ between two
+// compiles of the same program: when, which run, which compiler build.
+var contextRunFields = []string{"build_date", "run_id", "compiler_version"}
+
 func sortExterns(p *p4configv1.P4Info) {
 	sort.Slice(p.Externs, func(i, j int) bool { return p.Externs[i].GetExternTypeId() < p.Externs[j].GetExternTypeId() })
 	for _, e := range p.Externs {
@@ -56,60 +79,43 @@ func sortExterns(p *p4configv1.P4Info) {
 	}
 }
 
-func canonicalJSON(b []byte) ([]byte, error) {
+// canonicalJSON re-encodes a bf-rt.json or context.json (json.Marshal
+// writes object keys sorted: their order never means anything) with the
+// run-dependent parts SameCompilerOutput names taken out or put in order.
+func canonicalJSON(b []byte, context bool) ([]byte, error) {
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
 		return nil, err
 	}
-	// The snapshot tables take the id of whichever Snapshot extern
-	// (ingress or egress) the compiler visits first, which changes from
-	// run to run; that id is left out.
-	if m, ok := v.(map[string]any); ok {
-		delete(m, "build_date")
-		delete(m, "run_id")
-		if ts, ok := m["tables"].([]any); ok {
-			for _, t := range ts {
-				if tm, ok := t.(map[string]any); ok {
-					if n, _ := tm["name"].(string); strings.Contains(n, ".snapshot.") {
-						delete(tm, "id")
-					}
-				}
-			}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	if context {
+		for _, f := range contextRunFields {
+			delete(m, f)
+		}
+		return json.Marshal(m)
+	}
+	ts, _ := m["tables"].([]any)
+	for _, t := range ts {
+		tm, ok := t.(map[string]any)
+		if !ok {
+			continue
+		}
+		if n, _ := tm["name"].(string); strings.HasSuffix(n, ".snapshot.cfg") {
+			delete(tm, "id")
+		}
+		if deps, ok := tm["depends_on"].([]any); ok {
+			sort.Slice(deps, func(i, j int) bool { return fmt.Sprint(deps[i]) < fmt.Sprint(deps[j]) })
 		}
 	}
-	return json.Marshal(canon(v))
+	sort.SliceStable(ts, func(i, j int) bool { return tableName(ts[i]) < tableName(ts[j]) })
+	return json.Marshal(m)
 }
 
-// canon sorts every list by its elements' encoding, after sorting theirs.
-func canon(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = canon(e)
-		}
-		return x
-	case []any:
-		enc := make([]string, len(x))
-		for i, e := range x {
-			x[i] = canon(e)
-			b, _ := json.Marshal(x[i])
-			enc[i] = string(b)
-		}
-		sort.Sort(byKey{x, enc})
-		return x
-	default:
-		return v
-	}
-}
-
-type byKey struct {
-	v   []any
-	key []string
-}
-
-func (s byKey) Len() int           { return len(s.v) }
-func (s byKey) Less(i, j int) bool { return s.key[i] < s.key[j] }
-func (s byKey) Swap(i, j int) {
-	s.v[i], s.v[j] = s.v[j], s.v[i]
-	s.key[i], s.key[j] = s.key[j], s.key[i]
+func tableName(t any) string {
+	tm, _ := t.(map[string]any)
+	n, _ := tm["name"].(string)
+	return n
 }

@@ -59,18 +59,6 @@ func TestP4testAcceptsTNAProgram(t *testing.T) {
 	}
 }
 
-// tnaCompiles are the compiles of `make p4-tna` (Makefile): the target and
-// architecture, the target's MAU stages, and the folder its P4Info,
-// bf-rt.json and resources-<target>.txt are committed in.
-var tnaCompiles = []struct {
-	target, arch string
-	stages       int
-	dir          string
-}{
-	{"tofino", "tna", 12, "../../p4/tna/build"},
-	{"tofino2", "t2na", 20, "../../p4/tna/build/tofino2"},
-}
-
 // tnaCompilerVersion is `p4c-barefoot --version` as the Makefile puts it in
 // a summary's title: lines joined by spaces, trailing spaces dropped. The
 // compiler names itself by its argv[0], which the Makefile's default
@@ -89,15 +77,15 @@ func tnaCompilerVersion(bf string) (string, error) {
 // (p4c-barefoot and bfas, docs/toolchain.md), p4/tna/lb.p4 compiles for
 // Tofino 1 and Tofino 2 with the flags of `make p4-tna` and fits each
 // (bfas assembles it), and the committed outputs are the compiler's: the
-// P4Info (std externs: counters and registers are P4Runtime's) and
-// bf-rt.json, compared by SameCompilerOutput, and the resource summary,
-// byte for byte with the title the Makefile writes. Each target is
-// compiled once, with -g added to make's release flags: -g only adds the
-// report the summary is made from (pipe/logs), and the P4Info and
-// bf-rt.json it writes are the release compile's byte for byte (so with
-// p4c-barefoot 9.13.4; the comparison with the committed files would show
-// a compiler for which that stops holding). The Tofino 1 output directory
-// is then a device config lbc packs and pushes.
+// P4Info (std externs: counters and registers are P4Runtime's),
+// bf-rt.json and context.json, compared by SameCompilerOutput (order kept
+// where it means something; context.json without its date, run ID and
+// compiler version), and the resource summary, byte for byte with the
+// title the Makefile writes. As in the Makefile, each target is compiled
+// twice: release (P4Info, bf-rt.json, the assembled context.json) and -g
+// (the report the summary is made from, pipe/logs; -g also changes the
+// .bfa, so its context.json is not the release one). The Tofino 1 release
+// output directory is then a device config lbc packs and pushes.
 func TestTofinoCompilerOutputs(t *testing.T) {
 	bf, err := exec.LookPath("p4c-barefoot")
 	if err != nil {
@@ -112,19 +100,25 @@ func TestTofinoCompilerOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir() // the parent's: the Tofino 1 output is pushed below
-	for _, c := range tnaCompiles {
-		ok := t.Run(c.target, func(t *testing.T) {
-			out := filepath.Join(root, c.target)
-			cmd := exec.Command(bf, "--target", c.target, "--arch", c.arch, "-g", "-o", out,
+	for _, c := range Compiles {
+		ok := t.Run(c.Target, func(t *testing.T) {
+			out := filepath.Join(root, c.Target)
+			cmd := exec.Command(bf, "--target", c.Target, "--arch", c.Arch, "-o", out,
 				"--p4runtime-files", filepath.Join(out, "lb.p4info.txtpb"), "--p4runtime-force-std-externs",
 				"--bf-rt-schema", filepath.Join(out, "bf-rt.json"), "p4/tna/lb.p4")
 			cmd.Dir = "../.."
 			if msg, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("p4c-barefoot rejects p4/tna/lb.p4 for %s: %v\n%s", c.target, err, msg)
+				t.Fatalf("p4c-barefoot rejects p4/tna/lb.p4 for %s: %v\n%s", c.Target, err, msg)
 			}
-			title := fmt.Sprintf("p4/tna/lb.p4 for %s (%s), default sizes, %s", c.target, c.arch, version)
+			logs := filepath.Join(root, c.Target+"-g")
+			cmd = exec.Command(bf, "--target", c.Target, "--arch", c.Arch, "-g", "-o", logs, "p4/tna/lb.p4")
+			cmd.Dir = "../.."
+			if msg, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("p4c-barefoot -g rejects p4/tna/lb.p4 for %s: %v\n%s", c.Target, err, msg)
+			}
+			title := fmt.Sprintf("p4/tna/lb.p4 for %s (%s), default sizes, %s", c.Target, c.Arch, version)
 			var summary bytes.Buffer
-			if err := WriteResources(&summary, filepath.Join(out, "pipe", "logs"), title, c.stages); err != nil {
+			if err := WriteResources(&summary, filepath.Join(logs, "pipe", "logs"), title, c.Stages); err != nil {
 				t.Fatal(err)
 			}
 			stagesLine, _, _ := strings.Cut(strings.TrimPrefix(summary.String(), title+"\n"), "\n")
@@ -133,25 +127,26 @@ func TestTofinoCompilerOutputs(t *testing.T) {
 				if i := strings.Index(why, "supports up to"); i >= 0 {
 					why, _, _ = strings.Cut(why[i:], "\n")
 				}
-				t.Fatalf("p4/tna/lb.p4 no longer fits %s (%d stages): the compiler placed it in %s; bfas: %v: %s", c.target, c.stages, stagesLine, err, why)
+				t.Fatalf("p4/tna/lb.p4 no longer fits %s (%d stages): the compiler placed it in %s; bfas: %v: %s", c.Target, c.Stages, stagesLine, err, why)
 			}
 			if !strings.HasSuffix(stagesLine, "(fits)") {
-				t.Fatalf("p4/tna/lb.p4 no longer fits %s (%d stages): %s", c.target, c.stages, stagesLine)
+				t.Fatalf("p4/tna/lb.p4 no longer fits %s (%d stages): %s", c.Target, c.Stages, stagesLine)
 			}
-			for _, f := range []string{"lb.p4info.txtpb", "bf-rt.json"} {
+			dir := filepath.Join("../../p4/tna/build", c.Sub)
+			for _, f := range []string{"lb.p4info.txtpb", "bf-rt.json", "pipe/context.json"} {
 				got, err := os.ReadFile(filepath.Join(out, f))
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := os.ReadFile(filepath.Join(c.dir, f))
+				want, err := os.ReadFile(filepath.Join(dir, filepath.Base(f)))
 				if err != nil {
 					t.Fatal(err)
 				}
 				if same, err := SameCompilerOutput(f, got, want); err != nil || !same {
-					t.Errorf("%s/%s differs from what p4c-barefoot writes for %s (%v); run make p4-tna and commit", c.dir, f, c.target, err)
+					t.Errorf("%s/%s differs from what p4c-barefoot writes for %s (%v); run make p4-tna and commit", dir, filepath.Base(f), c.Target, err)
 				}
 			}
-			summaryFile := filepath.Join(c.dir, "resources-"+c.target+".txt")
+			summaryFile := filepath.Join(dir, "resources-"+c.Target+".txt")
 			want, err := os.ReadFile(summaryFile)
 			if err != nil {
 				t.Fatal(err)
@@ -176,7 +171,7 @@ func TestTofinoCompilerOutputs(t *testing.T) {
 				t.Fatalf("the compiler's P4Info: %v", err)
 			}
 			if _, err := s.Counter("service_packets"); err != nil {
-				t.Errorf("the compiler's P4Info for %s: %v (is --p4runtime-force-std-externs still honoured?)", c.target, err)
+				t.Errorf("the compiler's P4Info for %s: %v (is --p4runtime-force-std-externs still honoured?)", c.Target, err)
 			}
 		})
 		if !ok {
