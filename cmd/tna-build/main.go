@@ -4,6 +4,7 @@
 //
 //	tna-build resources [-stages N] [-title T] LOGDIR
 //	tna-build same A B
+//	tna-build check [-source p4/tna/lb.p4] [-build p4/tna/build]
 //
 // resources condenses the compiler's own report (LOGDIR/resources.json and
 // phv.json, written with -g) into the summary committed under p4/tna/build
@@ -14,12 +15,21 @@
 // same exits 0 when two P4Infos (.txtpb), two bf-rt.json or two
 // context.json files hold the same content, 1 when they do not
 // (tofino.SameCompilerOutput).
+//
+// check needs no compiler: it checks the committed outputs of every
+// compile of `make p4-tna` against the source and each other
+// (tofino.CheckBuild: P4Info against the source's tables, keys, actions,
+// registers and counters with the sizes of its #defines; bf-rt.json and
+// context.json against the P4Info; the resource summary against
+// context.json), and exits 1 naming every disagreement. `make
+// check-generated` runs it on every machine.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/lbc-dev/lbc/targets/tofino"
 )
@@ -49,6 +59,27 @@ func main() {
 			fmt.Fprintf(os.Stderr, "tna-build: %s and %s differ\n", os.Args[2], os.Args[3])
 			os.Exit(1)
 		}
+	case "check":
+		fs := flag.NewFlagSet("check", flag.ExitOnError)
+		source := fs.String("source", "p4/tna/lb.p4", "the TNA program")
+		build := fs.String("build", "p4/tna/build", "its committed outputs (Tofino 2 in tofino2/)")
+		fs.Parse(os.Args[2:])
+		if fs.NArg() != 0 {
+			usage()
+		}
+		failed := false
+		for _, c := range tofino.Compiles {
+			dir := filepath.Join(*build, c.Sub)
+			if e := tofino.CheckBuild(*source, dir, c, nil); e != nil {
+				fmt.Fprintf(os.Stderr, "tna-build: %s (%s) does not match %s; run make p4-tna and commit:\n%v\n", dir, c.Target, *source, e)
+				failed = true
+				continue
+			}
+			fmt.Printf("tna-build: %s (%s) matches %s\n", dir, c.Target, *source)
+		}
+		if failed {
+			os.Exit(1)
+		}
 	default:
 		usage()
 	}
@@ -59,6 +90,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: tna-build resources [-stages N] [-title T] LOGDIR\n       tna-build same A B   (two P4Infos, bf-rt.json or context.json files)")
+	fmt.Fprintln(os.Stderr, "usage: tna-build resources [-stages N] [-title T] LOGDIR\n       tna-build same A B   (two P4Infos, bf-rt.json or context.json files)\n       tna-build check [-source p4/tna/lb.p4] [-build p4/tna/build]")
 	os.Exit(2)
 }
