@@ -55,6 +55,10 @@ func (ps Problems) Error() string {
 type Decoded struct {
 	Config   *Config
 	Warnings Problems
+	// file and loc place the problems found later (CheckTarget,
+	// CheckCapacity) at their line.
+	file string
+	loc  locator
 }
 
 // Load parses and validates a configuration. It reports every problem of
@@ -80,7 +84,7 @@ func Load(file string, data []byte) (*Decoded, error) {
 		ps.sortByLine()
 		return nil, ps
 	}
-	return &Decoded{Config: &cfg, Warnings: v.warns.located(file, loc)}, nil
+	return &Decoded{Config: &cfg, Warnings: v.warns.located(file, loc), file: file, loc: loc}, nil
 }
 
 // decodeProblems turns the decoder's issues into Problems with the field

@@ -15,33 +15,41 @@ const TargetTofino = "tofino"
 // ring with odd skips). A service there therefore needs a power-of-two
 // ringSize; the error names the service and the nearest power of two.
 // Other targets take every size Validate accepts.
-func CheckTarget(cfg *Config, target string) Problems {
+func CheckTarget(cfg *Config, target string) Problems { return checkTarget(cfg, target).problems() }
+
+// CheckTarget is CheckTarget with each problem's file and line (the
+// service's ringSize, or the service when it takes the default).
+func (d *Decoded) CheckTarget(target string) Problems {
+	ps := checkTarget(d.Config, target).located(d.file, d.loc)
+	ps.sortByLine()
+	return ps
+}
+
+func checkTarget(cfg *Config, target string) issueList {
 	if target != TargetTofino {
 		return nil
 	}
-	var ps Problems
+	var is issueList
 	for i := range cfg.Services {
 		s := &cfg.Services[i]
 		m := s.Ring()
 		if m > 0 && m&(m-1) == 0 {
 			continue
 		}
-		label := fmt.Sprintf("services[%d]", i)
-		if s.Name != "" {
-			label = fmt.Sprintf("service %q", s.Name)
-		}
+		a := serviceAt(cfg, i).field("ringSize")
 		n := NearestPow2(m)
 		how := "set"
 		if s.RingSize == 0 {
 			how = fmt.Sprintf("the default ringSize is %d; set", DefaultRingSize)
 		}
-		ps = append(ps, Problem{
-			Path: label + ": ringSize",
-			Msg: fmt.Sprintf("%d is not a power of two; --target tofino takes the ring slot from the hash bits and needs a power-of-two ringSize (R-MAGLEV-1): %s ringSize: %d",
+		is = append(is, issue{
+			keys: a.keys,
+			path: a.label,
+			msg: fmt.Sprintf("%d is not a power of two; --target tofino takes the ring slot from the hash bits and needs a power-of-two ringSize (R-MAGLEV-1): %s ringSize: %d",
 				m, how, n),
 		})
 	}
-	return ps
+	return is
 }
 
 // NearestPow2 returns the power of two closest to n (the larger one on a

@@ -27,9 +27,10 @@ const maxWarnings = 20
 
 // loaded is a validated configuration and its health state.
 type loaded struct {
-	Name   string
-	Config *compiler.Config
-	State  compiler.State
+	Name    string
+	Config  *compiler.Config
+	State   compiler.State
+	Decoded *compiler.Decoded // places later problems (target, capacity) at their line
 }
 
 // loadConfig reads -c (or the embedded default) and --health, printing
@@ -59,7 +60,7 @@ func loadConfigFiles(configFile, healthFile string, w io.Writer) (*loaded, error
 	for _, line := range dec.Warnings.Summary(maxWarnings) {
 		fmt.Fprintln(w, "warning:", line)
 	}
-	l := &loaded{Name: name, Config: dec.Config}
+	l := &loaded{Name: name, Config: dec.Config, Decoded: dec}
 	if hf := healthFile; hf != "" {
 		data, err := os.ReadFile(hf)
 		if err != nil {

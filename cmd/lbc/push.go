@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/controller"
 	"github.com/urfave/cli/v2"
 )
@@ -41,7 +40,7 @@ Examples:
 		if err != nil {
 			return err
 		}
-		if ps := compiler.CheckTarget(l.Config, c.String(targetFlag.Name)); len(ps) > 0 {
+		if ps := l.Decoded.CheckTarget(c.String(targetFlag.Name)); len(ps) > 0 {
 			return problemsError(l.Name, ps)
 		}
 		open := a.Open

@@ -50,7 +50,11 @@ tables, as its program sizes them (BPF map sizes for xdp, the P4Info and the
 P4 source for bmv2 and tofino): services, VIP rows, ring entries (both halves
 of every ring), backends, idle timeouts (tofino), and limits.maxConnections
 against the conntrack. A table that is too small is named with its size and
-how to raise it.`,
+how to raise it. A ring that does not fit (on tofino: both halves of every
+ring in the ring table, each ringSize a power of two) is reported at its
+service's ringSize line with the size to set, so that all rings fit:
+
+   lb.yaml:9: service "web": ringSize: 65537 (the default) is not a power of two: ...; set ringSize: 65536 (the rings then take 131072 of 131072 entries)`,
 	Flags: []cli.Flag{configFlag, healthFlag, validateTargetFlag},
 	Action: func(c *cli.Context) error {
 		l, err := loadConfig(c, c.App.ErrWriter)
@@ -76,8 +80,9 @@ how to raise it.`,
 		if err != nil {
 			return err
 		}
-		ps := compiler.CheckTarget(l.Config, name)
-		ps = append(ps, compiler.CheckCapacity(l.Config, cp)...)
+		// CheckCapacity applies the target's ring rule (CheckTarget's) and
+		// the ring table's size together: one ringSize to set per service.
+		ps := l.Decoded.CheckCapacity(cp)
 		if len(ps) > 0 {
 			return problemsError(l.Name, ps)
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -132,5 +134,85 @@ func TestValidateSyntaxErrorLine(t *testing.T) {
 	_, _, err := runLBC(t, "validate", "-c", syn)
 	if want := syn + ":9: did not find expected ',' or ']'"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %v, want %q", err, want)
+	}
+}
+
+// setRingSizeRe is a problem of validate --target that says which
+// ringSize to set, at which line.
+var setRingSizeRe = regexp.MustCompile(`(?m)^(\S+?):(\d+): service "([^"]+)": ringSize: .*; set ringSize: (\d+) `)
+
+// TestValidateTofinoExamples (issue 21): every shipped load-balancer
+// example either passes `lbc validate --target tofino` or fails saying, at
+// file:line, the ringSize to set; made as it says (the value replaced on
+// that line, or a ringSize line added to the service there), the file
+// passes. The passing listing names each table once (it printed
+// LbIngress.ct_sig twice), and examples/tofino.yaml passes as shipped.
+func TestValidateTofinoExamples(t *testing.T) {
+	notLB := map[string]bool{"failover-health.yaml": true, "weighted-health.yaml": true, "gslb.yaml": true}
+	names, err := filepath.Glob("../../examples/*.yaml")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("examples: %v", err)
+	}
+	for _, f := range names {
+		if notLB[filepath.Base(f)] {
+			continue
+		}
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			_, _, err := runLBC(t, "validate", "-c", f, "--target", "tofino")
+			if filepath.Base(f) == "tofino.yaml" && err != nil {
+				t.Fatalf("examples/tofino.yaml is sized for Tofino 1 but: %v", err)
+			}
+			if err != nil {
+				fixes := setRingSizeRe.FindAllStringSubmatch(err.Error(), -1)
+				if len(fixes) == 0 || len(fixes) != strings.Count(strings.TrimSpace(err.Error()), "\n") {
+					t.Fatalf("validate --target tofino fails without a ringSize to set at file:line for every problem:\n%v", err)
+				}
+				b, rerr := os.ReadFile(f)
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				lines := strings.Split(string(b), "\n")
+				// From the last line up, so that an added line moves none
+				// of the lines still to edit.
+				for i := len(fixes) - 1; i >= 0; i-- {
+					fx := fixes[i]
+					if fx[1] != f {
+						t.Fatalf("problem names file %s, want %s", fx[1], f)
+					}
+					n, _ := strconv.Atoi(fx[2])
+					line := lines[n-1]
+					if k := strings.Index(line, "ringSize:"); k >= 0 {
+						lines[n-1] = line[:k] + "ringSize: " + fx[4]
+						continue
+					}
+					if !strings.Contains(line, "- name: "+fx[3]) {
+						t.Fatalf("line %d is neither a ringSize nor service %s: %q", n, fx[3], line)
+					}
+					indent := strings.Repeat(" ", strings.Index(line, "name:"))
+					lines = append(lines[:n], append([]string{indent + "ringSize: " + fx[4]}, lines[n:]...)...)
+				}
+				fixed := filepath.Join(t.TempDir(), filepath.Base(f))
+				if err := os.WriteFile(fixed, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				f = fixed
+			}
+			out, _, err := runLBC(t, "validate", "-c", f, "--target", "tofino")
+			if err != nil {
+				t.Fatalf("with the ringSize validate named set: %v", err)
+			}
+			seen := map[string]bool{}
+			for _, l := range strings.Split(out, "\n")[1:] {
+				if fs := strings.Fields(l); len(fs) > 0 {
+					if seen[fs[0]] {
+						t.Errorf("listing names %s twice:\n%s", fs[0], out)
+					}
+					seen[fs[0]] = true
+				}
+			}
+			if !seen["LbIngress.ring"] || !seen["LbIngress.ct_sig"] {
+				t.Errorf("listing lacks the ring or conntrack:\n%s", out)
+			}
+		})
 	}
 }

@@ -2,8 +2,6 @@ package tofino
 
 import (
 	"fmt"
-	"regexp"
-	"strconv"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/p4"
@@ -11,12 +9,11 @@ import (
 	"github.com/lbc-dev/lbc/targets/bmv2"
 )
 
-var ctIndexBits = regexp.MustCompile(`(?m)^#define CT_INDEX_BITS (\d+)\s*$`)
-
-// Capacity is the size of the TNA program's tables, read from its P4Info
-// (p4/tna/build/lb.p4info.txtpb), and of its conntrack, 2^CT_INDEX_BITS
-// direct-mapped slots as p4/tna/lb.p4 defines them (`lbc validate
-// --target tofino`).
+// Capacity is the size of the TNA program's tables and of its conntrack,
+// read from its P4Info (p4/tna/build/lb.p4info.txtpb; `lbc validate
+// --target tofino`). The conntrack is ct_sig's 2^CT_INDEX_BITS
+// direct-mapped slots: the P4Info (with std externs) lists the register
+// with its size, and TestTNABuildMatchesSource keeps that the source's.
 func Capacity() (compiler.Capacity, error) {
 	info, err := runtime.ParseP4Info(p4.TNAP4Info)
 	if err != nil {
@@ -26,15 +23,11 @@ func Capacity() (compiler.Capacity, error) {
 	if err != nil {
 		return c, err
 	}
-	m := ctIndexBits.FindSubmatch(p4.TNASource)
-	if m == nil {
-		return c, fmt.Errorf("p4/tna/lb.p4: no #define CT_INDEX_BITS")
+	for i := range c.Tables {
+		if c.Tables[i].Holds == compiler.HoldsConnections {
+			c.Tables[i].Raise = "recompile p4/tna/lb.p4 with -DCT_INDEX_BITS=N (2^N direct-mapped slots; docs/tofino.md)"
+			return c, nil
+		}
 	}
-	bits, err := strconv.Atoi(string(m[1]))
-	if err != nil || bits < 1 || bits > 32 {
-		return c, fmt.Errorf("p4/tna/lb.p4: CT_INDEX_BITS %s", m[1])
-	}
-	c.Tables = append(c.Tables, compiler.TableCapacity{Table: "LbIngress.ct_sig", Holds: compiler.HoldsConnections, Size: 1 << bits,
-		Raise: "recompile p4/tna/lb.p4 with -DCT_INDEX_BITS=N (2^N direct-mapped slots; docs/tofino.md)"})
-	return c, nil
+	return c, fmt.Errorf("p4/tna/build/lb.p4info.txtpb: no register LbIngress.ct_sig (compiled without --p4runtime-force-std-externs?)")
 }
