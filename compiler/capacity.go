@@ -79,11 +79,7 @@ func CheckCapacity(cfg *Config, c Capacity) Problems { return checkCapacity(cfg,
 // CheckCapacity is CheckCapacity with each problem's file and line: the
 // ringSize of a service (or the service, when it takes the default),
 // limits.maxConnections, or the services list.
-func (d *Decoded) CheckCapacity(c Capacity) Problems {
-	ps := checkCapacity(d.Config, c).located(d.file, d.loc)
-	ps.sortByLine()
-	return ps
-}
+func (d *Decoded) CheckCapacity(c Capacity) Problems { return d.place(checkCapacity(d.Config, c)) }
 
 func checkCapacity(cfg *Config, c Capacity) issueList {
 	u := Usage(cfg)

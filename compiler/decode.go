@@ -188,6 +188,13 @@ var configSchema = strictyaml.Schema{
 	},
 }
 
+// place gives problems found after Load their file and line, in line order.
+func (d *Decoded) place(is issueList) Problems {
+	ps := is.located(d.file, d.loc)
+	ps.sortByLine()
+	return ps
+}
+
 // locator finds the line of a field path in the parsed YAML tree, and
 // knows which paths the decoder left unset.
 type locator struct {

@@ -19,11 +19,7 @@ func CheckTarget(cfg *Config, target string) Problems { return checkTarget(cfg, 
 
 // CheckTarget is CheckTarget with each problem's file and line (the
 // service's ringSize, or the service when it takes the default).
-func (d *Decoded) CheckTarget(target string) Problems {
-	ps := checkTarget(d.Config, target).located(d.file, d.loc)
-	ps.sortByLine()
-	return ps
-}
+func (d *Decoded) CheckTarget(target string) Problems { return d.place(checkTarget(d.Config, target)) }
 
 func checkTarget(cfg *Config, target string) issueList {
 	if target != TargetTofino {

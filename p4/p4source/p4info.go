@@ -125,46 +125,62 @@ func CheckP4Info(prog *Program, info *p4configv1.P4Info, defaultSize int64) []er
 	for _, r := range info.GetRegisters() {
 		regs[p4Name(r.GetPreamble().GetName())] = r
 	}
-	for _, sr := range prog.Registers {
-		r, ok := regs[sr.Name]
-		if !ok {
-			bad("register %s (%s): not in the P4Info", sr.Name, sr.Pos)
-			continue
-		}
-		delete(regs, sr.Name)
+	for _, n := range unmatched("register", prog.Registers, regs, bad) {
+		sr, r := prog.register(n), regs[n]
 		if int64(r.GetSize()) != sr.Size {
-			bad("register %s: size %d in the P4Info, %d in the source (%s)", sr.Name, r.GetSize(), sr.Size, sr.Pos)
+			bad("register %s: size %d in the P4Info, %d in the source (%s)", n, r.GetSize(), sr.Size, sr.Pos)
 		}
 		if w := r.GetTypeSpec().GetBitstring().GetBit().GetBitwidth(); int(w) != sr.Width {
-			bad("register %s: %d-bit values in the P4Info, %d in the source (%s)", sr.Name, w, sr.Width, sr.Pos)
+			bad("register %s: %d-bit values in the P4Info, %d in the source (%s)", n, w, sr.Width, sr.Pos)
 		}
 	}
-	for _, n := range sortedKeys(regs) {
-		bad("register %s: in the P4Info, not in the source", n)
-	}
-
 	ctrs := map[string]*p4configv1.Counter{}
 	for _, c := range info.GetCounters() {
 		ctrs[p4Name(c.GetPreamble().GetName())] = c
 	}
-	for _, sc := range prog.Counters {
-		c, ok := ctrs[sc.Name]
-		if !ok {
-			bad("counter %s (%s): not in the P4Info", sc.Name, sc.Pos)
-			continue
-		}
-		delete(ctrs, sc.Name)
+	for _, n := range unmatched("counter", prog.Counters, ctrs, bad) {
+		sc, c := prog.counter(n), ctrs[n]
 		if c.GetSize() != sc.Size {
-			bad("counter %s: size %d in the P4Info, %d in the source (%s)", sc.Name, c.GetSize(), sc.Size, sc.Pos)
+			bad("counter %s: size %d in the P4Info, %d in the source (%s)", n, c.GetSize(), sc.Size, sc.Pos)
 		}
 		if u := c.GetSpec().GetUnit().String(); u != sc.Unit {
-			bad("counter %s: unit %s in the P4Info, %s in the source (%s)", sc.Name, u, sc.Unit, sc.Pos)
+			bad("counter %s: unit %s in the P4Info, %s in the source (%s)", n, u, sc.Unit, sc.Pos)
 		}
 	}
-	for _, n := range sortedKeys(ctrs) {
-		bad("counter %s: in the P4Info, not in the source", n)
-	}
 	return errs
+}
+
+// unmatched reports the externs only one side has, and returns the names
+// both have, in the source's order.
+func unmatched[V any](kind string, src []Extern, info map[string]V, bad func(string, ...any)) []string {
+	var both []string
+	seen := map[string]bool{}
+	for _, e := range src {
+		seen[e.Name] = true
+		if _, ok := info[e.Name]; !ok {
+			bad("%s %s (%s): not in the P4Info", kind, e.Name, e.Pos)
+			continue
+		}
+		both = append(both, e.Name)
+	}
+	for _, n := range sortedKeys(info) {
+		if !seen[n] {
+			bad("%s %s: in the P4Info, not in the source", kind, n)
+		}
+	}
+	return both
+}
+
+func (p *Program) register(name string) Extern { return findExtern(p.Registers, name) }
+func (p *Program) counter(name string) Extern  { return findExtern(p.Counters, name) }
+
+func findExtern(es []Extern, name string) Extern {
+	for _, e := range es {
+		if e.Name == name {
+			return e
+		}
+	}
+	return Extern{}
 }
 
 // p4Name drops the pipeline prefix the Tofino back end may put in front

@@ -1,7 +1,6 @@
 package tofino
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -143,21 +142,18 @@ func TestTNABuildCheckCatchesDrift(t *testing.T) {
 func jsonTable(name string, edit func(map[string]any)) func(*testing.T, []byte) []byte {
 	return func(t *testing.T, b []byte) []byte {
 		t.Helper()
-		var v map[string]any
-		if err := json.Unmarshal(b, &v); err != nil {
-			t.Fatal(err)
-		}
-		for _, x := range v["tables"].([]any) {
-			if tm := x.(map[string]any); tm["name"] == name {
-				edit(tm)
-				out, err := json.Marshal(v)
-				if err != nil {
-					t.Fatal(err)
+		found := false
+		out := jsonEdit(t, b, func(m map[string]any) {
+			for _, x := range m["tables"].([]any) {
+				if tm := x.(map[string]any); tm["name"] == name {
+					edit(tm)
+					found = true
 				}
-				return out
 			}
+		})
+		if !found {
+			t.Fatalf("no table %s", name)
 		}
-		t.Fatalf("no table %s", name)
-		return nil
+		return out
 	}
 }
