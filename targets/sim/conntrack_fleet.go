@@ -148,4 +148,3 @@ func (d *Datapath) DeleteConntrack(ctx context.Context, es []targets.ConntrackEn
 	}
 	return d.DeleteConntrackAt(now, es)
 }
-
