@@ -140,10 +140,28 @@ func (n *Node) Pushed(ir *compiler.IR) {
 		n.pushedAt = time.Now()
 	}
 	n.mu.Unlock()
-	n.once.Do(func() { close(n.ready) })
+	n.once.Do(func() {
+		n.warnRefresh(ir)
+		close(n.ready)
+	})
 	if changed {
 		signal(n.trigger)
 		signal(n.repush)
+	}
+}
+
+// warnRefresh warns when Refresh is not well inside (a quarter of) the
+// shortest idle timeout: an installed exception whose flow is quiet at
+// its owner could age out here between two refreshes.
+func (n *Node) warnRefresh(ir *compiler.IR) {
+	var shortest time.Duration
+	for _, s := range ir.Services {
+		if d := time.Duration(s.IdleTimeoutSec) * time.Second; d > 0 && (shortest == 0 || d < shortest) {
+			shortest = d
+		}
+	}
+	if shortest > 0 && n.cfg.RefreshInterval() > shortest/4 {
+		n.log.Warn("fleet: refresh is not well inside the shortest idle timeout (at most a quarter of it)", "refresh", n.cfg.RefreshInterval(), "idleTimeout", shortest)
 	}
 }
 
