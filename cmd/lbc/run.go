@@ -324,4 +324,3 @@ func (n namedTarget) Name() string { return n.name }
 // lateConntrack is a conntrack bound after the controller that provides
 // it is made.
 type lateConntrack struct{ targets.ConntrackTarget }
-
