@@ -19,9 +19,17 @@ type Fleet struct {
 	// and pinged every PingEvery until the end.
 	Connections int      `yaml:"connections"`
 	PingEvery   Duration `yaml:"pingEvery"`
+	// ShareExceptions runs every node with --fleet: the nodes share their
+	// conntrack exceptions (R-FLEET). Default true; false runs the fleet
+	// as Maglev, Katran and Cilium do (connection tracking local to each
+	// node).
+	ShareExceptions *bool `yaml:"shareExceptions"`
 	// Events run in order.
 	Events []FleetEvent `yaml:"events"`
 }
+
+// sharing reports whether the nodes share their exceptions.
+func (f *Fleet) sharing() bool { return f.ShareExceptions == nil || *f.ShareExceptions }
 
 // FleetEvent is one action and what must hold after it. Exactly one
 // action may be set; none is an observation window.
