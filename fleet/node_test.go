@@ -59,7 +59,7 @@ func (s *lockedSim) DeleteConntrack(ctx context.Context, es []targets.ConntrackE
 	defer s.mu.Unlock()
 	return s.d.DeleteConntrack(ctx, es)
 }
-func (s *lockedSim) apply(t *testing.T, prev, next *compiler.IR) {
+func (s *lockedSim) apply(t testing.TB, prev, next *compiler.IR) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -94,7 +94,7 @@ type testFleet struct {
 
 // newTestFleet writes certificates and a fleet.yaml per node (edit
 // changes each before it is loaded) and starts the nodes.
-func newTestFleet(t *testing.T, n int, edit func(i int, c *Config)) *testFleet {
+func newTestFleet(t testing.TB, n int, edit func(i int, c *Config)) *testFleet {
 	t.Helper()
 	dir := t.TempDir()
 	var names []string
@@ -147,7 +147,7 @@ func newTestFleet(t *testing.T, n int, edit func(i int, c *Config)) *testFleet {
 }
 
 // push applies next to every node's datapath and tells the node.
-func (f *testFleet) push(t *testing.T, prev, next *compiler.IR) {
+func (f *testFleet) push(t testing.TB, prev, next *compiler.IR) {
 	for i, d := range f.dps {
 		d.apply(t, prev, next)
 		f.nodes[i].Pushed(next)
