@@ -4,7 +4,7 @@
 
 GO ?= go
 
-.PHONY: all build test bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake soak
+.PHONY: all build test bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake soak proto check-generated-proto
 
 # make (make build): the two binaries, ./lbc and ./lbc-testbench, at the root
 # of the tree (git ignores them). go install ./cmd/... puts them in
@@ -26,7 +26,7 @@ test:
 bpf:
 	cd fallback && BPF2GO_OUT=. $(GO) generate ./
 
-check-generated: check-generated-bpf check-generated-p4 check-generated-p4-tna
+check-generated: check-generated-bpf check-generated-p4 check-generated-p4-tna check-generated-proto
 
 check-generated-bpf:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
@@ -38,6 +38,26 @@ check-generated-bpf:
 	done; \
 	cmp -s $$tmp/crc32_table.h.committed fallback/bpf/crc32_table.h || { echo "fallback/bpf/crc32_table.h differs from what 'make bpf' generates"; cp $$tmp/crc32_table.h.committed fallback/bpf/crc32_table.h; status=1; }; \
 	exit $$status
+
+# Fleet protocol (R-FLEET, docs/fleet.md): fleet/fleetpb/fleet.proto →
+# fleet.pb.go and fleet_grpc.pb.go. protoc (Debian package
+# protobuf-compiler) with the plugins pinned as tools in go.mod
+# (protoc-gen-go, protoc-gen-go-grpc); skipped with the reason when protoc
+# is absent.
+PROTOC ?= protoc
+PROTO_OUT ?= .
+proto:
+	@command -v $(PROTOC) >/dev/null || { echo "proto: $(PROTOC) not on PATH; skipped (apt-get install protobuf-compiler)"; exit 0; }; \
+	$(PROTOC) --plugin=protoc-gen-go="$$($(GO) tool -n protoc-gen-go)" --plugin=protoc-gen-go-grpc="$$($(GO) tool -n protoc-gen-go-grpc)" \
+		--go_out=$(PROTO_OUT) --go_opt=paths=source_relative --go-grpc_out=$(PROTO_OUT) --go-grpc_opt=paths=source_relative fleet/fleetpb/fleet.proto
+
+check-generated-proto:
+	@command -v $(PROTOC) >/dev/null || { echo "check-generated-proto: $(PROTOC) not on PATH; skipped"; exit 0; }; \
+	tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	$(MAKE) -s proto PROTO_OUT=$$tmp && status=0 && \
+	for f in fleet.pb.go fleet_grpc.pb.go; do \
+		cmp -s $$tmp/fleet/fleetpb/$$f fleet/fleetpb/$$f || { echo "fleet/fleetpb/$$f differs from what 'make proto' generates; run make proto and commit"; status=1; }; \
+	done; exit $$status
 
 # P4 pipeline: p4/lb.p4 → p4/build/lb.json (BMv2) and lb.p4info.txtpb
 # (P4Runtime). Run from the repository root so source paths in lb.json stay

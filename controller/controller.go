@@ -53,6 +53,10 @@ type Options struct {
 	// Announcer, if set, is told after every update which VIPs this node
 	// can serve (BGP: announce or withdraw them).
 	Announcer Announcer
+	// Fleet, if set, is told after every update which IR the targets
+	// were pushed, and shares this node's conntrack exceptions with the
+	// fleet's other nodes (R-FLEET).
+	Fleet FleetSharer
 }
 
 // Controller keeps datapaths programmed as health, weights and the

@@ -34,6 +34,9 @@ func (c *Controller) update(ctx context.Context, why string) error {
 	c.commit(ctx, r)
 	c.publish(r.Events, nil)
 	c.announce()
+	if f := c.opts.Fleet; f != nil && len(errs) == 0 {
+		f.Pushed(c.ir)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("push: %v", errs)
 	}

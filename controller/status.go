@@ -30,6 +30,8 @@ type Status struct {
 	Events       []TimedEvent `json:"events"`
 	// Announce is the routing announcer's view (lbc run --bgp).
 	Announce *AnnounceStatus `json:"announce,omitempty"`
+	// Fleet is the exception sharing's view (lbc run --fleet).
+	Fleet *FleetStatus `json:"fleet,omitempty"`
 }
 
 // ServiceStatus is one service's decision and backends.
@@ -249,6 +251,10 @@ func (c *Controller) Status(ctx context.Context) Status {
 	if a := c.opts.Announcer; a != nil {
 		as := a.AnnounceStatus()
 		out.Announce = &as
+	}
+	if f := c.opts.Fleet; f != nil {
+		fs := f.FleetStatus()
+		out.Fleet = &fs
 	}
 	var ctrs *targets.Counters
 	for _, ts := range c.tgts {

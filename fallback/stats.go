@@ -85,24 +85,35 @@ func (dp *Datapath) ReadStats() (Stats, error) {
 // is not atomic: entries created, refreshed or evicted while it runs may
 // be counted or not.
 func (dp *Datapath) Sessions() (map[uint32]uint64, error) {
-	svcs := map[uint32]serviceVal{}
-	if err := dp.loadIndex(func(v *serviceVal) { svcs[v.Id] = *v }, nil); err != nil {
-		return nil, err
-	}
-	now, err := dp.now()
+	out := map[uint32]uint64{}
+	err := dp.walkLive(func(svcs map[uint32]serviceVal) {
+		for id := range svcs {
+			out[id] = 0
+		}
+	}, func(k *ctKey, _ *ctVal, _ uint64) { out[k.Service]++ })
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[uint32]uint64, len(svcs))
-	for id := range svcs {
-		out[id] = 0
+	return out, nil
+}
+
+// walkLive calls fn with every live conntrack entry (as Sessions defines
+// it) and how many ticks ago it was last seen, after calling services
+// with the service rows it judges them by.
+func (dp *Datapath) walkLive(services func(map[uint32]serviceVal), fn func(k *ctKey, v *ctVal, idle uint64)) error {
+	svcs := map[uint32]serviceVal{}
+	if err := dp.loadIndex(func(v *serviceVal) { svcs[v.Id] = *v }, nil); err != nil {
+		return err
 	}
-	const chunk = 16384
-	keys := make([]ctKey, chunk)
-	vals := make([]ctVal, chunk)
-	var cursor ebpf.MapBatchCursor
+	if services != nil {
+		services(svcs)
+	}
+	now, err := dp.now()
+	if err != nil {
+		return err
+	}
 	le := binary.LittleEndian
-	count := func(k *ctKey, v *ctVal) {
+	return dp.walkConntrack(func(k *ctKey, v *ctVal) {
 		s, ok := svcs[k.Service]
 		if !ok || now-v.LastSeen >= s.Idle || v.Epoch != s.Epoch || v.Slot >= dp.beMem.n {
 			return
@@ -114,27 +125,36 @@ func (dp *Datapath) Sessions() (map[uint32]uint64, error) {
 		if le.Uint32(row[0:]) != v.Backend || le.Uint32(row[4:]) != k.Service || dl != 0 && now >= dl {
 			return
 		}
-		out[k.Service]++
-	}
+		fn(k, v, now-v.LastSeen)
+	})
+}
+
+// walkConntrack calls fn with every stored conntrack entry, in batches of
+// 16,384 (one element at a time on a kernel without batch lookups).
+func (dp *Datapath) walkConntrack(fn func(k *ctKey, v *ctVal)) error {
+	const chunk = 16384
+	keys := make([]ctKey, chunk)
+	vals := make([]ctVal, chunk)
+	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := dp.Conntrack.BatchLookup(&cursor, keys, vals, nil)
 		for i := 0; i < n; i++ {
-			count(&keys[i], &vals[i])
+			fn(&keys[i], &vals[i])
 		}
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return out, nil
+			return nil
 		}
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			var k ctKey
 			var v ctVal
 			it := dp.Conntrack.Iterate()
 			for it.Next(&k, &v) {
-				count(&k, &v)
+				fn(&k, &v)
 			}
-			return out, it.Err()
+			return it.Err()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read conntrack: %w", err)
+			return fmt.Errorf("read conntrack: %w", err)
 		}
 	}
 }

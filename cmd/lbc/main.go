@@ -62,7 +62,7 @@ var commands = []*cli.Command{
 	pushCommand, statusCommand, detachCommand,
 	replayCommand, explainCommand, genTraceCommand,
 	gslbCommand,
-	runCommand,
+	runCommand, fleetCommand,
 	versionCommand,
 	testbenchMovedCommand,
 }

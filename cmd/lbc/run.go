@@ -16,6 +16,7 @@ import (
 	"github.com/lbc-dev/lbc/controller"
 	"github.com/lbc-dev/lbc/controller/bgp"
 	"github.com/lbc-dev/lbc/examples"
+	"github.com/lbc-dev/lbc/fleet"
 	"github.com/lbc-dev/lbc/gslb/metrics"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/sim"
@@ -70,7 +71,7 @@ Examples:
 With --bgp, SIGTERM first withdraws every VIP and closes the BGP sessions
 (the routers move traffic to the other nodes at once), then stops; a node
 that dies is withdrawn by its routers when the BGP hold time runs out.`,
-	Flags: append([]cli.Flag{configFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runProbesFlag, runLogFlag, runBGPFlag}, adapterFlags()...),
+	Flags: append([]cli.Flag{configFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runProbesFlag, runLogFlag, runBGPFlag, runFleetFlag}, adapterFlags()...),
 	Action: func(c *cli.Context) error {
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(c.String(runLogFlag.Name))); err != nil {
@@ -94,6 +95,16 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 			}
 			if bgpCfg, err = bgp.Load(f, data); err != nil {
 				return fmt.Errorf("--bgp %s: %w", f, err)
+			}
+		}
+		var fleetCfg *fleet.Config
+		if f := c.String(runFleetFlag.Name); f != "" {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return fmt.Errorf("--fleet: %w", err)
+			}
+			if fleetCfg, err = fleet.Load(f, data); err != nil {
+				return fmt.Errorf("--fleet %s: %w", f, err)
 			}
 		}
 		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
@@ -126,6 +137,20 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 				}
 			}()
 		}
+		// The fleet node reads and writes the datapaths' conntrack through
+		// the controller (under each target's lock), which it needs
+		// first: it is made with a late-bound conntrack.
+		var fleetNode *fleet.Node
+		late := &lateConntrack{}
+		if fleetCfg != nil {
+			if fleetNode, err = fleet.New(fleet.Options{Config: fleetCfg, Conntrack: late, Logger: log, Registry: m.Registry()}); err != nil {
+				return fmt.Errorf("--fleet: %w", err)
+			}
+		}
+		var sharer controller.FleetSharer
+		if fleetNode != nil {
+			sharer = fleetNode
+		}
 		ctl, err := controller.New(controller.Options{
 			ConfigPath:        cfg,
 			ConfigData:        cfgData,
@@ -137,9 +162,26 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 			MaxProbesInFlight: c.Int(runProbesFlag.Name),
 			Metrics:           m,
 			Announcer:         announcer,
+			Fleet:             sharer,
 		})
 		if err != nil {
 			return err
+		}
+		if fleetNode != nil {
+			ct, ok := ctl.Conntrack()
+			if !ok {
+				return fmt.Errorf("--fleet: no --target whose conntrack lbc can read and write (xdp, sim); the P4 targets' registers are not shared yet (docs/fleet.md)")
+			}
+			late.ConntrackTarget = ct
+			fctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- fleetNode.Run(fctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					log.Error("fleet", "err", err)
+				}
+			}()
 		}
 		var srv *http.Server
 		var ln net.Listener
@@ -227,7 +269,8 @@ func openRunTargets(c *cli.Context, specs []string) ([]targets.Target, error) {
 		case "sim":
 			// The reference datapath, in this process: for trying lbc run
 			// out, and for status, metrics and explain without hardware.
-			d := sim.New(sim.Options{})
+			start := time.Now()
+			d := sim.New(sim.Options{Now: func() time.Duration { return time.Since(start) }})
 			if where != "" {
 				t = namedTarget{d, "sim " + where}
 			} else {
@@ -277,3 +320,7 @@ type namedTarget struct {
 }
 
 func (n namedTarget) Name() string { return n.name }
+
+// lateConntrack is a conntrack bound after the controller that provides
+// it is made.
+type lateConntrack struct{ targets.ConntrackTarget }

@@ -96,6 +96,7 @@ func writeControllerStatus(w io.Writer, st controller.Status) {
 		fmt.Fprintln(w, "WARNING: targets hold different tables; flows rehashed by ECMP may change backend")
 	}
 	writeAnnounceStatus(w, st.Announce)
+	writeFleetStatus(w, st.Fleet)
 	for _, s := range st.Services {
 		fmt.Fprintf(w, "\nservice %s: %s (%s), epoch %d, eligible %s\n", s.Name, s.Decision, s.Rule, s.Epoch, "{"+strings.Join(s.Eligible, ",")+"}")
 		if s.NoBackends {

@@ -127,7 +127,7 @@ func Load(file string, data []byte) (*Config, error) {
 	if len(issues) > 0 {
 		out := make(compiler.Problems, len(issues))
 		for i, x := range issues {
-			out[i] = compiler.Problem{File: file, Line: x.Line, Path: keyPath(x.Keys), Msg: x.Msg}
+			out[i] = compiler.Problem{File: file, Line: x.Line, Path: strictyaml.KeyPath(x.Keys), Msg: x.Msg}
 		}
 		return nil, out
 	}
@@ -144,23 +144,6 @@ func Load(file string, data []byte) (*Config, error) {
 	return &cfg, nil
 }
 
-// keyPath writes a field path as validate does: peers[1].password.
-func keyPath(keys []any) string {
-	var b strings.Builder
-	for _, k := range keys {
-		switch k := k.(type) {
-		case int:
-			fmt.Fprintf(&b, "[%d]", k)
-		default:
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			fmt.Fprint(&b, k)
-		}
-	}
-	return b.String()
-}
-
 var schema = strictyaml.Schema{
 	Doc:    "bgp.yaml",
 	Labels: map[string]string{"Config": "the top level", "Peer": "a peer", "Advertisement": "an advertisement"},
@@ -175,7 +158,7 @@ type problem struct {
 func (c *Config) validate() []problem {
 	var ps []problem
 	bad := func(keys []any, format string, a ...any) {
-		ps = append(ps, problem{keys: keys, path: keyPath(keys), msg: fmt.Sprintf(format, a...)})
+		ps = append(ps, problem{keys: keys, path: strictyaml.KeyPath(keys), msg: fmt.Sprintf(format, a...)})
 	}
 	if c.LocalASN == 0 {
 		bad([]any{"localASN"}, "localASN is missing or 0: set this node's AS number (e.g. 64512, a private ASN)")

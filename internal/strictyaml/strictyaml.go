@@ -885,3 +885,21 @@ func Name(root *yaml.Node, keys []any) string {
 	}
 	return ""
 }
+
+// KeyPath writes a field path as the configurations' problems name it:
+// peers[1].password.
+func KeyPath(keys []any) string {
+	var b strings.Builder
+	for _, k := range keys {
+		switch k := k.(type) {
+		case int:
+			fmt.Fprintf(&b, "[%d]", k)
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			fmt.Fprint(&b, k)
+		}
+	}
+	return b.String()
+}

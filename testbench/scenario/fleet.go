@@ -19,9 +19,17 @@ type Fleet struct {
 	// and pinged every PingEvery until the end.
 	Connections int      `yaml:"connections"`
 	PingEvery   Duration `yaml:"pingEvery"`
+	// ShareExceptions runs every node with --fleet: the nodes share their
+	// conntrack exceptions (R-FLEET). Default true; false runs the fleet
+	// as Maglev, Katran and Cilium do (connection tracking local to each
+	// node).
+	ShareExceptions *bool `yaml:"shareExceptions"`
 	// Events run in order.
 	Events []FleetEvent `yaml:"events"`
 }
+
+// sharing reports whether the nodes share their exceptions.
+func (f *Fleet) sharing() bool { return f.ShareExceptions == nil || *f.ShareExceptions }
 
 // FleetEvent is one action and what must hold after it. Exactly one
 // action may be set; none is an observation window.
@@ -41,6 +49,10 @@ type FleetEvent struct {
 	// the backend keeps serving its connections.
 	Fail    string `yaml:"fail"`
 	Recover string `yaml:"recover"`
+	// Intrude: a wrong-key peer (a certificate of another CA) dials the
+	// node's fleet port and offers an exception; the node must refuse
+	// it and count it (R-FLEET). Needs shareExceptions.
+	Intrude string `yaml:"intrude"`
 	// Observe is how long to watch after the action took effect.
 	Observe Duration    `yaml:"observe"`
 	Expect  FleetExpect `yaml:"expect"`
@@ -78,6 +90,10 @@ type FleetExpect struct {
 	// Moved: at least one connection changed node in the event (it
 	// proves that the event exercised a move).
 	Moved bool `yaml:"moved"`
+	// AtRisk: at least one held connection is on another backend than
+	// the ring in force gives it (it proves that the event exercised
+	// the nodes' shared exceptions, R-FLEET).
+	AtRisk bool `yaml:"atRisk"`
 }
 
 // Action is the event's action ("" for an observation).
@@ -93,6 +109,8 @@ func (e FleetEvent) Action() (kind, target string) {
 		return "fail", e.Fail
 	case e.Recover != "":
 		return "recover", e.Recover
+	case e.Intrude != "":
+		return "intrude", e.Intrude
 	}
 	return "", ""
 }
@@ -132,13 +150,13 @@ func (f *Fleet) validate(known map[string]bool) error {
 		e := &f.Events[i]
 		where := fmt.Sprintf("events[%d]", i)
 		n := 0
-		for _, s := range []string{e.Kill, e.Stop, e.Start, e.Fail, e.Recover} {
+		for _, s := range []string{e.Kill, e.Stop, e.Start, e.Fail, e.Recover, e.Intrude} {
 			if s != "" {
 				n++
 			}
 		}
 		if n > 1 {
-			bad("%s: at most one of kill, stop, start, fail, recover", where)
+			bad("%s: at most one of kill, stop, start, fail, recover, intrude", where)
 		}
 		kind, target := e.Action()
 		if e.Name == "" {
@@ -148,6 +166,13 @@ func (f *Fleet) validate(known map[string]bool) error {
 			}
 		}
 		switch kind {
+		case "intrude":
+			if !nodes[target] {
+				bad("%s: intrude %q: nodes are n1..n%d", where, target, f.Nodes)
+			}
+			if !f.sharing() {
+				bad("%s: intrude needs shareExceptions (the nodes' fleet port)", where)
+			}
 		case "kill", "stop", "start":
 			if !nodes[target] {
 				bad("%s: %s %q: nodes are n1..n%d", where, kind, target, f.Nodes)

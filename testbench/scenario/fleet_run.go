@@ -728,6 +728,23 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 				er.Effect, er.EffectWhat = t-er.At, "route through "+n.name+" back"
 			}
 		}
+	case "intrude":
+		rejected := func() uint64 {
+			st, err := r.status(ctx, n)
+			if err != nil || st.Fleet == nil {
+				return 0
+			}
+			return st.Fleet.Rejected["tls"]
+		}
+		before := rejected()
+		if aerr = r.env.intrude(ctx, n); aerr == nil {
+			if t := r.waitFor(ctx, limit, func() bool { return rejected() > before }); t >= 0 {
+				er.Effect, er.EffectWhat = t-er.At, "the wrong-key peer rejected and counted by "+n.name
+				pass("refused", "%s rejected a peer with a certificate of another CA (lbc_fleet_peers_rejected_total{reason=\"tls\"} %d → %d)", n.name, before, rejected())
+			} else {
+				fail("refused", "%s did not count the wrong-key peer's rejection", n.name)
+			}
+		}
 	case "fail", "recover":
 		b := r.backends[target]
 		if kind == "fail" {
@@ -952,6 +969,16 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 	} else if ex.BrokenOnlyIfRingMoved {
 		fail("ring-moved", "cannot tell which connections the ring moved: %v", ringErr)
 	}
+	if ex.AtRisk {
+		if er.AtRisk > 0 {
+			pass("at-risk", "%d held connections at risk (on another backend than the ring in force gives them): kept by the exceptions the nodes share (R-FLEET)", er.AtRisk)
+		} else {
+			fail("at-risk", "no held connection at risk (%d): the event did not exercise the shared exceptions", er.AtRisk)
+		}
+	}
+	if kind == "intrude" {
+		r.checkPeersUp(ctx, er, pass, fail)
+	}
 	if ex.Moved && er.Moved == 0 {
 		fail("moved", "no connection changed node: the event did not exercise a move")
 	}
@@ -1013,4 +1040,27 @@ func carrierLine(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// checkPeersUp: after an intrusion, every running node's streams to its
+// running peers are up (the fleet's own sync is unaffected).
+func (r *fleetRunner) checkPeersUp(ctx context.Context, er *FleetEventResult, pass, fail func(check, format string, a ...any)) {
+	var down []string
+	for _, n := range r.running() {
+		st, err := r.status(ctx, n)
+		if err != nil || st.Fleet == nil {
+			down = append(down, fmt.Sprintf("%s: no fleet status (%v)", n.name, err))
+			continue
+		}
+		for _, p := range st.Fleet.Peers {
+			if pn := r.env.node(p.Name); pn != nil && pn.isRunning() && !p.Connected {
+				down = append(down, fmt.Sprintf("%s → %s: %s", n.name, p.Name, p.LastError))
+			}
+		}
+	}
+	if len(down) > 0 {
+		fail("peers-up", "fleet streams down after the intrusion: %s", strings.Join(down, "; "))
+	} else {
+		pass("peers-up", "every running node's streams to its running peers are up")
+	}
 }

@@ -1,0 +1,95 @@
+package fleet
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"google.golang.org/grpc/credentials"
+)
+
+// Mutual TLS with the fleet's CA authenticates both ends: a node serves
+// only peers whose certificate the CA signed and whose name fleet.yaml
+// lists, and dials a peer only when the certificate it presents is the
+// CA's for that peer's name. TLS 1.3 only.
+
+// tlsFiles reads the CA and this node's key pair.
+func tlsFiles(cfg *Config) (*x509.CertPool, tls.Certificate, error) {
+	caPEM, err := os.ReadFile(cfg.CA)
+	if err != nil {
+		return nil, tls.Certificate{}, fmt.Errorf("ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, tls.Certificate{}, fmt.Errorf("ca %s: no PEM certificate in it", cfg.CA)
+	}
+	pair, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
+	if err != nil {
+		return nil, tls.Certificate{}, fmt.Errorf("cert %s and key %s: %w", cfg.Cert, cfg.Key, err)
+	}
+	return pool, pair, nil
+}
+
+// serverTLS accepts a client whose certificate the CA signed.
+func serverTLS(pool *x509.CertPool, pair tls.Certificate) *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+}
+
+// clientTLS dials a server whose certificate the CA signed for peer.
+func clientTLS(pool *x509.CertPool, pair tls.Certificate, peer string) *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: peer}
+}
+
+// Reasons a connecting peer is rejected.
+const (
+	RejectTLS         = "tls"          // no certificate, not the CA's, expired, not TLS at all
+	RejectUnknownPeer = "unknown-peer" // the CA's, but not a peer fleet.yaml lists
+)
+
+// guardCreds is the server's TLS with every rejected handshake counted
+// and a certificate of a name that is not a listed peer refused.
+type guardCreds struct {
+	credentials.TransportCredentials
+	peers    map[string]bool
+	onReject func(reason, remote string, err error)
+}
+
+func (g *guardCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := g.TransportCredentials.ServerHandshake(c)
+	if err != nil {
+		g.onReject(RejectTLS, c.RemoteAddr().String(), err)
+		return nil, nil, err
+	}
+	name := peerName(info)
+	if !g.peers[name] {
+		conn.Close()
+		err := fmt.Errorf("certificate of %q, which is not a peer in fleet.yaml", name)
+		g.onReject(RejectUnknownPeer, c.RemoteAddr().String(), err)
+		return nil, nil, err
+	}
+	return conn, info, nil
+}
+
+func (g *guardCreds) Clone() credentials.TransportCredentials {
+	return &guardCreds{TransportCredentials: g.TransportCredentials.Clone(), peers: g.peers, onReject: g.onReject}
+}
+
+// ClientHandshake is the embedded one's (the server side is guarded).
+func (g *guardCreds) ClientHandshake(ctx context.Context, authority string, c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return g.TransportCredentials.ClientHandshake(ctx, authority, c)
+}
+
+// peerName is the common name of the verified certificate in info.
+func peerName(info credentials.AuthInfo) string {
+	ti, ok := info.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	return ti.State.VerifiedChains[0][0].Subject.CommonName
+}
+
+var errNoPeer = errors.New("no authenticated peer")
