@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lbc-dev/lbc/fallback"
+	"github.com/lbc-dev/lbc/targets/sim"
 )
 
 // manyServices writes a configuration of n one-port services with small
@@ -64,8 +65,9 @@ func TestValidateTargetCapacity(t *testing.T) {
 	}
 }
 
-// TestValidateTargetConnections: limits.maxConnections is checked against
-// the conntrack of the target (the TNA program's 2^CT_INDEX_BITS slots).
+// TestValidateTargetConnections (R-CT-CAP): limits.maxConnections is
+// checked against the conntrack of the target (on tofino, the flows the TNA
+// program's ways hold at 1 % loss, as the model measures them).
 func TestValidateTargetConnections(t *testing.T) {
 	data, err := os.ReadFile("../../examples/failover.yaml")
 	if err != nil {
@@ -77,15 +79,28 @@ func TestValidateTargetConnections(t *testing.T) {
 	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = runLBC(t, "validate", "-c", f, "--target", "tofino")
-	if err == nil || !strings.Contains(err.Error(), "--target tofino: limits.maxConnections 1000000, but its LbIngress.ct_sig holds 65536 connections; recompile p4/tna/lb.p4 with -DCT_INDEX_BITS=N") {
-		t.Fatalf("tofino: %v", err)
+	held, err := sim.TNAFlowsHeld(sim.TNATofino1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg = strings.Replace(cfg, "maxConnections: 1000000", "maxConnections: 6000", 1)
+	_, _, err = runLBC(t, "validate", "-c", f, "--target", "tofino")
+	want := fmt.Sprintf("--target tofino: limits.maxConnections 1000000, but its LbIngress conntrack (4 ways × 32768 slots, flows held at ≤ 1 %% loss) holds %d connections; a flow the switch cannot hold is refused", held)
+	if held < 64<<10 || err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("tofino (%d flows held): %v\nwant %s", held, err, want)
+	}
+	cfg = strings.Replace(cfg, "maxConnections: 1000000", "maxConnections: 60000", 1)
 	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := runLBC(t, "validate", "-c", f, "--target", "bmv2")
+	out, _, err := runLBC(t, "validate", "-c", f, "--target", "tofino")
+	if err != nil || !strings.Contains(out, fmt.Sprintf("%d connections (limits.maxConnections 60000); at that occupancy 0.", held)) {
+		t.Fatalf("tofino at 60000: %v\n%s", err, out)
+	}
+	cfg = strings.Replace(cfg, "maxConnections: 60000", "maxConnections: 6000", 1)
+	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runLBC(t, "validate", "-c", f, "--target", "bmv2")
 	if err != nil || !strings.Contains(out, "LbIngress.ct_sig       65536 connections (limits.maxConnections 6000); at that occupancy") {
 		t.Fatalf("bmv2: %v\n%s", err, out)
 	}
