@@ -101,7 +101,7 @@ func TestValidateTargetConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, err = runLBC(t, "validate", "-c", f, "--target", "bmv2")
-	if err != nil || !strings.Contains(out, "LbIngress.ct_sig       65536 connections (limits.maxConnections 6000); at that occupancy") {
+	if err != nil || !strings.Contains(out, "LbIngress.ct_sig       1048576 connections (limits.maxConnections 6000); at that occupancy") {
 		t.Fatalf("bmv2: %v\n%s", err, out)
 	}
 }
