@@ -336,7 +336,12 @@ func (r *run) selectBackend(svc *compiler.ServiceRow, pol compiler.ClassPolicy, 
 	r.det.Hash, r.det.Slot, r.det.RingSize = h, slot, svc.RingSize
 	r.step("R-HASH", "crc32 %#08x", h)
 	if int(slot) >= len(ring) || ring[slot] == 0 {
-		return fmt.Errorf("service %q: ring half %d slot %d is unset (ring holds %d slots)", svc.Name, svc.ActiveHalf, slot, len(ring))
+		// A ring half written part-way (a push that stopped) is active:
+		// both P4 programs miss the ring table and drop the packet as
+		// having no backend, before any conntrack write, so no entry is
+		// created (p4/tna/lb.p4 creates one only for a ring hit).
+		r.drop(targets.DropNoBackends, "R-MAGLEV-1", "ring half %d slot %d of %d is unset (a ring written part-way): no backend, dropped, no entry created", svc.ActiveHalf, slot, len(ring))
+		return nil
 	}
 	b := r.d.backends[ring[slot]]
 	if b == nil {
