@@ -106,15 +106,18 @@ func tnaSig(svc, h, epoch uint32) uint32 {
 // 2^WayBits slots, each slot a signature (TNASig), an expiry tick and a
 // backend ID, 96 bits. A key may live in slot TNAIndex(k, w) of any way w.
 //
-// Lookup returns the entry of the first way (in way order) whose signature
-// matches, alive or not. Store (StoreIdle) writes that way if its entry is
-// alive (a refresh, or a re-selection that replaces the backend); else the
-// first way whose slot is empty or holds an expired entry (the flow's own
+// LookupAt returns the entry of the first way (in way order) whose
+// signature matches with an entry alive, else of the first whose signature
+// matches. Store (StoreIdle) writes the first way holding the flow's live
+// entry (a re-selection that replaces the backend); else the first way
+// whose slot is empty or holds an expired entry (the flow's own
 // included); else it refuses the flow: nothing is evicted, the flow is
 // forwarded by the ring without an entry and counted (Refused; the
-// program's ct_refused counter, R-CT-CAP). On the switch a new flow's
-// first pass reads its ways and, when it has no live entry, is resubmitted
-// to claim the way chosen so; this model does the same in one step.
+// program's ct_refused counter, R-CT-CAP). A hit is refreshed in every way
+// holding a live entry of the signature (RefreshHit). On the switch a new
+// flow's first pass reads its ways and, when it has no live entry, is
+// resubmitted to claim the way chosen so; this model does the same in one
+// step.
 //
 // Time is what the switch keeps in a register: the tick global_tstamp[47:16]
 // (tick.TNA = 2^16 ns), which wraps with the 48-bit nanosecond counter every
@@ -201,13 +204,20 @@ func (t *TNA) Aged(e Entry, now, idle time.Duration) (bool, time.Duration) {
 }
 
 // LookupAt implements TimedLookup: the entry of the first way whose
-// signature matches, alive or not (the datapath then decides R-AGE from
-// its expiry). With no match it returns, for the explanation only, an
-// entry of the same flow stored under an older epoch of the service (its
-// signature no longer matches, so the switch has no entry; the datapath
-// reports R-EPOCH). The returned entry carries the slot's expiry tick.
+// signature matches and whose entry is alive at now; with none alive, the
+// first way whose signature matches (the datapath then decides R-AGE from
+// its expiry). That is the program's order: each way's RegisterAction
+// reports match and alive together (its predicate), and the way taken is
+// the first reporting both. With no match it returns, for the explanation
+// only, an entry of the same flow stored under an older epoch of the
+// service (its signature no longer matches, so the switch has no entry;
+// the datapath reports R-EPOCH). The returned entry carries the slot's
+// expiry tick.
 func (t *TNA) LookupAt(k Key, now time.Duration) (Entry, bool) {
 	p := t.place(k)
+	if w := t.live(p, t.Tick(now)); w >= 0 {
+		return t.ways[w][p.idx[w]].entry(), true
+	}
 	if w := t.match(p); w >= 0 {
 		return t.ways[w][p.idx[w]].entry(), true
 	}
@@ -219,6 +229,17 @@ func (t *TNA) LookupAt(k Key, now time.Duration) (Entry, bool) {
 		}
 	}
 	return Entry{}, false
+}
+
+// live is the first way whose slot at p holds p's signature with an entry
+// alive at tick n, or -1.
+func (t *TNA) live(p tnaPlace, n uint32) int {
+	for w := range t.ways {
+		if sl := &t.ways[w][p.idx[w]]; sl.sig == p.sig && alive(sl.exp, n) {
+			return w
+		}
+	}
+	return -1
 }
 
 // match is the first way whose slot at p holds p's signature, or -1.
@@ -258,10 +279,9 @@ func (t *TNA) Store(k Key, e Entry) {
 // in the way the class comment gives, or refuses it (false, counted).
 func (t *TNA) StoreIdle(k Key, e Entry, idle time.Duration) bool {
 	n, p := t.Tick(e.LastSeen), t.place(k)
-	target := t.match(p)
-	if target >= 0 && !alive(t.ways[target][p.idx[target]].exp, n) {
-		target = -1 // an expired entry of the flow is a free slot like any other
-	}
+	// The flow's live entry, if it has one; an expired one is a free slot
+	// like any other.
+	target := t.live(p, n)
 	if target < 0 {
 		for w := range t.ways {
 			if sl := &t.ways[w][p.idx[w]]; sl.sig == TNAEmpty || !alive(sl.exp, n) {
@@ -288,6 +308,25 @@ func (t *TNA) StoreIdle(k Key, e Entry, idle time.Duration) bool {
 // of the flow in the RegisterAction that reads it, before the verdict
 // decides whether its backend may keep the flow.
 func (t *TNA) RefreshesHit() bool { return true }
+
+// RefreshHit implements HitRefresher as the program refreshes: the ways
+// are read side by side, each in its own RegisterAction, which cannot see
+// what the others found, so every way whose slot holds the key's
+// signature with an entry alive at now takes the expiry now +
+// tick.TNAIdleTicksDuration(idle); the backends are left as they are.
+// Only a false hit (another flow's entry with the same signature in an
+// earlier way, probability about 2^-31 per way) makes that more than one
+// way. The datapath calls it for a live entry it found (LookupAt), then
+// Stores whatever it decides.
+func (t *TNA) RefreshHit(k Key, now, idle time.Duration) {
+	n, p := t.Tick(now), t.place(k)
+	for w := range t.ways {
+		if sl := &t.ways[w][p.idx[w]]; sl.sig == p.sig && alive(sl.exp, n) {
+			sl.exp = n + tick.TNAIdleTicksDuration(idle)
+			sl.e.LastSeen = now
+		}
+	}
+}
 
 // Len implements Conntrack: the slots ever written.
 func (t *TNA) Len() int { return t.n }
@@ -320,7 +359,9 @@ type Expirer interface {
 
 // HitRefresher is implemented by a geometry whose target refreshes a live
 // entry of the flow when it reads it, even when the datapath then finds
-// its backend may not keep the flow (TNA).
+// its backend may not keep the flow (TNA). RefreshHit does it, at now,
+// for the service's idle timeout.
 type HitRefresher interface {
 	RefreshesHit() bool
+	RefreshHit(k Key, now, idle time.Duration)
 }

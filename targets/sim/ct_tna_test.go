@@ -444,3 +444,81 @@ func TestRCTCAP_TNAFlowsHeld(t *testing.T) {
 		}
 	}
 }
+
+// TestRCT_TNARefreshEveryLiveWay: the program reads the 4 ways side by
+// side, each in its own RegisterAction, so a hit refreshes every way whose
+// slot holds the flow's signature with a live entry, and the lookup takes
+// the first of them; the model does the same. Only a false hit makes that
+// more than one way: here flow B has flow A's signature and A's slot in
+// way 0, where it was stored while A's own entry lives in way 1 (A was
+// stored there because a third flow F held way 0 then). A's lookup finds
+// B's entry first (the false hit, as the switch would), and A's refresh
+// renews both B's entry in way 0 and A's own in way 1.
+func TestRCT_TNARefreshEveryLiveWay(t *testing.T) {
+	g := TNAGeometry{Ways: 2, WayBits: 4}
+	// Two keys with one signature (a birthday search over 31 bits), B's
+	// way-0 slot A's and its way-1 slot another, and a key F of another
+	// signature in A's way-0 slot. The keys are of different services: the
+	// hashes are CRCs, linear in their input, so two flows of one service
+	// and epoch with one signature have tracking hashes a fixed value apart,
+	// and so way-0 slots a fixed distance apart.
+	bySig := map[uint32]Key{}
+	var a, b, f Key
+	found := false
+	for i := uint64(0); i < 1<<19 && !found; i++ {
+		k := syntheticKey(7, i)
+		k.ServiceID = 1 + uint32(i%251)
+		s := TNASig(k)
+		prev, ok := bySig[s]
+		if !ok {
+			bySig[s] = k
+			continue
+		}
+		for _, pair := range [][2]Key{{prev, k}, {k, prev}} {
+			if TNAIndex(pair[1], 0, g.WayBits) == TNAIndex(pair[0], 0, g.WayBits) && TNAIndex(pair[1], 1, g.WayBits) != TNAIndex(pair[0], 1, g.WayBits) {
+				a, b, found = pair[0], pair[1], true
+				break
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no two keys with one signature and the slots this test needs among 2^19")
+	}
+	for i := uint64(0); ; i++ {
+		k := syntheticKey(8, i)
+		if TNAIndex(k, 0, g.WayBits) == TNAIndex(a, 0, g.WayBits) && TNASig(k) != TNASig(a) {
+			f = k
+			break
+		}
+	}
+	ct, err := NewTNA(g, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a0, a1 := TNAIndex(a, 0, g.WayBits), TNAIndex(a, 1, g.WayBits)
+	if !ct.StoreIdle(f, Entry{BackendID: 3, LastSeen: 0}, time.Second) {
+		t.Fatal("F refused")
+	}
+	if !ct.StoreIdle(a, Entry{BackendID: 1, LastSeen: 500 * time.Millisecond}, time.Hour) || ct.ways[1][a1].sig != TNASig(a) {
+		t.Fatal("A not stored in way 1 beside F's way 0")
+	}
+	// F has expired at 2 s: B takes its slot in way 0.
+	if !ct.StoreIdle(b, Entry{BackendID: 2, LastSeen: 2 * time.Second}, time.Hour) || ct.ways[0][a0].e.BackendID != 2 {
+		t.Fatal("B not stored in way 0 over F's expired entry")
+	}
+	at := 3 * time.Second
+	if e, ok := ct.LookupAt(a, at); !ok || e.BackendID != 2 {
+		t.Fatalf("A's lookup: %+v %v, want B's entry in way 0 (the first live way holding the signature)", e, ok)
+	}
+	ct.RefreshHit(a, at, time.Hour)
+	want := ct.Tick(at) + tick.TNAIdleTicksDuration(time.Hour)
+	if got := ct.ways[0][a0].exp; got != want {
+		t.Errorf("way 0 (B's entry, A's false hit) expires at tick %d, want %d", got, want)
+	}
+	if got := ct.ways[1][a1].exp; got != want {
+		t.Errorf("way 1 (A's own entry) expires at tick %d, want %d: every live way holding the signature is refreshed", got, want)
+	}
+	if ct.ways[0][a0].e.BackendID != 2 || ct.ways[1][a1].e.BackendID != 1 {
+		t.Error("a refresh changed a backend")
+	}
+}

@@ -203,9 +203,7 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 				// The switch refreshes a live entry where it reads it, before
 				// its backend is checked: a re-selection below overwrites it,
 				// and if none can be made the entry stays refreshed.
-				re := e
-				re.LastSeen = now
-				r.d.storeCT(key, re, idle)
+				h.RefreshHit(key, now, idle)
 			}
 		}
 		if rule, why := r.valid(svc, pol, e, now); rule != "" {
