@@ -522,3 +522,47 @@ func TestRCT_TNARefreshEveryLiveWay(t *testing.T) {
 		t.Error("a refresh changed a backend")
 	}
 }
+
+// TestRCT_TNANoFalseHitWithinServiceEpoch: the signature and the slots are
+// CRCs, linear over GF(2) in the tracking hash h, so two flows of one
+// service and epoch with one 31-bit signature have hashes exactly D apart
+// (D spans the kernel of h → signature, one vector), and then their slots
+// differ by a fixed nonzero amount in every way, on both geometries: they
+// never meet in a slot, and a false hit needs a flow of another service
+// or epoch (docs/tofino.md, "Conntrack geometry").
+func TestRCT_TNANoFalseHitWithinServiceEpoch(t *testing.T) {
+	lin := func(x uint32) uint32 { return tnaSig(1, x, 0) ^ tnaSig(1, 0, 0) }
+	type row struct{ v, x uint32 }
+	var basis []row
+	var kernel []uint32
+	for i := 0; i < 32; i++ {
+		r := row{lin(1 << i), 1 << i}
+		for _, b := range basis {
+			if r.v^b.v < r.v {
+				r.v, r.x = r.v^b.v, r.x^b.x
+			}
+		}
+		if r.v != 0 {
+			basis = append(basis, r)
+		} else {
+			kernel = append(kernel, r.x)
+		}
+	}
+	if len(kernel) != 1 {
+		t.Fatalf("kernel of h → signature has %d vectors, want 1 (32 bits onto 31)", len(kernel))
+	}
+	d := kernel[0]
+	for i := uint32(0); i < 1000; i++ {
+		h, svc, epoch := i*0x9E3779B9, 1+i%97, i%5
+		if tnaSig(svc, h, epoch) != tnaSig(svc, h^d, epoch) {
+			t.Fatalf("h %#x and h^%#x: signatures differ", h, d)
+		}
+		for _, g := range []TNAGeometry{TNATofino1, TNATofino2} {
+			for w := 0; w < g.Ways; w++ {
+				if tnaIndex(svc, h, w, g.WayBits) == tnaIndex(svc, h^d, w, g.WayBits) {
+					t.Fatalf("%+v way %d: h %#x and h^%#x share slot %d", g, w, h, d, tnaIndex(svc, h, w, g.WayBits))
+				}
+			}
+		}
+	}
+}
