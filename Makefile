@@ -60,11 +60,13 @@ check-generated-proto:
 	done; exit $$status
 
 # P4 pipeline: p4/lb.p4 → p4/build/lb.json (BMv2) and lb.p4info.txtpb
-# (P4Runtime). Run from the repository root so source paths in lb.json stay
-# relative. Conntrack size: add P4FLAGS=-DCT_BUCKETS=65536 (default 16384
-# buckets × 4 ways).
+# (P4Runtime). p4/lb.p4 is the entry file; it #includes P4_V1MODEL_SRC
+# (p4/include, shared with the TNA program, and p4/v1model). Run from the
+# repository root so source paths in lb.json stay relative. Conntrack size:
+# add P4FLAGS=-DCT_BUCKETS=65536 (default 16384 buckets × 4 ways).
 P4C ?= p4c
 P4FLAGS ?=
+P4_V1MODEL_SRC = p4/lb.p4 p4/include p4/v1model
 p4:
 	$(P4C) --target bmv2 --arch v1model $(P4FLAGS) -o p4/build --p4runtime-files p4/build/lb.p4info.txtpb p4/lb.p4
 	rm -f p4/build/lb.p4i
@@ -73,7 +75,7 @@ check-generated-p4:
 	@$(GO) test -count=1 -run '^TestV1ModelBuildMatchesSource$$' ./targets/bmv2 >/dev/null || { $(GO) test -count=1 -run '^TestV1ModelBuildMatchesSource$$' ./targets/bmv2; exit 1; }; \
 	command -v $(P4C) >/dev/null || { echo "check-generated-p4: $(P4C) not on PATH: p4/build checked against p4/lb.p4 only (TestV1ModelBuildMatchesSource), not recompiled"; exit 0; }; \
 	tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
-	mkdir -p $$tmp/p4/build && cp p4/lb.p4 $$tmp/p4/ && \
+	mkdir -p $$tmp/p4/build && cp -r $(P4_V1MODEL_SRC) $$tmp/p4/ && \
 	(cd $$tmp && $(P4C) --target bmv2 --arch v1model $(P4FLAGS) -o p4/build --p4runtime-files p4/build/lb.p4info.txtpb p4/lb.p4) && \
 	status=0 && \
 	for f in lb.json lb.p4info.txtpb; do \
@@ -81,7 +83,9 @@ check-generated-p4:
 	done; \
 	exit $$status
 
-# TNA program (Tofino): p4/tna/lb.p4, compiled by the Tofino back end of
+# TNA program (Tofino): p4/tna/lb.p4 (the entry file: it #includes
+# p4/include, shared with the v1model program, and the rest of p4/tna),
+# compiled by the Tofino back end of
 # p4c (p4c-barefoot and its assembler bfas; docs/toolchain.md builds them)
 # for Tofino 1 (--target tofino --arch tna, 12 stages) and Tofino 2
 # (--target tofino2 --arch t2na, 20 stages). Committed under TNA_OUT: each
