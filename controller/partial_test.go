@@ -426,6 +426,17 @@ func TestControllerKilledMidPush(t *testing.T) {
 
 func activeRingsOf(t *testing.T, v p4rt.View) map[uint32][]uint32 {
 	t.Helper()
+	ir := irOfView(t, v)
+	out := map[uint32][]uint32{}
+	for i := range ir.Services {
+		out[ir.Services[i].ID] = slices.Clone(ir.ActiveRing(&ir.Services[i]))
+	}
+	return out
+}
+
+// irOfView is what the server holds, read as the target reads it back.
+func irOfView(t *testing.T, v p4rt.View) *compiler.IR {
+	t.Helper()
 	tr, err := bmv2.NewTranslator(v.Schema())
 	if err != nil {
 		t.Fatal(err)
@@ -438,11 +449,7 @@ func activeRingsOf(t *testing.T, v p4rt.View) map[uint32][]uint32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[uint32][]uint32{}
-	for i := range ir.Services {
-		out[ir.Services[i].ID] = slices.Clone(ir.ActiveRing(&ir.Services[i]))
-	}
-	return out
+	return ir
 }
 
 func mustRead(t *testing.T, path string) []byte {
