@@ -87,15 +87,15 @@ func Compile(in Input) (*Result, error) {
 // draining rows (R-DRAIN), the ring (reused when unchanged), the service
 // row (side and epoch), the ring's halves, and the VIP rows.
 type serviceCompiler struct {
-	in   Input
-	s    *Service
-	id   uint32
-	old  *ServiceRow // the service in Prev, nil when new
+	in  Input
+	s   *Service
+	id  uint32
+	old *ServiceRow // the service in Prev, nil when new
 	// adopted are the backend rows of a new service that an add cut
 	// short wrote, by endpoint name (orphans.go); nil otherwise.
 	adopted map[string]*BackendRow
-	prev *Index
-	ir   *IR
+	prev    *Index
+	ir      *IR
 
 	members []Member
 	names   []string
