@@ -99,7 +99,7 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 			return fmt.Errorf("target %s: %w", name, err)
 		}
 		if loaded {
-			c.log.Warn("the target had lost lbc's program (restarted?): loaded it again; writing every table", "target", name, "trigger", why)
+			c.log.Warn("the target had lost lbc's program (a switch restarted empty, an XDP program detached): gave it again; reading it back and writing what it lacks", "target", name, "trigger", why)
 			// What a diff does not carry (tunnel sources, MTU) is gone
 			// too: commit it again after this push.
 			c.committed = nil
