@@ -60,8 +60,8 @@ type Options struct {
 
 	view         nsView   // where this process runs (set by defaults)
 	netns        *os.File // the network namespace of the interface (netnsthread.go)
-	pinDefault   bool   // PinDir is the default
-	stateDefault bool   // StateDir is the default
+	pinDefault   bool     // PinDir is the default
+	stateDefault bool     // StateDir is the default
 }
 
 func (o *Options) defaults() error {
