@@ -178,6 +178,7 @@ func startSwitchRig(t testing.TB, opts bmv2.Options, cfg string) *switchRig {
 	select {
 	case <-c.Ready():
 	case err := <-done:
+		done <- err // for r.stop, which the cleanup runs
 		t.Fatalf("controller: %v\n%s", err, r.logs)
 	case <-time.After(budgetTB(t)):
 		t.Fatalf("controller not ready\n%s", r.logs)
