@@ -551,8 +551,8 @@ func (r *runner) startController(ctx context.Context) error {
 	}
 	c, err := controller.New(controller.Options{
 		ConfigPath: r.cfgPath, Targets: tgts, Logger: r.log,
-		Prober:        &health.NetProber{Dialer: nsDialer{r.env.ProbeNS()}},
-		Debounce:      50 * time.Millisecond,
+		Prober:   &health.NetProber{Dialer: nsDialer{r.env.ProbeNS()}},
+		Debounce: 50 * time.Millisecond,
 		// The verify finds an XDP program another tool took off the
 		// interface (detach faults): every second here, where lbc run's
 		// default is a minute, so that a step bounds it in seconds.
