@@ -19,6 +19,7 @@ import (
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
+	"github.com/lbc-dev/lbc/testbench/p4rt/readback"
 	"google.golang.org/grpc/codes"
 )
 
@@ -50,16 +51,7 @@ func (w *ringWatch) check(v p4rt.View) {
 	if w.violation != nil {
 		return
 	}
-	tr, err := bmv2.NewTranslator(v.Schema())
-	if err != nil {
-		w.violation = err
-		return
-	}
-	tabs := bmv2.Tables{}
-	for _, n := range []string{"vip_port", "vip_proto", "vip_addr", "service", "ring", "backend"} {
-		tabs[n] = v.Entries(n)
-	}
-	ir, err := tr.IR(tabs, nil)
+	ir, err := readback.IR(v)
 	if err != nil {
 		w.violation = err
 		return
@@ -437,15 +429,7 @@ func activeRingsOf(t *testing.T, v p4rt.View) map[uint32][]uint32 {
 // irOfView is what the server holds, read as the target reads it back.
 func irOfView(t *testing.T, v p4rt.View) *compiler.IR {
 	t.Helper()
-	tr, err := bmv2.NewTranslator(v.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tabs := bmv2.Tables{}
-	for _, n := range []string{"vip_port", "vip_proto", "vip_addr", "service", "ring", "backend"} {
-		tabs[n] = v.Entries(n)
-	}
-	ir, err := tr.IR(tabs, nil)
+	ir, err := readback.IR(v)
 	if err != nil {
 		t.Fatal(err)
 	}

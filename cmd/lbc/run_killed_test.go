@@ -12,8 +12,8 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/internal/clihelp/clihelptest"
-	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
+	"github.com/lbc-dev/lbc/testbench/p4rt/readback"
 )
 
 // activeRings records, after every update the switch applies, the ring
@@ -27,16 +27,7 @@ type activeRings struct {
 
 func (a *activeRings) check(t *testing.T) func(v p4rt.View) {
 	return func(v p4rt.View) {
-		tr, err := bmv2.NewTranslator(v.Schema())
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		tabs := bmv2.Tables{}
-		for _, n := range []string{"vip_port", "vip_proto", "vip_addr", "service", "ring", "backend"} {
-			tabs[n] = v.Entries(n)
-		}
-		ir, err := tr.IR(tabs, nil)
+		ir, err := readback.IR(v)
 		if err != nil {
 			t.Error(err)
 			return
@@ -59,19 +50,11 @@ func (a *activeRings) check(t *testing.T) func(v p4rt.View) {
 func readIR(t *testing.T, srv *p4rt.Server) *compiler.IR {
 	t.Helper()
 	var ir *compiler.IR
-	srv.Snapshot(func(v p4rt.View) {
-		tr, err := bmv2.NewTranslator(v.Schema())
-		if err != nil {
-			t.Fatal(err)
-		}
-		tabs := bmv2.Tables{}
-		for _, n := range []string{"vip_port", "vip_proto", "vip_addr", "service", "ring", "backend"} {
-			tabs[n] = v.Entries(n)
-		}
-		if ir, err = tr.IR(tabs, nil); err != nil {
-			t.Fatal(err)
-		}
-	})
+	var err error
+	srv.Snapshot(func(v p4rt.View) { ir, err = readback.IR(v) })
+	if err != nil {
+		t.Fatal(err)
+	}
 	return ir
 }
 

@@ -51,6 +51,20 @@ func runOnSwitch(t *testing.T, addr string) (string, *syncWriter) {
 // waitRunHealthz polls /healthz until it answers code, within budget.
 func waitRunHealthz(t *testing.T, base string, code int, done <-chan error, logs *syncWriter) time.Duration {
 	t.Helper()
+	return pollHealthz(t, func() (int, string, error) {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return 0, "", err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Status, nil
+	}, code, done, logs)
+}
+
+// pollHealthz calls get until it answers code, within budget; lbc run
+// ending meanwhile (done) fails the test.
+func pollHealthz(t *testing.T, get func() (int, string, error), code int, done <-chan error, logs *syncWriter) time.Duration {
+	t.Helper()
 	start := time.Now()
 	deadline := start.Add(budget(t))
 	last := ""
@@ -60,20 +74,15 @@ func waitRunHealthz(t *testing.T, base string, code int, done <-chan error, logs
 			t.Fatalf("lbc run returned %v\n%s", err, logs.String())
 		default:
 		}
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			var b strings.Builder
-			_, _ = fmt.Fprint(&b, resp.Status)
-			resp.Body.Close()
-			last = b.String()
-			if resp.StatusCode == code {
-				return time.Since(start)
-			}
+		c, body, err := get()
+		if err == nil && c == code {
+			return time.Since(start)
 		}
+		last = fmt.Sprintf("%d %q %v", c, body, err)
 		if time.Now().After(deadline) {
 			t.Fatalf("/healthz never answered %d (last: %s)\n%s", code, last, logs.String())
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -144,14 +153,7 @@ func TestRunRecoversFromSwitchRestart(t *testing.T) {
 
 	srv.Stop()
 	t.Logf("switch gone → /healthz 503 in %v", waitRunHealthz(t, base, http.StatusServiceUnavailable, nil, logs))
-	srv2, err := p4rt.New(p4rt.Options{DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv2.StartAgain(addr); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv2.Stop)
+	emptySwitchAt(t, addr)
 	t.Logf("switch back → /healthz 200 in %v", waitRunHealthz(t, base, http.StatusOK, nil, logs))
 	if after := checkServed(t, base, addr, logs); after != before {
 		t.Fatalf("after the restart the switch holds %s, before %s", after, before)
@@ -291,14 +293,7 @@ func TestRunWaitsForSwitch(t *testing.T) {
 		if code, _ := getBody(t, r.base+controller.StatusPath); code != http.StatusServiceUnavailable {
 			t.Fatalf("/v1/status while waiting: %d, want 503", code)
 		}
-		srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.StartAgain(addr); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.Stop)
+		emptySwitchAt(t, addr)
 		t.Logf("switch up → /healthz 200 in %v", waitRunHealthz(t, r.base, http.StatusOK, r.done, r.logs))
 		checkServed(t, r.base, addr, r.logs)
 		logs := r.logs.String()
@@ -333,4 +328,20 @@ func TestRunWaitsForSwitch(t *testing.T) {
 			t.Fatalf("lbc run stopped while waiting: %v, want nil\n%s", err, r.logs.String())
 		}
 	})
+}
+
+// emptySwitchAt serves the in-process P4Runtime server, with no pipeline,
+// on addr (a switch started, or restarted empty, there) until the test
+// ends.
+func emptySwitchAt(t *testing.T, addr string) *p4rt.Server {
+	t.Helper()
+	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.StartAgain(addr); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/lbc-dev/lbc/controller"
@@ -84,25 +84,7 @@ func startRunInNetns(t *testing.T, ns string, enter []string, args ...string) *r
 // waitHealthz polls /healthz until it answers code.
 func (r *runInNetns) waitHealthz(t *testing.T, code int) time.Duration {
 	t.Helper()
-	start := time.Now()
-	deadline := start.Add(budget(t))
-	last := ""
-	for {
-		select {
-		case err := <-r.done:
-			t.Fatalf("lbc run exited: %v\n%s", err, r.logs.String())
-		default:
-		}
-		c, body, err := nsHTTP(r.ns, r.base+"/healthz")
-		if err == nil && c == code {
-			return time.Since(start)
-		}
-		last = fmt.Sprintf("%d %q %v", c, body, err)
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz never answered %d (last: %s)\n%s", code, last, r.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return pollHealthz(t, func() (int, string, error) { return nsHTTP(r.ns, r.base+"/healthz") }, code, r.done, r.logs)
 }
 
 func (r *runInNetns) status(t *testing.T) controller.Status {
@@ -198,7 +180,7 @@ func TestRunReattachesXDP(t *testing.T) {
 
 			tc.fault(t, set, ns, pins)
 			if tc.foreign {
-				l := attachPass(t, ns)
+				l, _ := attachPass(t, ns)
 				code, body := 0, ""
 				deadline := time.Now().Add(budget(t))
 				for code != http.StatusServiceUnavailable || !strings.Contains(body, "not lbc's") {
@@ -245,8 +227,9 @@ func removeAll(t *testing.T, _ *netns.Set, _, pins string) {
 }
 
 // attachPass attaches an XDP_PASS program to nc0 in ns, as another tool
-// would; the caller closes the link to remove it.
-func attachPass(t *testing.T, ns string) link.Link {
+// would, and returns its link (closing it removes the program; the test's
+// end does) and the program's ID.
+func attachPass(t *testing.T, ns string) (link.Link, ebpf.ProgramID) {
 	t.Helper()
 	dp, err := fallback.Load(fallback.LoadOptions{})
 	if err != nil {
@@ -265,5 +248,10 @@ func attachPass(t *testing.T, ns string) link.Link {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	return l
+	info, err := dp.Pass.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := info.ID()
+	return l, id
 }
