@@ -550,6 +550,31 @@ func (ts *target) read(ctx context.Context) (*compiler.IR, error) {
 	return ts.t.Read(ctx)
 }
 
+// readWhileSession reads the target back, cut short if its session
+// (Arbitrated) changes meanwhile: a switch cut off silently holds a read
+// until the connection closes, and the loop would not see the heartbeat's
+// verdict until then. moved says that happened.
+func (ts *target) readWhileSession(ctx context.Context) (ir *compiler.IR, moved bool, err error) {
+	if ts.arb == nil {
+		ir, err = ts.read(ctx)
+		return ir, false, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changes := ts.arb.MastershipChanges()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-changes:
+			cancel()
+		case <-done:
+		}
+	}()
+	ir, err = ts.read(rctx)
+	return ir, err != nil && rctx.Err() != nil && ctx.Err() == nil, err
+}
+
 func (ts *target) ensureProgram(ctx context.Context) (bool, error) {
 	pk, ok := ts.t.(ProgramKeeper)
 	if !ok {

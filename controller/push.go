@@ -225,11 +225,20 @@ func (c *Controller) verify(ctx context.Context) bool {
 		if ts.held == nil || (ts.arb != nil && !ts.st.Primary) {
 			continue
 		}
-		got, err := ts.read(ctx)
+		got, moved, err := ts.readWhileSession(ctx)
 		if err != nil && ctx.Err() != nil {
 			// The controller is stopping (SIGTERM) and cut the read
 			// short: nothing failed, and nothing is to repair.
 			return false
+		}
+		if err != nil && moved {
+			// The session with the switch ended (or changed hands)
+			// during the read, which it cut short: the update that
+			// follows says so, and reads the switch back once it is
+			// back.
+			drifted = true
+			ts.held = nil
+			continue
 		}
 		if err != nil {
 			c.m.error("read")
