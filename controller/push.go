@@ -238,6 +238,7 @@ func (c *Controller) verify(ctx context.Context) bool {
 			// back.
 			drifted = true
 			ts.held = nil
+			ts.st.LastError = fmt.Sprintf("read back cut short: the session with the switch ended (%v)", err)
 			continue
 		}
 		if err != nil {
