@@ -432,19 +432,42 @@ func (c *Controller) load() (*compiler.Config, [32]byte, error) {
 			return nil, [32]byte{}, err
 		}
 	}
-	sum := sha256.Sum256(data)
-	dec, err := compiler.Load(c.opts.ConfigPath, data)
+	dec, err := decodeConfig(c.opts.ConfigPath, data)
 	if err != nil {
-		var ps compiler.Problems
-		if errors.As(err, &ps) {
-			return nil, sum, fmt.Errorf("%s: %d problem(s):\n%s", c.opts.ConfigPath, len(ps), ps.Error())
-		}
-		return nil, sum, err
+		return nil, sha256.Sum256(data), err
 	}
 	for _, w := range dec.Warnings.Summary(20) {
 		c.log.Warn("configuration warning", "problem", w)
 	}
-	return dec.Config, sum, nil
+	return dec.Config, sha256.Sum256(data), nil
+}
+
+// decodeConfig loads and validates a configuration, every problem in
+// the error.
+func decodeConfig(path string, data []byte) (*compiler.Decoded, error) {
+	dec, err := compiler.Load(path, data)
+	if err != nil {
+		var ps compiler.Problems
+		if errors.As(err, &ps) {
+			return nil, fmt.Errorf("%s: %d problem(s):\n%s", path, len(ps), ps.Error())
+		}
+		return nil, err
+	}
+	return dec, nil
+}
+
+// CheckConfig reports what Run would reject in the configuration at path
+// (data, when not nil, is its content): `lbc run` checks it before it
+// waits for a switch, so that a file that can never work fails at once.
+func CheckConfig(path string, data []byte) error {
+	if data == nil {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return err
+		}
+	}
+	_, err := decodeConfig(path, data)
+	return err
 }
 
 // fileChanged reports whether the configuration file differs from the
@@ -529,6 +552,31 @@ func (ts *target) read(ctx context.Context) (*compiler.IR, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return ts.t.Read(ctx)
+}
+
+// readWhileSession reads the target back, cut short if its session
+// (Arbitrated) changes meanwhile: a switch cut off silently holds a read
+// until the connection closes, and the loop would not see the heartbeat's
+// verdict until then. moved says that happened.
+func (ts *target) readWhileSession(ctx context.Context) (ir *compiler.IR, moved bool, err error) {
+	if ts.arb == nil {
+		ir, err = ts.read(ctx)
+		return ir, false, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changes := ts.arb.MastershipChanges()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-changes:
+			cancel()
+		case <-done:
+		}
+	}()
+	ir, err = ts.read(rctx)
+	return ir, err != nil && rctx.Err() != nil && ctx.Err() == nil, err
 }
 
 func (ts *target) ensureProgram(ctx context.Context) (bool, error) {

@@ -102,7 +102,7 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 			return fmt.Errorf("target %s: %w", name, err)
 		}
 		if loaded {
-			c.log.Warn("the target had lost lbc's program (restarted?): loaded it again; writing every table", "target", name, "trigger", why)
+			c.log.Warn("the target had lost lbc's program (a switch restarted empty, an XDP program detached): gave it again; reading it back and writing what it lacks", "target", name, "trigger", why)
 			// What a diff does not carry (tunnel sources, MTU) is gone
 			// too: commit it again after this push.
 			c.committed = nil
@@ -228,11 +228,21 @@ func (c *Controller) verify(ctx context.Context) bool {
 		if ts.held == nil || (ts.arb != nil && !ts.st.Primary) {
 			continue
 		}
-		got, err := ts.read(ctx)
+		got, moved, err := ts.readWhileSession(ctx)
 		if err != nil && ctx.Err() != nil {
 			// The controller is stopping (SIGTERM) and cut the read
 			// short: nothing failed, and nothing is to repair.
 			return false
+		}
+		if err != nil && moved {
+			// The session with the switch ended (or changed hands)
+			// during the read, which it cut short: the update that
+			// follows says so, and reads the switch back once it is
+			// back.
+			drifted = true
+			ts.held = nil
+			ts.st.LastError = fmt.Sprintf("read back cut short: the session with the switch ended (%v)", err)
+			continue
 		}
 		if err != nil {
 			c.m.error("read")
