@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
@@ -554,29 +555,56 @@ func (ts *target) read(ctx context.Context) (*compiler.IR, error) {
 	return ts.t.Read(ctx)
 }
 
-// readWhileSession reads the target back, cut short if its session
-// (Arbitrated) changes meanwhile: a switch cut off silently holds a read
-// until the connection closes, and the loop would not see the heartbeat's
-// verdict until then. moved says that happened.
-func (ts *target) readWhileSession(ctx context.Context) (ir *compiler.IR, moved bool, err error) {
+// whileSession returns a context for work on ts (a read-back, a push)
+// that is cancelled when its session (Arbitrated) ends or changes hands
+// meanwhile: a switch cut off silently holds an RPC in flight until the
+// connection closes (gRPC keepalive: ≈ 12 s), and the loop, with the
+// heartbeat's verdict (/healthz, the withdrawal), would wait for it. end
+// releases the context and reports whether the session moved. A target
+// without sessions gets ctx itself.
+func (ts *target) whileSession(ctx context.Context) (wctx context.Context, end func() (moved bool)) {
 	if ts.arb == nil {
-		ir, err = ts.read(ctx)
-		return ir, false, err
+		return ctx, func() bool { return false }
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	wctx, cancel := context.WithCancel(ctx)
+	// The signal first, then the state it guards: no change falls between.
 	changes := ts.arb.MastershipChanges()
-	done := make(chan struct{})
-	defer close(done)
+	_, term, _ := ts.arb.Mastership()
+	same := func() bool {
+		primary, now, lost := ts.arb.Mastership()
+		return primary && lost == nil && now == term
+	}
+	var moved atomic.Bool
+	if !same() {
+		moved.Store(true)
+		cancel()
+		return wctx, func() bool { return true }
+	}
+	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
-		select {
-		case <-changes:
-			cancel()
-		case <-done:
+		defer close(stopped)
+		for {
+			select {
+			case <-changes:
+				// Not every signal is a loss (a server may repeat its
+				// arbitration answer): look.
+				changes = ts.arb.MastershipChanges()
+				if !same() {
+					moved.Store(true)
+					cancel()
+					return
+				}
+			case <-done:
+				return
+			}
 		}
 	}()
-	ir, err = ts.read(rctx)
-	return ir, err != nil && rctx.Err() != nil && ctx.Err() == nil, err
+	return wctx, func() bool {
+		close(done)
+		<-stopped
+		cancel()
+		return moved.Load()
+	}
 }
 
 func (ts *target) ensureProgram(ctx context.Context) (bool, error) {
