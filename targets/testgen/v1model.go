@@ -1,0 +1,388 @@
+package testgen
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/p4/stf"
+	"github.com/lbc-dev/lbc/runtime"
+	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/targets/bmv2"
+	bmv2live "github.com/lbc-dev/lbc/targets/bmv2/live"
+	"github.com/lbc-dev/lbc/targets/sim"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+)
+
+// Outcome is what a switch does with one frame: a frame out of a port,
+// or a drop.
+type Outcome struct {
+	Drop  bool
+	Port  int
+	Frame []byte
+}
+
+func (o Outcome) String() string {
+	if o.Drop {
+		return "drop"
+	}
+	return fmt.Sprintf("port %d: %x", o.Port, o.Frame)
+}
+
+// route is a forward entry (or default action): where set_next_hop sends
+// a packet and the destination MAC it writes.
+type route struct {
+	prefix [16]byte
+	plen   int
+	port   int
+	dmac   [6]byte
+}
+
+// V1Model is sim-p4 with the switch around it: p4/lb.p4's behaviour on a
+// frame as lbc's models predict it. The decision (not ours, fallback,
+// drop, or which backend) is the reference datapath's (sim.Datapath with
+// bmv2live.SimOptions: lb.p4's register conntrack, P4 fallback
+// semantics) on the IR lbc reads back from the test's entries
+// (bmv2.Translator.IR). The frame it implies is rendered from the tables
+// the IR does not hold, as lbc programs them and docs/p4.md describes
+// them: the forward table (LPM on the destination, or on the backend's
+// address for what is encapsulated) gives the port and next-hop MAC, the
+// fallback table the fallback port, tunnel_source the outer source.
+type V1Model struct {
+	ir       *compiler.IR
+	dp       *sim.Datapath
+	routes   []route
+	defRoute *route // forward's default action; nil is no_route (a drop)
+	fallback int    // -1: no_fallback (a drop)
+	mtu      uint16 // egress_mtu's mtu, as the switch holds it
+	// domain lists why the entries hold what no compiler output holds.
+	domain []string
+}
+
+// Entry sets of lb.p4 (P4Info aliases) the IR does not hold.
+const (
+	tForward      = "forward"
+	tFallback     = "fallback"
+	tEgressMTU    = "egress_mtu"
+	tTunnelSource = "tunnel_source"
+)
+
+// NewV1Model builds the model's state from a test's entries: the P4Info
+// s must be lb.p4's.
+func NewV1Model(s *runtime.Schema, t *stf.Test) (*V1Model, error) {
+	entries, defaults, err := Entries(s, t)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := bmv2.NewTranslator(s)
+	if err != nil {
+		return nil, err
+	}
+	m := &V1Model{fallback: -1, mtu: compiler.DefaultMTU}
+	tabs := bmv2.Tables{}
+	var tunnel, mtu *p4v1.TableEntry
+	var ring0 []string
+	for _, e := range entries {
+		d, err := s.Decode(e)
+		if err != nil {
+			return nil, err
+		}
+		if d.Table == tForward {
+			r, err := nextHop(d)
+			if err != nil {
+				return nil, err
+			}
+			copy(r.prefix[:], runtime.Pad(d.Key["dst_addr"], 16))
+			r.plen = int(d.Prefix["dst_addr"])
+			m.routes = append(m.routes, r)
+			continue
+		}
+		if d.Table == "ring" && d.Uint("backend_id") == 0 {
+			// The read-back cannot tell it from an unset slot.
+			ring0 = append(ring0, fmt.Sprintf("ring slot %d of service %d holds backend 0 (IDs start at 1; 0 is the IR's unset slot)", d.Uint("slot"), d.Uint("service_id")))
+		}
+		tabs[d.Table] = append(tabs[d.Table], e)
+	}
+	for _, e := range defaults {
+		d, err := s.Decode(e)
+		if err != nil {
+			return nil, err
+		}
+		switch d.Table {
+		case tForward:
+			if d.Action == "set_next_hop" {
+				r, err := nextHop(d)
+				if err != nil {
+					return nil, err
+				}
+				m.defRoute = &r
+			}
+		case tFallback:
+			if d.Action == "set_fallback_port" {
+				m.fallback = int(d.Uint("port"))
+			}
+		case tEgressMTU:
+			mtu = e
+			m.mtu = uint16(d.Uint("mtu"))
+		case tTunnelSource:
+			tunnel = e
+		default:
+			return nil, fmt.Errorf("setdefault %s: lb.p4's table has a const default action", d.Table)
+		}
+	}
+	if m.ir, err = tr.IR(tabs, tunnel); err != nil {
+		return nil, err
+	}
+	if mtu != nil {
+		m.ir.MTU = tr.MTU(mtu)
+	}
+	m.domain = append(ring0, domainOf(m.ir, m.mtu)...)
+	o, err := bmv2live.SimOptions(nil)
+	if err != nil {
+		return nil, err
+	}
+	o.Name = "sim-p4"
+	m.dp = sim.New(o)
+	ctx := context.Background()
+	if _, err := m.dp.Apply(ctx, compiler.DiffIR(&compiler.IR{}, m.ir)); err != nil {
+		return nil, err
+	}
+	if err := m.dp.Commit(m.ir); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func nextHop(d *runtime.Decoded) (route, error) {
+	var r route
+	switch d.Action {
+	case "set_next_hop":
+		r.port = int(d.Uint("port"))
+		copy(r.dmac[:], runtime.Pad(d.Params["dmac"], 6))
+	case "no_route":
+		r.port = -1
+	default:
+		return r, fmt.Errorf("forward: unknown action %q", d.Action)
+	}
+	return r, nil
+}
+
+// domainOf lists what the IR holds that lbc's compiler never writes;
+// P4Testgen writes any value a table accepts (lb.p4 declares no entry
+// restrictions), and the model is only claimed for what lbc programs.
+func domainOf(ir *compiler.IR, mtu uint16) []string {
+	var out []string
+	valid := func(k compiler.TupleKind, none bool) bool {
+		return k == compiler.Tuple2 || k == compiler.Tuple3 || k == compiler.Tuple5 || (none && k == compiler.TupleNone)
+	}
+	x := ir.Index()
+	for _, v := range ir.VIPs {
+		if x.Service(v.ServiceID) == nil {
+			out = append(out, fmt.Sprintf("VIP %v (%s) points at service %d, which has no service row (lbc writes a service before its VIPs, and deletes VIPs first)", v.Key.VIP, v.Key.Kind, v.ServiceID))
+		}
+		if v.Key.Kind == compiler.MatchPort && v.Key.Port == 0 {
+			out = append(out, fmt.Sprintf("VIP %v port 0 (service ports are 1..65535)", v.Key.VIP))
+		}
+	}
+	for _, s := range ir.Services {
+		for _, c := range []compiler.Class{compiler.ClassTCP, compiler.ClassUDP} {
+			p := s.Classes[c]
+			if !valid(p.Affinity, false) || !valid(p.Track, true) {
+				out = append(out, fmt.Sprintf("service %d: %s affinity %d, track %d (the compiler writes tuple kinds 2, 3, 5, and 0 for an untracked class)", s.ID, c, p.Affinity, p.Track))
+			}
+		}
+		if s.RingSize == 0 && !s.NoBackends {
+			out = append(out, fmt.Sprintf("service %d: ring size 0 with backends", s.ID))
+		}
+	}
+	for _, b := range ir.Backends {
+		if b.ID == 0 {
+			out = append(out, "backend ID 0 (IDs start at 1; 0 is the ring's unset slot)")
+		}
+		if !b.IP.IsValid() || b.IP.IsUnspecified() {
+			out = append(out, fmt.Sprintf("backend %d: address %v (a backend has an address)", b.ID, b.IP))
+		}
+	}
+	if mtu == 0 {
+		out = append(out, "egress MTU 0 (lbc writes 1500 for an unset MTU)")
+	}
+	return out
+}
+
+// Domain reports why a test is outside what the model claims, "" when it
+// is inside: entries lbc never writes, or a frame targets.Packet cannot
+// express. A test outside the domain is still run on BMv2.
+func (m *V1Model) Domain(port int, data []byte) string {
+	if len(m.domain) > 0 {
+		return m.domain[0]
+	}
+	f := parseFrame(data)
+	if f.domain != "" {
+		return f.domain
+	}
+	if !f.parserError && !f.ip {
+		return "not an IP packet: the model decides IP packets (targets.Packet); lb.p4 routes anything else by the forward entry for address 0"
+	}
+	return ""
+}
+
+// Run returns what the switch does with data arriving on port, as the
+// model predicts it, with the model's verdict. domain is non-empty when
+// the test lies outside the model's claim (see Domain); the outcome is
+// then not the model's.
+func (m *V1Model) Run(port int, data []byte) (o Outcome, v targets.Verdict, domain string, err error) {
+	if domain = m.Domain(port, data); domain != "" {
+		return Outcome{}, v, domain, nil
+	}
+	f := parseFrame(data)
+	if f.parserError {
+		// targets.DropMalformed: truncated headers are dropped.
+		return Outcome{Drop: true}, targets.Verdict{Action: targets.Drop, DropReason: targets.DropMalformed}, "", nil
+	}
+	v, err = m.dp.Process(context.Background(), f.pkt, time.Second)
+	if err != nil {
+		// The sim refuses a ring slot that is unset or names a backend
+		// the table lacks: lbc writes every slot of a ring it flips to.
+		return Outcome{}, v, fmt.Sprintf("the IR is incomplete where this packet looks: %v", err), nil
+	}
+	switch v.Action {
+	case targets.Drop:
+		return Outcome{Drop: true}, v, "", nil
+	case targets.Fallback:
+		if m.fallback < 0 {
+			return Outcome{Drop: true}, v, "", nil
+		}
+		return Outcome{Port: m.fallback, Frame: data}, v, "", nil
+	case targets.NotOurs:
+		return m.route(f.dst, data), v, "", nil
+	case targets.Forward:
+		svc, be := m.ir.Service(v.ServiceID), m.ir.Backend(v.BackendID)
+		if svc == nil || be == nil {
+			return Outcome{}, v, "", fmt.Errorf("the model forwarded to service %d backend %d, which the IR does not hold", v.ServiceID, v.BackendID)
+		}
+		if d := m.lengthDomain(f, be); d != "" {
+			return Outcome{}, v, d, nil
+		}
+		addr := be.IP.As16() // an IPv4 backend as ::ffff:a.b.c.d, as the table holds it
+		if svc.Encap == compiler.EncapKindL2DSR {
+			o := m.route(addr, data)
+			if !o.Drop {
+				copy(o.Frame[0:6], be.MAC[:])
+			}
+			return o, v, "", nil
+		}
+		return m.route(addr, m.encap(f, be)), v, "", nil
+	}
+	return Outcome{}, v, "", fmt.Errorf("model verdict %s: not one a P4 switch gives", v)
+}
+
+// lengthDomain: the model's R-MTU decision counts the datagram's length
+// as targets.Packet.IPLen, the program as the IP header says. When the two
+// differ and the MTU would tell them apart, the frame is outside what
+// targets.Packet expresses.
+func (m *V1Model) lengthDomain(f frame, be *compiler.BackendRow) string {
+	model := f.pkt.IPLen()
+	if model == int(f.innerLen) {
+		return ""
+	}
+	over := 40
+	if be.IP.Unmap().Is4() {
+		over = 20
+	}
+	mtu := int(m.mtu)
+	if (model+over > mtu) != (int(f.innerLen)+over > mtu) {
+		return fmt.Sprintf("IP length %d in the header, %d as targets.Packet counts it (headers and PayloadLen ≥ 1, an ICMP error's 8-byte quote): R-MTU with MTU %d tells them apart", f.innerLen, model, mtu)
+	}
+	return ""
+}
+
+// route applies the forward table to a frame routed on addr.
+func (m *V1Model) route(addr [16]byte, data []byte) Outcome {
+	best := m.defRoute
+	for i := range m.routes {
+		r := &m.routes[i]
+		if prefixMatch(r.prefix, addr, r.plen) && (best == m.defRoute || r.plen > best.plen) {
+			best = r
+		}
+	}
+	if best == nil || best.port < 0 {
+		return Outcome{Drop: true}
+	}
+	out := append([]byte(nil), data...)
+	copy(out[0:6], best.dmac[:])
+	return Outcome{Port: best.port, Frame: out}
+}
+
+func prefixMatch(p, a [16]byte, n int) bool {
+	for i := 0; i < n; i++ {
+		if (p[i/8]>>(7-i%8))&1 != (a[i/8]>>(7-i%8))&1 {
+			return false
+		}
+	}
+	return true
+}
+
+// encap builds the IP-in-IP frame lb.p4 sends to backend be: the outer
+// header after the Ethernet header (and 802.1Q tag), whose ethertype it
+// replaces, and the packet as it came.
+func (m *V1Model) encap(f frame, be *compiler.BackendRow) []byte {
+	inner := f.raw[f.l3:]
+	proto := byte(compiler.IPProtoIPIP)
+	if !f.v4 {
+		proto = compiler.IPProtoIPv6
+	}
+	var outer []byte
+	et := uint16(etherIPv6)
+	if ip := be.IP.Unmap(); ip.Is4() {
+		et = etherIPv4
+		h := make([]byte, 20)
+		h[0], h[8], h[9] = 0x45, 64, proto
+		binary.BigEndian.PutUint16(h[2:], f.innerLen+20)
+		src := m.ir.TunnelSource4
+		if src.IsValid() {
+			copy(h[12:16], src.AsSlice())
+		}
+		copy(h[16:20], ip.AsSlice())
+		binary.BigEndian.PutUint16(h[10:], ipChecksum(h))
+		outer = h
+	} else {
+		h := make([]byte, 40)
+		h[0], h[6], h[7] = 0x60, proto, 64
+		binary.BigEndian.PutUint16(h[4:], f.innerLen)
+		if src := m.ir.TunnelSource6; src.IsValid() {
+			a := src.As16()
+			copy(h[8:24], a[:])
+		}
+		a := ip.As16()
+		copy(h[24:40], a[:])
+		outer = h
+	}
+	out := append([]byte(nil), f.raw[:f.l3]...)
+	binary.BigEndian.PutUint16(out[f.etherOff:], et)
+	out = append(out, outer...)
+	return append(out, inner...)
+}
+
+func ipChecksum(h []byte) uint16 {
+	var sum uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(h[i:]))
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
+}
+
+// Agrees reports whether a predicted outcome is what a test expects.
+func Agrees(t *stf.Test, o Outcome) bool {
+	if t.Drop() {
+		return o.Drop
+	}
+	if o.Drop || len(t.Expects) != 1 {
+		return false
+	}
+	return t.Expects[0].Matches(o.Port, o.Frame)
+}
