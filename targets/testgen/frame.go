@@ -32,7 +32,7 @@ type frame struct {
 	parserError bool
 	// ip: an IPv4 or IPv6 header was parsed; otherwise the frame is
 	// routed on address 0 (meta.fwd_addr is never set).
-	ip, v4 bool
+	ip, v4   bool
 	l3       int    // offset of the IP header
 	etherOff int    // offset of the ethertype the outer header replaces
 	innerLen uint16 // what the program calls the IP datagram's length: IPv4 total_len, IPv6 payload_len + 40
