@@ -4,7 +4,7 @@
 
 GO ?= go
 
-.PHONY: all build test bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake soak
+.PHONY: all build test bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake soak testgen check-generated-testgen
 
 # make (make build): the two binaries, ./lbc and ./lbc-testbench, at the root
 # of the tree (git ignores them). go install ./cmd/... puts them in
@@ -26,7 +26,7 @@ test:
 bpf:
 	cd fallback && BPF2GO_OUT=. $(GO) generate ./
 
-check-generated: check-generated-bpf check-generated-p4 check-generated-p4-tna
+check-generated: check-generated-bpf check-generated-p4 check-generated-p4-tna check-generated-testgen
 
 check-generated-bpf:
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
@@ -131,6 +131,50 @@ check-generated-p4-tna:
 	done; \
 	for f in resources-tofino.txt tofino2/resources-tofino2.txt; do \
 		cmp -s $$tmp/$$f p4/tna/build/$$f || { echo "p4/tna/build/$$f differs from what 'make p4-tna' generates; run make p4-tna and commit"; diff $$tmp/$$f p4/tna/build/$$f | head -5; status=1; }; \
+	done; exit $$status
+
+# P4Testgen tests (issue 21; docs/tofino.md, "Generated tests"): STF tests
+# of p4/lb.p4 (BMv2) and p4/tna/lb.p4 (Tofino 1 and 2), committed under
+# TESTGEN_OUT/<target>, with the command in each directory's COMMAND and
+# the coverage p4testgen reported. targets/testgen runs them in go test
+# (sim-p4 and live BMv2 for v1model). The tests are the same for the same
+# seed; the "Date generated" line is dropped so that they compare. A
+# target whose generation fails replaces nothing. Skipped with the reason
+# when p4testgen is absent (docs/toolchain.md builds it).
+P4TESTGEN ?= p4testgen
+TESTGEN_OUT ?= targets/testgen/testdata
+TESTGEN_SEED ?= 1000
+TESTGEN_MAX ?= 200
+# Input frames of 14 to 1,500 bytes (in bits), on the live switch's ports
+# 1-3 (targets/bmv2/live), statement coverage tracked, only tests that add
+# coverage kept, the statement-coverage-greedy path selection.
+TESTGEN_FLAGS ?= --test-backend STF --seed $(TESTGEN_SEED) --max-tests $(TESTGEN_MAX) --packet-size-range 112:12000 \
+	--port-ranges 1:3 --track-coverage STATEMENTS --only-covering-tests --path-selection GREEDY_STATEMENT_SEARCH
+TESTGEN_SPECS ?= bmv2:v1model:p4/lb.p4 tofino:tna:p4/tna/lb.p4 tofino2:t2na:p4/tna/lb.p4
+testgen:
+	@command -v $(P4TESTGEN) >/dev/null || { echo "testgen: $(P4TESTGEN) not on PATH; skipped (docs/toolchain.md builds it)"; exit 0; }; \
+	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	for spec in $(TESTGEN_SPECS); do \
+		target=$${spec%%:*}; rest=$${spec#*:}; arch=$${rest%%:*}; src=$${rest#*:}; \
+		out=$$tmp/$$target; mkdir -p $$out; \
+		cmd="$(P4TESTGEN) --target $$target --arch $$arch $(TESTGEN_FLAGS) --out-dir OUT $$src"; \
+		echo "testgen: $$target ($$arch)"; \
+		if ! $(P4TESTGEN) --target $$target --arch $$arch $(TESTGEN_FLAGS) --out-dir $$out $$src >$$tmp/$$target.log 2>&1; then \
+			tail -20 $$tmp/$$target.log; echo "testgen: $$target: p4testgen failed; $(TESTGEN_OUT)/$$target left as it was"; continue; fi; \
+		for f in $$out/*.stf; do sed -i '/^# Date generated:/d' $$f; done; \
+		{ echo "$$cmd" | sed 's/  */ /g'; echo "p4testgen $$($(P4TESTGEN) --version 2>&1 | tail -1)"; \
+		  grep -i -E 'coverage' $$tmp/$$target.log | tail -3; } > $$out/COMMAND; \
+		rm -rf $(TESTGEN_OUT)/$$target; mkdir -p $(TESTGEN_OUT)/$$target; cp $$out/*.stf $$out/COMMAND $(TESTGEN_OUT)/$$target/; \
+		echo "testgen: $$target: $$(ls $$out/*.stf | wc -l) tests in $(TESTGEN_OUT)/$$target"; \
+	done
+
+check-generated-testgen:
+	@command -v $(P4TESTGEN) >/dev/null || { echo "check-generated-testgen: $(P4TESTGEN) not on PATH: $(TESTGEN_OUT) not regenerated (go test runs it as committed)"; exit 0; }; \
+	tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	$(MAKE) -s testgen TESTGEN_OUT=$$tmp >$$tmp/log 2>&1 || { cat $$tmp/log; exit 1; }; \
+	status=0; for spec in $(TESTGEN_SPECS); do target=$${spec%%:*}; \
+		[ -d $$tmp/$$target ] || { echo "$(TESTGEN_OUT)/$$target: not generated"; grep "$$target" $$tmp/log; status=1; continue; }; \
+		diff -r -q $$tmp/$$target $(TESTGEN_OUT)/$$target >/dev/null || { echo "$(TESTGEN_OUT)/$$target differs from what 'make testgen' generates; run make testgen and commit"; diff -r -q $$tmp/$$target $(TESTGEN_OUT)/$$target | head -5; status=1; }; \
 	done; exit $$status
 
 # Scenario testbench (root): run one scenario end to end and write its report.
