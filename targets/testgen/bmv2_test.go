@@ -34,7 +34,7 @@ func liveSwitch(t *testing.T) *bmv2live.Switch {
 // the live switch: each must do exactly what the test expects.
 func TestTestsOnBMv2(t *testing.T) {
 	sw := liveSwitch(t)
-	s := schema(t)
+	prog := v1model(t)
 	for _, dir := range []string{"testdata/handwritten", "testdata/bmv2"} {
 		names, tests, err := Load(dir)
 		if err != nil {
@@ -42,7 +42,7 @@ func TestTestsOnBMv2(t *testing.T) {
 		}
 		for i, tc := range tests {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			r, err := RunBMv2(ctx, sw, s, names[i], tc)
+			r, err := RunBMv2(ctx, sw, prog.Schema, names[i], tc)
 			cancel()
 			if err != nil {
 				t.Fatalf("%s: %v", dir, err)

@@ -11,7 +11,7 @@
 // the frame as the program's parser does into a targets.Packet, asks the
 // model (sim-p4: the reference datapath with lb.p4's register conntrack and
 // fallback semantics) for its verdict, and renders the verdict as the frame
-// the switch sends (V1Model.Run). Every test ends in an agreement, or in a
+// the switch sends (Model.Run). Every test ends in an agreement, or in a
 // Mismatch naming the test, the packet and both outcomes, or in a test
 // outside the model's domain with the reason (Domain): entries no compiler
 // output holds (P4Testgen writes any value a table accepts, and lb.p4 has

@@ -27,6 +27,7 @@ const (
 // frame is an input frame read as lb.p4's parser reads it.
 type frame struct {
 	raw []byte
+	tna bool
 	// parserError: a header the parser extracts runs past the frame's
 	// end (PacketTooShort): lb.p4 drops the packet as malformed.
 	parserError bool
@@ -43,10 +44,11 @@ type frame struct {
 	domain string
 }
 
-// parseFrame mirrors LbParser of p4/lb.p4 (ingress from a front-panel
-// port; the CPU port's packet_out path is not a test input here).
-func parseFrame(b []byte) frame {
-	f := frame{raw: b}
+// parseFrame mirrors LbParser of p4/lb.p4, or with tna LbIngressParser of
+// p4/tna/lb.p4 (ingress from a front-panel port; the CPU port's
+// packet_out path is not a test input here).
+func parseFrame(b []byte, tna bool) frame {
+	f := frame{raw: b, tna: tna}
 	need := func(off, n int) bool {
 		if off+n > len(b) {
 			f.parserError = true
@@ -93,7 +95,7 @@ func (f *frame) parseIPv4(off int, need func(int, int) bool) {
 	p.Proto, p.DF = proto, h[6]&0x40 != 0
 	if mf || fragOff != 0 {
 		p.Frag, p.FragID = fragKind(mf, fragOff), uint32(binary.BigEndian.Uint16(h[4:]))
-		if fragOff == 0 && ihl == 5 && (proto == compiler.IPProtoTCP || proto == compiler.IPProtoUDP) {
+		if !f.tna && fragOff == 0 && ihl == 5 && (proto == compiler.IPProtoTCP || proto == compiler.IPProtoUDP) {
 			f.parseL4(off+20, proto, need)
 		}
 		return
@@ -142,7 +144,7 @@ func (f *frame) parseIPv6(off int, need func(int, int) bool) {
 			// fragment; the model knows fragments by their kind.
 			p.Frag = targets.FragFirst
 		}
-		if fragOff == 0 && (p.Proto == compiler.IPProtoTCP || p.Proto == compiler.IPProtoUDP) {
+		if !f.tna && fragOff == 0 && (p.Proto == compiler.IPProtoTCP || p.Proto == compiler.IPProtoUDP) {
 			f.parseL4(off+48, p.Proto, need)
 		}
 	case compiler.IPProtoTCP, compiler.IPProtoUDP:

@@ -108,6 +108,6 @@ func TestParseFrameAsLbP4(t *testing.T) {
 			}
 		}},
 	} {
-		t.Run(c.name, func(t *testing.T) { c.check(t, parseFrame(mustHex(t, c.frame))) })
+		t.Run(c.name, func(t *testing.T) { c.check(t, parseFrame(mustHex(t, c.frame), false)) })
 	}
 }

@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite testdata/results-*.txt from thi
 // docs/tofino.md's table counts: a test that moves from agreeing to
 // outside the domain (or back) is a change to review, not noise.
 func TestGeneratedOnSimP4(t *testing.T) {
-	s := schema(t)
+	prog := v1model(t)
 	names, tests, err := Load("testdata/bmv2")
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +28,7 @@ func TestGeneratedOnSimP4(t *testing.T) {
 	var lines []string
 	agree, outside := 0, 0
 	for i, tc := range tests {
-		r, err := RunV1Model(s, names[i], tc)
+		r, err := RunModel(prog, names[i], tc)
 		if err != nil {
 			t.Fatal(err)
 		}

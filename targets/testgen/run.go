@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/lbc-dev/lbc/p4/stf"
-	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 )
 
@@ -16,7 +15,7 @@ import (
 type Result struct {
 	Name string
 	// Domain is non-empty when the test is outside what the model claims
-	// (V1Model.Domain): it is then not compared.
+	// (Model.Domain): it is then not compared.
 	Domain  string
 	Agree   bool
 	Want    string // the test's expectation
@@ -58,10 +57,10 @@ func Load(dir string) (names []string, tests []*stf.Test, err error) {
 	return names, tests, nil
 }
 
-// RunV1Model runs one test on sim-p4 (V1Model) with lb.p4's P4Info s.
-func RunV1Model(s *runtime.Schema, name string, t *stf.Test) (Result, error) {
+// RunModel runs one test on a program's model.
+func RunModel(prog Program, name string, t *stf.Test) (Result, error) {
 	r := Result{Name: name, Want: Want(t)}
-	m, err := NewV1Model(s, t)
+	m, err := NewModel(prog, t)
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", name, err)
 	}
@@ -94,13 +93,4 @@ func Want(t *stf.Test) string {
 		}
 	}
 	return b.String()
-}
-
-// V1ModelSchema is the P4Info of the committed lb.p4 build.
-func V1ModelSchema(p4info []byte) (*runtime.Schema, error) {
-	info, err := runtime.ParseP4Info(p4info)
-	if err != nil {
-		return nil, err
-	}
-	return runtime.NewSchema(info)
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
-	bmv2live "github.com/lbc-dev/lbc/targets/bmv2/live"
 	"github.com/lbc-dev/lbc/targets/sim"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 )
@@ -40,17 +39,19 @@ type route struct {
 	dmac   [6]byte
 }
 
-// V1Model is sim-p4 with the switch around it: p4/lb.p4's behaviour on a
-// frame as lbc's models predict it. The decision (not ours, fallback,
-// drop, or which backend) is the reference datapath's (sim.Datapath with
-// bmv2live.SimOptions: lb.p4's register conntrack, P4 fallback
-// semantics) on the IR lbc reads back from the test's entries
-// (bmv2.Translator.IR). The frame it implies is rendered from the tables
+// Model is a program's model with the switch around it: the program's
+// behaviour on a frame as lbc's models predict it. The decision (not
+// ours, fallback, drop, or which backend) is the reference datapath's
+// (Program.Sim: sim-p4 for lb.p4, sim.TNA's geometry for the TNA program;
+// both with P4 fallback semantics) on the IR lbc reads back from the
+// test's entries (bmv2.Translator.IR, which serves both programs: they
+// share table and action names). The frame it implies is rendered from the tables
 // the IR does not hold, as lbc programs them and docs/p4.md describes
 // them: the forward table (LPM on the destination, or on the backend's
 // address for what is encapsulated) gives the port and next-hop MAC, the
 // fallback table the fallback port, tunnel_source the outer source.
-type V1Model struct {
+type Model struct {
+	prog     Program
 	ir       *compiler.IR
 	dp       *sim.Datapath
 	routes   []route
@@ -69,9 +70,9 @@ const (
 	tTunnelSource = "tunnel_source"
 )
 
-// NewV1Model builds the model's state from a test's entries: the P4Info
-// s must be lb.p4's.
-func NewV1Model(s *runtime.Schema, t *stf.Test) (*V1Model, error) {
+// NewModel builds the model's state from a test's entries.
+func NewModel(prog Program, t *stf.Test) (*Model, error) {
+	s := prog.Schema
 	entries, defaults, err := Entries(s, t)
 	if err != nil {
 		return nil, err
@@ -80,7 +81,7 @@ func NewV1Model(s *runtime.Schema, t *stf.Test) (*V1Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &V1Model{fallback: -1, mtu: compiler.DefaultMTU}
+	m := &Model{prog: prog, fallback: -1, mtu: compiler.DefaultMTU}
 	tabs := bmv2.Tables{}
 	var tunnel, mtu *p4v1.TableEntry
 	var ring0 []string
@@ -138,12 +139,11 @@ func NewV1Model(s *runtime.Schema, t *stf.Test) (*V1Model, error) {
 	if mtu != nil {
 		m.ir.MTU = tr.MTU(mtu)
 	}
-	m.domain = append(ring0, domainOf(m.ir, m.mtu)...)
-	o, err := bmv2live.SimOptions(nil)
+	m.domain = append(ring0, domainOf(m.ir, m.mtu, prog.TNA)...)
+	o, err := prog.Sim()
 	if err != nil {
 		return nil, err
 	}
-	o.Name = "sim-p4"
 	m.dp = sim.New(o)
 	ctx := context.Background()
 	if _, err := m.dp.Apply(ctx, compiler.DiffIR(&compiler.IR{}, m.ir)); err != nil {
@@ -172,7 +172,7 @@ func nextHop(d *runtime.Decoded) (route, error) {
 // domainOf lists what the IR holds that lbc's compiler never writes;
 // P4Testgen writes any value a table accepts (lb.p4 declares no entry
 // restrictions), and the model is only claimed for what lbc programs.
-func domainOf(ir *compiler.IR, mtu uint16) []string {
+func domainOf(ir *compiler.IR, mtu uint16, tna bool) []string {
 	var out []string
 	valid := func(k compiler.TupleKind, none bool) bool {
 		return k == compiler.Tuple2 || k == compiler.Tuple3 || k == compiler.Tuple5 || (none && k == compiler.TupleNone)
@@ -196,6 +196,9 @@ func domainOf(ir *compiler.IR, mtu uint16) []string {
 		if s.RingSize == 0 && !s.NoBackends {
 			out = append(out, fmt.Sprintf("service %d: ring size 0 with backends", s.ID))
 		}
+		if tna && s.RingSize&(s.RingSize-1) != 0 {
+			out = append(out, fmt.Sprintf("service %d: ring size %d on TNA, not a power of two (compiler.CheckTarget refuses it; the program masks the hash)", s.ID, s.RingSize))
+		}
 	}
 	for _, b := range ir.Backends {
 		if b.ID == 0 {
@@ -214,11 +217,11 @@ func domainOf(ir *compiler.IR, mtu uint16) []string {
 // Domain reports why a test is outside what the model claims, "" when it
 // is inside: entries lbc never writes, or a frame targets.Packet cannot
 // express. A test outside the domain is still run on BMv2.
-func (m *V1Model) Domain(port int, data []byte) string {
+func (m *Model) Domain(port int, data []byte) string {
 	if len(m.domain) > 0 {
 		return m.domain[0]
 	}
-	f := parseFrame(data)
+	f := parseFrame(data, m.prog.TNA)
 	if f.domain != "" {
 		return f.domain
 	}
@@ -232,11 +235,11 @@ func (m *V1Model) Domain(port int, data []byte) string {
 // model predicts it, with the model's verdict. domain is non-empty when
 // the test lies outside the model's claim (see Domain); the outcome is
 // then not the model's.
-func (m *V1Model) Run(port int, data []byte) (o Outcome, v targets.Verdict, domain string, err error) {
+func (m *Model) Run(port int, data []byte) (o Outcome, v targets.Verdict, domain string, err error) {
 	if domain = m.Domain(port, data); domain != "" {
 		return Outcome{}, v, domain, nil
 	}
-	f := parseFrame(data)
+	f := parseFrame(data, m.prog.TNA)
 	if f.parserError {
 		// targets.DropMalformed: truncated headers are dropped.
 		return Outcome{Drop: true}, targets.Verdict{Action: targets.Drop, DropReason: targets.DropMalformed}, "", nil
@@ -282,7 +285,7 @@ func (m *V1Model) Run(port int, data []byte) (o Outcome, v targets.Verdict, doma
 // as targets.Packet.IPLen, the program as the IP header says. When the two
 // differ and the MTU would tell them apart, the frame is outside what
 // targets.Packet expresses.
-func (m *V1Model) lengthDomain(f frame, be *compiler.BackendRow) string {
+func (m *Model) lengthDomain(f frame, be *compiler.BackendRow) string {
 	model := f.pkt.IPLen()
 	if model == int(f.innerLen) {
 		return ""
@@ -299,7 +302,7 @@ func (m *V1Model) lengthDomain(f frame, be *compiler.BackendRow) string {
 }
 
 // route applies the forward table to a frame routed on addr.
-func (m *V1Model) route(addr [16]byte, data []byte) Outcome {
+func (m *Model) route(addr [16]byte, data []byte) Outcome {
 	best := m.defRoute
 	for i := range m.routes {
 		r := &m.routes[i]
@@ -327,7 +330,7 @@ func prefixMatch(p, a [16]byte, n int) bool {
 // encap builds the IP-in-IP frame lb.p4 sends to backend be: the outer
 // header after the Ethernet header (and 802.1Q tag), whose ethertype it
 // replaces, and the packet as it came.
-func (m *V1Model) encap(f frame, be *compiler.BackendRow) []byte {
+func (m *Model) encap(f frame, be *compiler.BackendRow) []byte {
 	inner := f.raw[f.l3:]
 	proto := byte(compiler.IPProtoIPIP)
 	if !f.v4 {

@@ -3,25 +3,23 @@ package testgen
 import (
 	"testing"
 
-	"github.com/lbc-dev/lbc/p4"
 	"github.com/lbc-dev/lbc/p4/stf"
-	"github.com/lbc-dev/lbc/runtime"
 )
 
-func schema(t *testing.T) *runtime.Schema {
+func v1model(t *testing.T) Program {
 	t.Helper()
-	s, err := V1ModelSchema(p4.BMv2P4Info)
+	p, err := V1Model()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return p
 }
 
 // TestHandwrittenOnSimP4 runs the hand-written tests (P4Testgen's bmv2
 // STF format, expectations computed by hand from lb.p4) on sim-p4: each
 // must agree, inside the model's domain.
 func TestHandwrittenOnSimP4(t *testing.T) {
-	s := schema(t)
+	prog := v1model(t)
 	names, tests, err := Load("testdata/handwritten")
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +28,7 @@ func TestHandwrittenOnSimP4(t *testing.T) {
 		t.Fatal("no tests in testdata/handwritten")
 	}
 	for i, tc := range tests {
-		r, err := RunV1Model(s, names[i], tc)
+		r, err := RunModel(prog, names[i], tc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +42,7 @@ func TestHandwrittenOnSimP4(t *testing.T) {
 // unmasked byte, or into a drop must disagree with the model (the harness
 // can fail), and a byte under a * must not matter.
 func TestMismatchesAreReported(t *testing.T) {
-	s := schema(t)
+	prog := v1model(t)
 	names, tests, err := Load("testdata/handwritten")
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +85,7 @@ func TestMismatchesAreReported(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tc := clone(c.tc)
 			c.edit(tc)
-			r, err := RunV1Model(s, c.name, tc)
+			r, err := RunModel(prog, c.name, tc)
 			if err != nil {
 				t.Fatal(err)
 			}
