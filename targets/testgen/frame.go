@@ -191,7 +191,7 @@ func (f *frame) parseL4(off int, proto uint8, need func(int, int) bool) {
 // length (targets.Packet.IPLen, which R-MTU adds the outer header to) is
 // the program's (innerLen, from the header); l4 is the transport header's
 // length. A length targets.Packet cannot express (a payload of 0 bytes or
-// less: PayloadLen 0 means a default) is left to V1Model.Run, which
+// less: PayloadLen 0 means a default) is left to Model.Run, which
 // checks whether R-MTU could tell the two lengths apart.
 func (f *frame) setPayload(l4 int) {
 	hdr := 20 + l4

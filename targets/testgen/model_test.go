@@ -3,6 +3,8 @@ package testgen
 import (
 	"testing"
 
+	"github.com/lbc-dev/lbc/p4"
+
 	"github.com/lbc-dev/lbc/p4/stf"
 )
 
@@ -93,5 +95,30 @@ func TestMismatchesAreReported(t *testing.T) {
 				t.Errorf("agree %v, want %v: %s", r.Agree, c.agree, r)
 			}
 		})
+	}
+}
+
+// TestHandwrittenOnSimTNA runs the hand-written tofino-dialect tests on
+// the TNA program's model (Tofino 1's P4Info, sim.TNA's geometry).
+func TestHandwrittenOnSimTNA(t *testing.T) {
+	prog, err := TNA(p4.TNAP4Info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, tests, err := Load("testdata/handwritten-tna")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tests) == 0 {
+		t.Fatal("no tests in testdata/handwritten-tna")
+	}
+	for i, tc := range tests {
+		r, err := RunModel(prog, names[i], tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Agree {
+			t.Errorf("%s", r)
+		}
 	}
 }
