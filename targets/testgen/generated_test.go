@@ -4,26 +4,60 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lbc-dev/lbc/p4"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/results-*.txt from this run (after make testgen)")
 
-// TestGeneratedOnSimP4 runs P4Testgen's tests of p4/lb.p4 (testdata/bmv2,
-// make testgen) on sim-p4. Every test inside the model's domain must
-// agree with it; every test outside is listed with its reason. The list,
-// one line per test, must be testdata/results-bmv2.txt, which
-// docs/tofino.md's table counts: a test that moves from agreeing to
-// outside the domain (or back) is a change to review, not noise.
-func TestGeneratedOnSimP4(t *testing.T) {
-	prog := v1model(t)
-	names, tests, err := Load("testdata/bmv2")
+// TestGeneratedOnModels runs P4Testgen's tests (make testgen) on the model
+// of their program: testdata/bmv2 (p4/lb.p4) on sim-p4, testdata/tofino
+// and testdata/tofino2 (p4/tna/lb.p4, each with its build's P4Info) on
+// sim.TNA. Every test inside the model's domain must agree with it; every
+// test outside is listed with its reason. The list, one line per test,
+// must be testdata/results-<target>.txt, which docs/tofino.md's tables
+// count: a test that moves from agreeing to outside the domain (or back)
+// is a change to review, not noise. A target not generated yet (no
+// directory) is reported and skipped; an empty directory fails.
+func TestGeneratedOnModels(t *testing.T) {
+	for _, c := range []struct {
+		target string
+		prog   func() (Program, error)
+	}{
+		{"bmv2", V1Model},
+		{"tofino", func() (Program, error) { return TNA(p4.TNAP4Info) }},
+		{"tofino2", func() (Program, error) {
+			info, err := os.ReadFile("../../p4/tna/build/tofino2/lb.p4info.txtpb")
+			if err != nil {
+				return Program{}, err
+			}
+			return TNA(info)
+		}},
+	} {
+		t.Run(c.target, func(t *testing.T) {
+			dir := filepath.Join("testdata", c.target)
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				t.Skipf("%s: not generated (make testgen; see %s/COMMAND once it is)", dir, dir)
+			}
+			prog, err := c.prog()
+			if err != nil {
+				t.Fatal(err)
+			}
+			runGenerated(t, prog, dir, filepath.Join("testdata", "results-"+c.target+".txt"))
+		})
+	}
+}
+
+func runGenerated(t *testing.T, prog Program, dir, golden string) {
+	names, tests, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(tests) == 0 {
-		t.Fatal("no generated tests in testdata/bmv2 (make testgen)")
+		t.Fatalf("no generated tests in %s (make testgen)", dir)
 	}
 	var lines []string
 	agree, outside := 0, 0
@@ -44,9 +78,8 @@ func TestGeneratedOnSimP4(t *testing.T) {
 			lines = append(lines, fmt.Sprintf("%s DISAGREES: expected %s, model %s", r.Name, r.Want, r.Got))
 		}
 	}
-	t.Logf("%d tests: %d agree with sim-p4, %d outside its domain, %d disagree", len(tests), agree, outside, len(tests)-agree-outside)
+	t.Logf("%s: %d tests: %d agree with %s, %d outside its domain, %d disagree", dir, len(tests), agree, prog.Name, outside, len(tests)-agree-outside)
 	got := strings.Join(lines, "\n") + "\n"
-	const golden = "testdata/results-bmv2.txt"
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
@@ -55,7 +88,7 @@ func TestGeneratedOnSimP4(t *testing.T) {
 	}
 	want, err := os.ReadFile(golden)
 	if err != nil {
-		t.Fatalf("%v (go test ./targets/testgen -run TestGeneratedOnSimP4 -update writes it)", err)
+		t.Fatalf("%v (go test ./targets/testgen -run TestGeneratedOnModels -update writes it)", err)
 	}
 	if string(want) != got {
 		t.Errorf("results differ from %s (review, then -update):\n%s", golden, lineDiff(string(want), got))
