@@ -47,7 +47,7 @@ func TestTestsOnBMv2(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", dir, err)
 			}
-			t.Logf("%s on BMv2: %s", r.Name, r.Got)
+			t.Logf("%s on BMv2: %.80s", r.Name, r.Got)
 			if !r.Agree {
 				t.Errorf("%s on BMv2: expected %s, switch %s", r.Name, r.Want, r.Got)
 			}
