@@ -69,22 +69,10 @@ func entry(s *runtime.Schema, e stf.Entry) (*p4v1.TableEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.Priority >= 0 && len(te.Match) > 0 && hasTernary(t) {
+	if e.Priority >= 0 && len(te.Match) > 0 && runtime.NeedsPriority(t) {
 		te.Priority = int32(e.Priority)
 	}
 	return te, nil
-}
-
-// hasTernary reports whether a table needs entry priorities (P4Runtime
-// wants none for exact and LPM tables; STF writes one for LPM too).
-func hasTernary(t *p4configv1.Table) bool {
-	for _, f := range t.MatchFields {
-		switch f.GetMatchType() {
-		case p4configv1.MatchField_TERNARY, p4configv1.MatchField_RANGE, p4configv1.MatchField_OPTIONAL:
-			return true
-		}
-	}
-	return false
 }
 
 // prefixLen reads an LPM mask of width bits: ones then zeros.

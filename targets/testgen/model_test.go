@@ -17,25 +17,36 @@ func v1model(t *testing.T) Program {
 	return p
 }
 
-// TestHandwrittenOnSimP4 runs the hand-written tests (P4Testgen's bmv2
-// STF format, expectations computed by hand from lb.p4) on sim-p4: each
-// must agree, inside the model's domain.
-func TestHandwrittenOnSimP4(t *testing.T) {
-	prog := v1model(t)
-	names, tests, err := Load("testdata/handwritten")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tests) == 0 {
-		t.Fatal("no tests in testdata/handwritten")
-	}
-	for i, tc := range tests {
-		r, err := RunModel(prog, names[i], tc)
+// TestHandwritten runs the hand-written tests (P4Testgen's STF formats,
+// expectations computed by hand from the programs) on the models: the
+// bmv2 dialect on sim-p4, the tofino dialect on the TNA program's model
+// (Tofino 1's P4Info, sim.TNA's geometry). Each must agree, inside the
+// model's domain.
+func TestHandwritten(t *testing.T) {
+	tna := func() (Program, error) { return TNA(p4.TNAP4Info) }
+	for _, c := range []struct {
+		dir  string
+		prog func() (Program, error)
+	}{{"testdata/handwritten", V1Model}, {"testdata/handwritten-tna", tna}} {
+		prog, err := c.prog()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !r.Agree {
-			t.Errorf("%s", r)
+		names, tests, err := Load(c.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tests) == 0 {
+			t.Fatalf("no tests in %s", c.dir)
+		}
+		for i, tc := range tests {
+			r, err := RunModel(prog, names[i], tc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Agree {
+				t.Errorf("%s: %s", prog.Name, r)
+			}
 		}
 	}
 }
@@ -95,30 +106,5 @@ func TestMismatchesAreReported(t *testing.T) {
 				t.Errorf("agree %v, want %v: %s", r.Agree, c.agree, r)
 			}
 		})
-	}
-}
-
-// TestHandwrittenOnSimTNA runs the hand-written tofino-dialect tests on
-// the TNA program's model (Tofino 1's P4Info, sim.TNA's geometry).
-func TestHandwrittenOnSimTNA(t *testing.T) {
-	prog, err := TNA(p4.TNAP4Info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, tests, err := Load("testdata/handwritten-tna")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tests) == 0 {
-		t.Fatal("no tests in testdata/handwritten-tna")
-	}
-	for i, tc := range tests {
-		r, err := RunModel(prog, names[i], tc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !r.Agree {
-			t.Errorf("%s", r)
-		}
 	}
 }
