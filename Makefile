@@ -135,21 +135,31 @@ check-generated-p4-tna:
 
 # P4Testgen tests (issue 21; docs/tofino.md, "Generated tests"): STF tests
 # of p4/lb.p4 (BMv2) and p4/tna/lb.p4 (Tofino 1 and 2), committed under
-# TESTGEN_OUT/<target>, with the command in each directory's COMMAND and
-# the coverage p4testgen reported. targets/testgen runs them in go test
-# (sim-p4 and live BMv2 for v1model). The tests are the same for the same
-# seed; the "Date generated" line is dropped so that they compare. A
-# target whose generation fails replaces nothing. Skipped with the reason
-# when p4testgen is absent (docs/toolchain.md builds it).
+# TESTGEN_OUT/<target>, with the command and p4testgen's final statement
+# coverage in each directory's COMMAND. targets/testgen runs them in go
+# test (sim-p4 and live BMv2 for v1model, sim.TNA for TNA); after
+# regenerating, rewrite its result lists with
+#   go test ./targets/testgen -run TestGeneratedOnModels -update
+# and review the diff. The "Date generated" line and the per-test traces
+# ("# [...]" comments, 80 % of the bytes) are dropped to keep the files
+# small (p4testgen --out-dir DIR with the COMMAND's flags shows them). P4Testgen
+# built here is not deterministic: the same command and seed give a
+# different set of tests from run to run (docs/tofino.md), so
+# check-generated-testgen cannot compare files; it generates afresh and
+# runs the fresh tests through the same harness (TestGeneratedOnModels with
+# LBC_TESTGEN_FRESH): every one must agree with its model or be outside its
+# domain. A target whose generation fails replaces nothing. Skipped with
+# the reason when p4testgen is absent (docs/toolchain.md builds it).
 P4TESTGEN ?= p4testgen
 TESTGEN_OUT ?= targets/testgen/testdata
 TESTGEN_SEED ?= 1000
-TESTGEN_MAX ?= 200
-# Input frames of 14 to 1,500 bytes (in bits), on the live switch's ports
-# 1-3 (targets/bmv2/live), statement coverage tracked, only tests that add
-# coverage kept, the statement-coverage-greedy path selection.
-TESTGEN_FLAGS ?= --test-backend STF --seed $(TESTGEN_SEED) --max-tests $(TESTGEN_MAX) --packet-size-range 112:12000 \
-	--port-ranges 1:3 --track-coverage STATEMENTS --only-covering-tests --path-selection GREEDY_STATEMENT_SEARCH
+TESTGEN_MAX ?= 300
+# Frames of 14 to 512 bytes (the flag is in bits) on the live switch's
+# ports 1-3 (targets/bmv2/live), statement coverage tracked, paths picked
+# by random backtracking: of the strategies at 300 attempts it reaches the
+# most statements with the most forwarded packets (docs/tofino.md).
+TESTGEN_FLAGS ?= --test-backend STF --seed $(TESTGEN_SEED) --max-tests $(TESTGEN_MAX) --packet-size-range 112:4096 \
+	--port-ranges 1:3 --track-coverage STATEMENTS --path-selection RANDOM_BACKTRACK --print-coverage
 TESTGEN_SPECS ?= bmv2:v1model:p4/lb.p4 tofino:tna:p4/tna/lb.p4 tofino2:t2na:p4/tna/lb.p4
 testgen:
 	@command -v $(P4TESTGEN) >/dev/null || { echo "testgen: $(P4TESTGEN) not on PATH; skipped (docs/toolchain.md builds it)"; exit 0; }; \
@@ -161,21 +171,23 @@ testgen:
 		echo "testgen: $$target ($$arch)"; \
 		if ! $(P4TESTGEN) --target $$target --arch $$arch $(TESTGEN_FLAGS) --out-dir $$out $$src >$$tmp/$$target.log 2>&1; then \
 			tail -20 $$tmp/$$target.log; echo "testgen: $$target: p4testgen failed; $(TESTGEN_OUT)/$$target left as it was"; continue; fi; \
-		for f in $$out/*.stf; do sed -i '/^# Date generated:/d' $$f; done; \
-		{ echo "$$cmd" | sed 's/  */ /g'; echo "p4testgen $$($(P4TESTGEN) --version 2>&1 | tail -1)"; \
-		  grep -i -E 'coverage' $$tmp/$$target.log | tail -3; } > $$out/COMMAND; \
+		for f in $$out/*.stf; do sed -i '/^# Date generated:/d; /^# \[/d' $$f; done; \
+		{ echo "$$cmd" | sed 's/[[:space:]][[:space:]]*/ /g'; echo "p4testgen of $$(p4c --version 2>/dev/null | tail -1)"; \
+		  grep 'Nodes covered' $$tmp/$$target.log | tail -1 | sed 's/=//g; s/^ *//; s/ *$$//'; \
+		  awk '/Not covered program nodes/{n=NR} {l[NR]=$$0} END{if(n) for(i=n;i<=NR;i++) if(l[i] ~ /^\t/) print l[i]}' $$tmp/$$target.log | grep -E '^\s' | sed 's/^[[:space:]]*/not covered: /'; } > $$out/COMMAND; \
 		rm -rf $(TESTGEN_OUT)/$$target; mkdir -p $(TESTGEN_OUT)/$$target; cp $$out/*.stf $$out/COMMAND $(TESTGEN_OUT)/$$target/; \
 		echo "testgen: $$target: $$(ls $$out/*.stf | wc -l) tests in $(TESTGEN_OUT)/$$target"; \
 	done
 
 check-generated-testgen:
-	@command -v $(P4TESTGEN) >/dev/null || { echo "check-generated-testgen: $(P4TESTGEN) not on PATH: $(TESTGEN_OUT) not regenerated (go test runs it as committed)"; exit 0; }; \
+	@command -v $(P4TESTGEN) >/dev/null || { echo "check-generated-testgen: $(P4TESTGEN) not on PATH: nothing regenerated (go test runs the committed tests)"; exit 0; }; \
 	tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	$(MAKE) -s testgen TESTGEN_OUT=$$tmp >$$tmp/log 2>&1 || { cat $$tmp/log; exit 1; }; \
-	status=0; for spec in $(TESTGEN_SPECS); do target=$${spec%%:*}; \
-		[ -d $$tmp/$$target ] || { echo "$(TESTGEN_OUT)/$$target: not generated"; grep "$$target" $$tmp/log; status=1; continue; }; \
-		diff -r -q $$tmp/$$target $(TESTGEN_OUT)/$$target >/dev/null || { echo "$(TESTGEN_OUT)/$$target differs from what 'make testgen' generates; run make testgen and commit"; diff -r -q $$tmp/$$target $(TESTGEN_OUT)/$$target | head -5; status=1; }; \
-	done; exit $$status
+	grep -v ': [0-9]* tests in' $$tmp/log | grep . ; \
+	LBC_TESTGEN_FRESH=$$tmp $(GO) test -count=1 -run 'TestGeneratedOnModels' ./targets/testgen >$$tmp/test.log 2>&1 || { cat $$tmp/test.log; echo "check-generated-testgen: freshly generated tests disagree with the models"; exit 1; }; \
+	for spec in $(TESTGEN_SPECS); do target=$${spec%%:*}; \
+		[ -f $$tmp/$$target/COMMAND ] && echo "check-generated-testgen: $$target: $$(ls $$tmp/$$target/*.stf | wc -l) fresh tests agree or are outside the model's domain; $$(sed -n 3p $$tmp/$$target/COMMAND) (committed: $$(sed -n 3p $(TESTGEN_OUT)/$$target/COMMAND 2>/dev/null))"; \
+	done
 
 # Scenario testbench (root): run one scenario end to end and write its report.
 #   make testbench SCENARIO=seed001-failover [TOPOLOGY=netns|mininet] [OUT=dir]

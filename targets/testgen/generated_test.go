@@ -13,6 +13,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/results-*.txt from this run (after make testgen)")
 
+// freshEnv names a directory of freshly generated tests (one
+// subdirectory per target) to run instead of testdata, without the
+// committed result lists (make check-generated-testgen).
+const freshEnv = "LBC_TESTGEN_FRESH"
+
 // TestGeneratedOnModels runs P4Testgen's tests (make testgen) on the model
 // of their program: testdata/bmv2 (p4/lb.p4) on sim-p4, testdata/tofino
 // and testdata/tofino2 (p4/tna/lb.p4, each with its build's P4Info) on
@@ -38,15 +43,21 @@ func TestGeneratedOnModels(t *testing.T) {
 		}},
 	} {
 		t.Run(c.target, func(t *testing.T) {
-			dir := filepath.Join("testdata", c.target)
-			if _, err := os.Stat(dir); os.IsNotExist(err) {
-				t.Skipf("%s: not generated (make testgen; see %s/COMMAND once it is)", dir, dir)
+			dir, golden := filepath.Join("testdata", c.target), filepath.Join("testdata", "results-"+c.target+".txt")
+			if other := os.Getenv(freshEnv); other != "" {
+				// make check-generated-testgen: a fresh generation, which
+				// differs from the committed one (P4Testgen is not
+				// deterministic here, docs/tofino.md): it must agree too.
+				dir, golden = filepath.Join(other, c.target), ""
+			}
+			if _, err := os.Stat(dir); os.IsNotExist(err) && c.target != "bmv2" {
+				t.Skipf("%s: not generated (make testgen)", dir)
 			}
 			prog, err := c.prog()
 			if err != nil {
 				t.Fatal(err)
 			}
-			runGenerated(t, prog, dir, filepath.Join("testdata", "results-"+c.target+".txt"))
+			runGenerated(t, prog, dir, golden)
 		})
 	}
 }
@@ -72,7 +83,11 @@ func runGenerated(t *testing.T, prog Program, dir, golden string) {
 			lines = append(lines, fmt.Sprintf("%s outside: %s", r.Name, r.Domain))
 		case r.Agree:
 			agree++
-			lines = append(lines, fmt.Sprintf("%s agrees: %s", r.Name, r.Verdict))
+			note := ""
+			if len(r.Notes) > 0 {
+				note = " [" + strings.Join(r.Notes, "; ") + "]"
+			}
+			lines = append(lines, fmt.Sprintf("%s agrees: %s%s", r.Name, r.Verdict, note))
 		default:
 			t.Errorf("%s", r)
 			lines = append(lines, fmt.Sprintf("%s DISAGREES: expected %s, model %s", r.Name, r.Want, r.Got))
@@ -80,6 +95,9 @@ func runGenerated(t *testing.T, prog Program, dir, golden string) {
 	}
 	t.Logf("%s: %d tests: %d agree with %s, %d outside its domain, %d disagree", dir, len(tests), agree, prog.Name, outside, len(tests)-agree-outside)
 	got := strings.Join(lines, "\n") + "\n"
+	if golden == "" {
+		return
+	}
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)

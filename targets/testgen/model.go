@@ -60,6 +60,9 @@ type Model struct {
 	mtu      uint16 // egress_mtu's mtu, as the switch holds it
 	// domain lists why the entries hold what no compiler output holds.
 	domain []string
+	// notes list the readings of entries lbc never writes that the
+	// program and the model treat alike (Notes).
+	notes []string
 }
 
 // Entry sets of lb.p4 (P4Info aliases) the IR does not hold.
@@ -136,10 +139,22 @@ func NewModel(prog Program, t *stf.Test) (*Model, error) {
 	if m.ir, err = tr.IR(tabs, tunnel); err != nil {
 		return nil, err
 	}
+	if !prog.TNA {
+		for i := range m.ir.Services {
+			if s := &m.ir.Services[i]; s.RingSize == 0 {
+				// v1model's hash with max 0 yields its base: slot 0 for
+				// every flow, exactly a ring of one slot. The compiler
+				// never writes 0, but P4Testgen writes it on every path
+				// that reaches the ring (it then needs no CRC32 preimage).
+				s.RingSize = 1
+				m.notes = append(m.notes, fmt.Sprintf("service %d: ring size 0 read as 1 (v1model hash with max 0 = slot 0)", s.ID))
+			}
+		}
+	}
 	if mtu != nil {
 		m.ir.MTU = tr.MTU(mtu)
 	}
-	m.domain = append(ring0, domainOf(m.ir, m.mtu, prog.TNA)...)
+	m.domain = append(ring0, domainOf(m.ir, prog.TNA)...)
 	o, err := prog.Sim()
 	if err != nil {
 		return nil, err
@@ -172,11 +187,8 @@ func nextHop(d *runtime.Decoded) (route, error) {
 // domainOf lists what the IR holds that lbc's compiler never writes;
 // P4Testgen writes any value a table accepts (lb.p4 declares no entry
 // restrictions), and the model is only claimed for what lbc programs.
-func domainOf(ir *compiler.IR, mtu uint16, tna bool) []string {
+func domainOf(ir *compiler.IR, tna bool) []string {
 	var out []string
-	valid := func(k compiler.TupleKind, none bool) bool {
-		return k == compiler.Tuple2 || k == compiler.Tuple3 || k == compiler.Tuple5 || (none && k == compiler.TupleNone)
-	}
 	x := ir.Index()
 	for _, v := range ir.VIPs {
 		if x.Service(v.ServiceID) == nil {
@@ -187,15 +199,6 @@ func domainOf(ir *compiler.IR, mtu uint16, tna bool) []string {
 		}
 	}
 	for _, s := range ir.Services {
-		for _, c := range []compiler.Class{compiler.ClassTCP, compiler.ClassUDP} {
-			p := s.Classes[c]
-			if !valid(p.Affinity, false) || !valid(p.Track, true) {
-				out = append(out, fmt.Sprintf("service %d: %s affinity %d, track %d (the compiler writes tuple kinds 2, 3, 5, and 0 for an untracked class)", s.ID, c, p.Affinity, p.Track))
-			}
-		}
-		if s.RingSize == 0 && !s.NoBackends {
-			out = append(out, fmt.Sprintf("service %d: ring size 0 with backends", s.ID))
-		}
 		if tna && s.RingSize&(s.RingSize-1) != 0 {
 			out = append(out, fmt.Sprintf("service %d: ring size %d on TNA, not a power of two (compiler.CheckTarget refuses it; the program masks the hash)", s.ID, s.RingSize))
 		}
@@ -208,11 +211,39 @@ func domainOf(ir *compiler.IR, mtu uint16, tna bool) []string {
 			out = append(out, fmt.Sprintf("backend %d: address %v (a backend has an address)", b.ID, b.IP))
 		}
 	}
-	if mtu == 0 {
-		out = append(out, "egress MTU 0 (lbc writes 1500 for an unset MTU)")
-	}
 	return out
 }
+
+// classDomain checks the service columns the packet's path reads: those
+// of its flow's class (lb.p4: TCP's for TCP, UDP's otherwise; the model:
+// Classes[ClassOf(proto)]). P4Testgen leaves the columns a path does not
+// read at 0, which the compiler never writes but which cannot change the
+// outcome, so only the read ones count.
+func classDomain(ir *compiler.IR, v targets.Verdict, pkt targets.Packet) string {
+	svc := ir.Service(v.ServiceID)
+	if svc == nil {
+		return ""
+	}
+	proto := pkt.Proto
+	if pkt.IsICMPError() {
+		proto = pkt.QuotedFlow().Proto
+	}
+	c := compiler.ClassOf(proto)
+	if c != compiler.ClassTCP && c != compiler.ClassUDP {
+		return ""
+	}
+	valid := func(k compiler.TupleKind, none bool) bool {
+		return k == compiler.Tuple2 || k == compiler.Tuple3 || k == compiler.Tuple5 || (none && k == compiler.TupleNone)
+	}
+	if p := svc.Classes[c]; !valid(p.Affinity, false) || !valid(p.Track, true) {
+		return fmt.Sprintf("service %d: %s affinity %d, track %d (the compiler writes tuple kinds 2, 3, 5, and 0 for an untracked class)", svc.ID, c, p.Affinity, p.Track)
+	}
+	return ""
+}
+
+// Notes lists how entries lbc never writes were read (a ring size 0 as 1
+// on v1model), for the result lists.
+func (m *Model) Notes() []string { return m.notes }
 
 // Domain reports why a test is outside what the model claims, "" when it
 // is inside: entries lbc never writes, or a frame targets.Packet cannot
@@ -244,11 +275,33 @@ func (m *Model) Run(port int, data []byte) (o Outcome, v targets.Verdict, domain
 		// targets.DropMalformed: truncated headers are dropped.
 		return Outcome{Drop: true}, targets.Verdict{Action: targets.Drop, DropReason: targets.DropMalformed}, "", nil
 	}
+	o, v, domain, err = m.decide(f, data)
+	if err != nil || domain != "" || o.Drop {
+		return o, v, domain, err
+	}
+	if !m.prog.TNA && o.Port == v1modelDropPort {
+		// v1model: an egress_spec of 511 is the drop port (BMv2 drops
+		// it; P4Testgen models it so): whatever table wrote it.
+		return Outcome{Drop: true}, v, "", nil
+	}
+	return o, v, "", nil
+}
+
+// v1modelDropPort is BMv2's drop port (simple_switch's default
+// drop_port, 511): a packet sent there is dropped.
+const v1modelDropPort = 511
+
+// decide is Run for a parsed IP frame: the model's verdict and the frame
+// it implies.
+func (m *Model) decide(f frame, data []byte) (o Outcome, v targets.Verdict, domain string, err error) {
 	v, err = m.dp.Process(context.Background(), f.pkt, time.Second)
 	if err != nil {
 		// The sim refuses a ring slot that is unset or names a backend
 		// the table lacks: lbc writes every slot of a ring it flips to.
 		return Outcome{}, v, fmt.Sprintf("the IR is incomplete where this packet looks: %v", err), nil
+	}
+	if d := classDomain(m.ir, v, f.pkt); d != "" {
+		return Outcome{}, v, d, nil
 	}
 	switch v.Action {
 	case targets.Drop:
@@ -264,6 +317,9 @@ func (m *Model) Run(port int, data []byte) (o Outcome, v targets.Verdict, domain
 		svc, be := m.ir.Service(v.ServiceID), m.ir.Backend(v.BackendID)
 		if svc == nil || be == nil {
 			return Outcome{}, v, "", fmt.Errorf("the model forwarded to service %d backend %d, which the IR does not hold", v.ServiceID, v.BackendID)
+		}
+		if svc.Encap == compiler.EncapKindIPIP && m.mtu == 0 {
+			return Outcome{}, v, "egress MTU 0 (lbc writes 1500 for an unset MTU; the model reads 0 as that)", nil
 		}
 		if d := m.lengthDomain(f, be); d != "" {
 			return Outcome{}, v, d, nil

@@ -18,7 +18,8 @@ type Result struct {
 	// (Model.Domain): it is then not compared.
 	Domain  string
 	Agree   bool
-	Want    string // the test's expectation
+	Want    string   // the test's expectation
+	Notes   []string // Model.Notes
 	Got     Outcome
 	Verdict targets.Verdict // the model's decision
 }
@@ -69,7 +70,7 @@ func RunModel(prog Program, name string, t *stf.Test) (Result, error) {
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", name, err)
 	}
-	r.Got, r.Verdict, r.Domain = o, v, dom
+	r.Got, r.Verdict, r.Domain, r.Notes = o, v, dom, m.Notes()
 	r.Agree = dom == "" && Agrees(t, o)
 	return r, nil
 }

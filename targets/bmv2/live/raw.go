@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,14 +18,34 @@ type Frame struct {
 // Ports are the switch ports Exchange can send into and hear from.
 var Ports = []int{PortClient, PortNetwork, PortFallback}
 
+// Fate is what became of a frame sent into the switch.
+type Fate struct {
+	Out []Frame // the frames that left
+	// Dropped: nothing left. Counted: lb.p4 counted the drop in its drops
+	// counter; a drop it does not count (an egress port of 511, BMv2's
+	// drop port) shows as nothing leaving within the wait.
+	Dropped, Counted bool
+}
+
 // Exchange sends one raw frame into the switch on port (PortClient,
 // PortNetwork or PortFallback) and reports its fate, for tests that bring
 // their own table entries and frames (P4Testgen's, targets/testgen): the
 // frames that left (waiting settle after the first for any other), or a
-// drop, which lb.p4 counts in its drops counter. Nothing out and no drop
-// counted within wait is an error. The tables are the caller's: write
-// them through Target().Client().
-func (s *Switch) Exchange(ctx context.Context, port int, frame []byte, wait, settle time.Duration) (out []Frame, dropped bool, err error) {
+// drop, counted (at once) or not (nothing within wait). The tables are
+// the caller's: write them through Target().Client().
+func (s *Switch) Exchange(ctx context.Context, port int, frame []byte, wait, settle time.Duration) (Fate, error) {
+	var f Fate
+	out, dropped, err := s.exchange(ctx, port, frame, wait, settle)
+	if errors.Is(err, errNothing) {
+		return Fate{Dropped: true}, nil
+	}
+	f.Out, f.Dropped, f.Counted = out, dropped, dropped
+	return f, err
+}
+
+var errNothing = errors.New("nothing left the switch and no drop was counted")
+
+func (s *Switch) exchange(ctx context.Context, port int, frame []byte, wait, settle time.Duration) (out []Frame, dropped bool, err error) {
 	if port < 1 || port > len(s.io.fds) {
 		return nil, false, fmt.Errorf("port %d: the switch's ports are %v", port, Ports)
 	}
@@ -74,7 +95,10 @@ func (s *Switch) Exchange(ctx context.Context, port int, frame []byte, wait, set
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, false, fmt.Errorf("frame on port %d: nothing left the switch and no drop was counted within %s", port, wait)
+			if ctx.Err() != nil {
+				return nil, false, ctx.Err()
+			}
+			return nil, false, errNothing
 		}
 		step = min(2*step, 50*time.Millisecond)
 	}
