@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/tick"
 	"github.com/lbc-dev/lbc/targets/sim"
 )
 
@@ -123,44 +124,43 @@ func TestTraces(t *testing.T) {
 	}
 }
 
-// exactInstant are the traces that assert what happens at the exact
-// nanosecond an idle timeout or a deadline falls (R-AGE: "the reference
-// model predicts it exactly"). A datapath with a tick clock may decide
-// those lines one tick later (R-AGE, design decision 8): with an exact
-// table on a 2^16 ns tick clock they fail on the same lines as on the TNA
-// model, and r-age-tick.jsonl states what every tick datapath must do
-// instead.
-var exactInstant = map[string]bool{"icmp-errors": true, "r-age-idle": true, "r-drain-datapath": true, "r-persist-cap": true}
-
-// TestTracesTNA (R-CT-CAP): every trace passes on the model of the Tofino
-// program's conntrack (sim.TNA, Tofino 1 geometry: ways, signatures with
-// the epoch folded in, expiry ticks), as on the exact table, but for the
-// lines that assert an exact instant (exactInstant).
+// TestTracesTNA (R-CT-CAP, R-AGE): every trace passes on the model of the
+// Tofino program's conntrack (sim.TNA, Tofino 1 geometry: ways, signatures
+// with the epoch folded in, expiry ticks of tick.TNA). A line that asserts
+// the exact instant an idle timeout or a deadline falls may have the
+// outcome of that timeout or deadline one tick later, and only that
+// (replayTick); every such line is logged and counted, every other line is
+// checked against its expectation.
 func TestTracesTNA(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(testdata, "*.jsonl"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no traces in %s: %v", testdata, err)
 	}
-	ran := 0
+	relaxed := 0
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".jsonl")
-		if exactInstant[name] {
-			continue
-		}
-		ran++
 		t.Run(name, func(t *testing.T) {
-			runTraceOn(t, f, func() sim.Conntrack {
-				g, err := sim.NewTNA(sim.TNATofino1, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return g
-			})
+			g, err := sim.NewTNA(sim.TNATofino1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := replayTick(f, g, tick.TNA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Expected == 0 {
+				t.Errorf("%s: no line has an expectation", f)
+			}
+			for _, m := range res.Mismatches {
+				t.Error(m)
+			}
+			for _, r := range res.Relaxed {
+				t.Log(r)
+			}
+			relaxed += len(res.Relaxed)
 		})
 	}
-	if ran+len(exactInstant) != len(files) {
-		t.Errorf("ran %d traces and left out %d of %d: a trace in exactInstant is gone", ran, len(exactInstant), len(files))
-	}
+	t.Logf("%d traces, %d lines decided one tick late (R-AGE)", len(files), relaxed)
 }
 
 // TestRPERSIST_AlwaysPerSessionInvalid: the last cell of the R-PERSIST
