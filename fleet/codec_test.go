@@ -76,7 +76,7 @@ func TestLargestBatchFitsTheMessageBoundRFLEET(t *testing.T) {
 	}
 	e := exception.Exception{Service: name('s'), Backend: name('b'), BackendIP: netip.MustParseAddr("2001:db8::ffff:ffff:ffff:ffff"), Kind: compiler.Tuple5,
 		Tuple: compiler.Tuple{Src: netip.MustParseAddr("2001:db8:ffff::ffff:ffff:ffff:ffff"), Dst: netip.MustParseAddr("2001:db8:ffff::ffff:ffff:ffff:fffe"), Proto: 255, SrcPort: 65535, DstPort: 65535},
-		Idle: 24 * time.Hour}
+		Idle:  24 * time.Hour}
 	if _, err := decodeException(encodeException(e)); err != nil {
 		t.Fatalf("the largest exception does not decode: %v", err)
 	}
