@@ -52,6 +52,9 @@ type FleetPeerStatus struct {
 	Installed  int       `json:"installed"`
 	Received   int       `json:"received"`
 	ReceivedAt time.Time `json:"receivedAt,omitzero"`
+	// InstalledAt is when that snapshot's install into the datapath
+	// ended (the end of the peer's sync window).
+	InstalledAt time.Time `json:"installedAt,omitzero"`
 	// Refused counts the peer's exceptions (and snapshots: over-bound,
 	// rate, malformed) refused, by reason.
 	Refused map[string]uint64 `json:"refused"`

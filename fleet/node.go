@@ -79,8 +79,10 @@ type inbound struct {
 	snapshot   uint64
 	exceptions []exception.Exception // its last complete snapshot
 	receivedAt time.Time
-	installed  map[exception.Key]installed
-	refused    map[string]uint64
+	// installedAt is when the install of that snapshot ended.
+	installedAt time.Time
+	installed   map[exception.Key]installed
+	refused     map[string]uint64
 	// tokens is the peer's snapshot budget (MaxSnapshotsPerSecond).
 	tokens float64
 	last   time.Time
@@ -450,7 +452,7 @@ func (n *Node) FleetStatus() controller.FleetStatus {
 	for _, p := range n.cfg.Peers {
 		ps := n.out[p.Name].status()
 		in := n.in[p.Name]
-		ps.Installed, ps.Received, ps.ReceivedAt, ps.Refused = len(in.installed), len(in.exceptions), in.receivedAt, maps.Clone(in.refused)
+		ps.Installed, ps.Received, ps.ReceivedAt, ps.InstalledAt, ps.Refused = len(in.installed), len(in.exceptions), in.receivedAt, in.installedAt, maps.Clone(in.refused)
 		st.Peers = append(st.Peers, ps)
 	}
 	return st

@@ -212,6 +212,9 @@ func TestSyncInstallsAndWithdrawsRFLEET(t *testing.T) {
 		waitFor(t, fmt.Sprintf("n%d installs n1's %d exceptions", j+1, want), func() bool {
 			return peerStatus(f.nodes[j].FleetStatus(), "n1").Installed == want
 		})
+		if p := peerStatus(f.nodes[j].FleetStatus(), "n1"); p.InstalledAt.Before(p.ReceivedAt) || p.ReceivedAt.IsZero() {
+			t.Fatalf("n%d: n1's snapshot received at %v, installed at %v: want both, installed after received", j+1, p.ReceivedAt, p.InstalledAt)
+		}
 	}
 	// n1 dies; its even flows move to n2, its odd ones to n3, later than
 	// n1 last saw them by more than the margin by which a node tells its

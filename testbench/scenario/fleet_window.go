@@ -1,0 +1,296 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// SyncWindow is what an event with killAfterChange measured: R-FLEET's
+// sync window around the kill, and what the kill left unshared. Times
+// are since the run's start.
+type SyncWindow struct {
+	Killed string        `json:"killed"`
+	KillAt time.Duration `json:"killAt"`
+	// Changes is when each node's ring took the backend change (its
+	// last push, from /v1/status): the killed node's only if it did
+	// before the kill. First is the first of them, which triggered the
+	// kill.
+	Changes map[string]time.Duration `json:"changes"`
+	First   string                   `json:"first"`
+	// Lag is the killed node's sync lag to each peer just before the
+	// change (lbc_fleet_sync_lag_seconds: from a snapshot's trigger to
+	// the peer's ack that it is installed).
+	Lag map[string]time.Duration `json:"lag"`
+	// Inside: the kill came before the killed node's ring change plus
+	// its sync lag (or before its ring change at all): its new
+	// exceptions were not installed on its peers.
+	Inside bool `json:"inside"`
+	// Withdrawn is when the router withdrew the killed node (its flows
+	// then move); Converged when every surviving node held the new ring.
+	Withdrawn time.Duration `json:"withdrawn"`
+	Converged time.Duration `json:"converged"`
+	// Survivors are the running nodes after the kill.
+	Survivors []string `json:"survivors"`
+	// AtRisk lists the held connections the new ring maps to another
+	// backend than theirs; Uncovered those of them some surviving node
+	// held no entry on their backend for when the router withdrew the
+	// killed node (ExpectMax), Unshared those none held one for
+	// (ExpectMin): they must break.
+	AtRisk    []string `json:"atRisk"`
+	Uncovered []string `json:"uncovered"`
+	Unshared  []string `json:"unshared"`
+	// Stale lists the uncovered connections the old ring already mapped
+	// elsewhere: exceptions older than the change, which the killed node
+	// had shared before the window opened.
+	Stale []string `json:"stale,omitempty"`
+	ExpectMin int      `json:"expectMin"`
+	ExpectMax int      `json:"expectMax"`
+	// Unjudged says why ExpectMin could not be required ("" if it was).
+	Unjudged string `json:"unjudged,omitempty"`
+}
+
+// killAtChange runs act (the backend's health change), polls every
+// running node's ring digest and kills k the moment the first of them
+// differs from before.
+func (r *fleetRunner) killAtChange(ctx context.Context, k *fleetNode, before map[string]string, act func(), limit time.Duration) (*SyncWindow, error) {
+	w := &SyncWindow{Killed: k.name, Changes: map[string]time.Duration{}, Lag: map[string]time.Duration{}}
+	if st, err := r.status(ctx, k); err == nil && st.Fleet != nil {
+		for _, p := range st.Fleet.Peers {
+			if p.Connected {
+				w.Lag[p.Name] = p.SyncLag
+			}
+		}
+	}
+	type change struct {
+		node string
+		push time.Time
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	nodes := r.running()
+	changes := make(chan change, len(nodes))
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pctx.Err() == nil {
+				if st, err := r.status(pctx, n); err == nil && len(st.Targets) > 0 {
+					if d := st.Targets[0].Digest; d != "" && d != before[n.name] {
+						changes <- change{n.name, st.Targets[0].LastPush}
+						return
+					}
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	act()
+	var first change
+	select {
+	case first = <-changes:
+	case <-time.After(limit):
+		cancel()
+		wg.Wait()
+		return w, fmt.Errorf("no node's ring changed within %s", limit)
+	case <-ctx.Done():
+		cancel()
+		wg.Wait()
+		return w, ctx.Err()
+	}
+	w.KillAt = r.since()
+	r.stoppedAt[k.name] = time.Now()
+	err := r.env.killNode(k)
+	cancel()
+	wg.Wait()
+	close(changes)
+	w.First = first.node
+	w.Changes[first.node] = first.push.Sub(r.start)
+	for c := range changes {
+		if at := c.push.Sub(r.start); c.node != k.name || at <= w.KillAt {
+			w.Changes[c.node] = at
+		}
+	}
+	w.Inside = true
+	if t, ok := w.Changes[k.name]; ok {
+		var lag time.Duration
+		for _, l := range w.Lag {
+			lag = max(lag, l)
+		}
+		w.Inside = w.KillAt < t+lag
+	}
+	return w, err
+}
+
+// survivorsChanged records when each surviving node's ring took the
+// change (its last push).
+func (r *fleetRunner) survivorsChanged(ctx context.Context, w *SyncWindow) {
+	for _, n := range r.running() {
+		w.Survivors = append(w.Survivors, n.name)
+		if _, ok := w.Changes[n.name]; ok {
+			continue
+		}
+		if st, err := r.status(ctx, n); err == nil && len(st.Targets) > 0 {
+			w.Changes[n.name] = st.Targets[0].LastPush.Sub(r.start)
+		}
+	}
+}
+
+// coverage reads, for every surviving node, which held connections its
+// conntrack keeps on their own backend (an entry of its own or a peer's
+// installed exception): where a moving flow finds it.
+func (r *fleetRunner) coverage(ctx context.Context) (map[string]map[netip.AddrPort]bool, error) {
+	out := map[string]map[netip.AddrPort]bool{}
+	for _, n := range r.running() {
+		st, err := r.status(ctx, n)
+		if err != nil || len(st.Services) == 0 {
+			return nil, fmt.Errorf("%s: no status: %v", n.name, err)
+		}
+		ids := map[string]uint32{}
+		for _, b := range st.Services[0].Backends {
+			ids[b.Name] = b.ID
+		}
+		es, err := ctEntries(n.pinDir)
+		if err != nil {
+			return nil, fmt.Errorf("%s: read conntrack: %w", n.name, err)
+		}
+		out[n.name] = map[netip.AddrPort]bool{}
+		for _, c := range r.conns {
+			if e, ok := es[c.local]; ok && e.Backend == ids[c.backend] {
+				out[n.name][c.local] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// expect derives what may and must break from the rings and the
+// coverage at the withdrawal: a connection at risk (the new ring maps it
+// elsewhere) breaks when it moves to a node without its entry. held are
+// the connections held at the event's start.
+func (w *SyncWindow) expect(held []heldConn, vip netip.AddrPort, before, after *fleetRing, cover map[string]map[netip.AddrPort]bool) {
+	for _, c := range held {
+		if _, owner := after.Owner(c.Local, vip); owner == c.Backend {
+			continue
+		}
+		_, old := before.Owner(c.Local, vip)
+		name := fmt.Sprintf("%s → %s", c.Local, c.Backend)
+		w.AtRisk = append(w.AtRisk, name)
+		n := 0
+		for _, s := range w.Survivors {
+			if cover[s][c.Local] {
+				n++
+			}
+		}
+		if n < len(w.Survivors) {
+			w.Uncovered = append(w.Uncovered, name)
+			if old != c.Backend {
+				w.Stale = append(w.Stale, name)
+			}
+		}
+		if n == 0 {
+			w.Unshared = append(w.Unshared, name)
+		}
+	}
+	w.ExpectMin, w.ExpectMax = len(w.Unshared), len(w.Uncovered)
+	if w.Converged < 0 || w.Converged > w.Withdrawn {
+		// A node still on the old ring when the flows moved keeps them
+		// on their backend without an entry.
+		w.Unjudged = fmt.Sprintf("the surviving nodes held the new ring only at %.2f s, after the withdrawal at %.2f s", w.Converged.Seconds(), w.Withdrawn.Seconds())
+		w.ExpectMin = 0
+	}
+}
+
+// check compares what broke (held connections broken in the event) with
+// the expectation: every broken one was uncovered, every unshared one
+// broke.
+func (w *SyncWindow) check(held []heldConn, pass, fail func(check, format string, a ...any)) {
+	uncovered, unshared := map[string]bool{}, map[string]bool{}
+	for _, s := range w.Uncovered {
+		uncovered[s] = true
+	}
+	for _, s := range w.Unshared {
+		unshared[s] = true
+	}
+	var extra []string
+	broken := 0
+	for _, c := range held {
+		if !c.Broken {
+			continue
+		}
+		broken++
+		name := fmt.Sprintf("%s → %s", c.Local, c.Backend)
+		if !uncovered[name] {
+			extra = append(extra, fmt.Sprintf("%s (%s)", name, c.Why))
+		}
+		delete(unshared, name)
+	}
+	survived := make([]string, 0, len(unshared))
+	for s := range unshared {
+		survived = append(survived, s)
+	}
+	sort.Strings(survived)
+	if w.Unjudged != "" {
+		survived = nil
+	}
+	msg := fmt.Sprintf("%s; %d held connections at risk under the new ring, %d of them without an entry on their backend on some surviving node (%s) at the withdrawal, %d on none: expected %d..%d broken, %d broke",
+		w.summary(), len(w.AtRisk), len(w.Uncovered), strings.Join(w.Survivors, ", "), len(w.Unshared), w.ExpectMin, w.ExpectMax, broken)
+	switch {
+	case len(w.Stale) > 0:
+		fail("synced", "%s; the old ring already mapped elsewhere (exceptions shared before the window opened), yet not installed on every surviving node: %s", msg, strings.Join(w.Stale, "; "))
+	case !w.Inside && len(w.Uncovered) > 0:
+		fail("synced", "%s; the kill came after the window closed, yet %d connections lacked their entry: %s", msg, len(w.Uncovered), strings.Join(w.Uncovered, "; "))
+	case len(extra) > 0:
+		fail("synced", "%s; broke although every surviving node held its entry or it was not at risk: %s", msg, strings.Join(extra, "; "))
+	case len(survived) > 0:
+		fail("synced", "%s; survived although no surviving node held its entry (the measurement is wrong): %s", msg, strings.Join(survived, "; "))
+	default:
+		if w.Unjudged != "" {
+			msg += " (" + w.Unjudged + ": the lower bound not required)"
+		}
+		pass("synced", "%s", msg)
+	}
+}
+
+// summary is the measured window in words.
+func (w *SyncWindow) summary() string {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%+d ms", d.Milliseconds()) }
+	t0 := w.Changes[w.First]
+	var parts []string
+	names := make([]string, 0, len(w.Changes))
+	for n := range w.Changes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		parts = append(parts, n+" "+ms(w.Changes[n]-t0))
+	}
+	var lags []string
+	for _, n := range sortedKeys(w.Lag) {
+		lags = append(lags, fmt.Sprintf("%s %.1f ms", n, float64(w.Lag[n].Microseconds())/1000))
+	}
+	own := "had not changed its ring"
+	if t, ok := w.Changes[w.Killed]; ok {
+		own = "changed its ring at " + ms(t-t0)
+	}
+	where := "inside the window: its new exceptions were not installed on its peers"
+	if !w.Inside {
+		where = "after its ring change plus its sync lag: outside the window"
+	}
+	return fmt.Sprintf("rings took the change at %s (from the first, %s); %s killed at %s, %s (%s); its sync lag to each peer just before: %s",
+		strings.Join(parts, ", "), w.First, w.Killed, ms(w.KillAt-t0), own, where, strings.Join(lags, ", "))
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
