@@ -47,7 +47,7 @@ type SyncWindow struct {
 	// Stale lists the uncovered connections the old ring already mapped
 	// elsewhere: exceptions older than the change, which the killed node
 	// had shared before the window opened.
-	Stale []string `json:"stale,omitempty"`
+	Stale     []string `json:"stale,omitempty"`
 	ExpectMin int      `json:"expectMin"`
 	ExpectMax int      `json:"expectMax"`
 	// Unjudged says why ExpectMin could not be required ("" if it was).
