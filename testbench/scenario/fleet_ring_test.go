@@ -171,7 +171,7 @@ fleet:
 		{"killAfterChange without a backend change", "    - {kill: n1, killAfterChange: n2, observe: 1s}",
 			"fleet: events[0] (kill n1): killAfterChange needs a fail or recover"},
 		{"killAfterChange of no node", "    - {fail: a, killAfterChange: n7, observe: 1s}",
-			`fleet: events[0]: killAfterChange "n7": nodes are n1..n3`},
+			`fleet: events[0]: killAfterChange "n7": nodes are n1..n3, or lagging`},
 		{"killAfterChange with a hand-written bound", "    - {fail: a, killAfterChange: n2, observe: 1s, expect: {maxBroken: 2}}",
 			"expect.maxBroken with killAfterChange: the bound is derived from the measured window"},
 	} {

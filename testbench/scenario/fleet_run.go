@@ -79,8 +79,11 @@ type FleetEventResult struct {
 	// by which the effect's bound is widened.
 	Sched       SchedDelay `json:"sched"`
 	EffectSched SchedDelay `json:"effectSched"`
-	// Window is the sync window an event with killAfterChange measured.
-	Window *SyncWindow `json:"window,omitempty"`
+	// Window is the sync window an event with killAfterChange measured;
+	// SyncWindows, in another fail or recover, each node's from its
+	// ring change to its exceptions installed on every peer.
+	Window      *SyncWindow              `json:"window,omitempty"`
+	SyncWindows map[string]time.Duration `json:"syncWindows,omitempty"`
 	// TooSlow is set when the machine stalled longer than the scenario's
 	// timers tolerate during the event: its failed checks then judge the
 	// machine, not lbc, and the run is retried.
@@ -759,7 +762,7 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 		}
 		r.unhealthy[target] = kind == "fail"
 		if ev.KillAfterChange != "" {
-			er.Window, aerr = r.killAtChange(ctx, r.env.node(ev.KillAfterChange), digestBefore, act, limit)
+			er.Window, aerr = r.killAtChange(ctx, ev.KillAfterChange, digestBefore, act, limit)
 		} else {
 			act()
 		}
@@ -785,6 +788,24 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 		})
 		if t >= 0 {
 			er.Effect, er.EffectWhat = t-er.At, fmt.Sprintf("every running node holds ring digest %s", er.Digest)
+		}
+		if er.Window == nil && t >= 0 && r.fl.sharing() {
+			// R-FLEET's sync window of a change no node dies in.
+			win, how, spread, err := r.syncWindows(ctx, 5*time.Second)
+			er.SyncWindows = win
+			var parts []string
+			for _, n := range sortedKeys(win) {
+				p := fmt.Sprintf("%s %.1f ms", n, float64(win[n].Microseconds())/1000)
+				if how[n] != "" {
+					p += " (" + how[n] + ")"
+				}
+				parts = append(parts, p)
+			}
+			if err != nil {
+				fail("sync-window", "%v", err)
+			} else {
+				pass("sync-window", "from each node's ring change to its exceptions installed on every peer: %s; the rings changed over %d ms (each node's health check sees the change at its own moment)", strings.Join(parts, ", "), spread.Milliseconds())
+			}
 		}
 		if w := er.Window; w != nil && aerr == nil {
 			w.Converged = t

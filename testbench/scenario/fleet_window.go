@@ -26,9 +26,12 @@ type SyncWindow struct {
 	// change (lbc_fleet_sync_lag_seconds: from a snapshot's trigger to
 	// the peer's ack that it is installed).
 	Lag map[string]time.Duration `json:"lag"`
-	// Inside: the kill came before the killed node's ring change plus
-	// its sync lag (or before its ring change at all): its new
-	// exceptions were not installed on its peers.
+	// Installed is when each surviving node last installed a snapshot of
+	// the killed node's (FleetPeerStatus.InstalledAt).
+	Installed map[string]time.Duration `json:"installed"`
+	// Inside: the kill came before the killed node's ring change, or
+	// before a snapshot it computed after it was installed on every
+	// surviving node: its new exceptions were not installed everywhere.
 	Inside bool `json:"inside"`
 	// Withdrawn is when the router withdrew the killed node (its flows
 	// then move); Converged when every surviving node held the new ring.
@@ -55,14 +58,21 @@ type SyncWindow struct {
 }
 
 // killAtChange runs act (the backend's health change), polls every
-// running node's ring digest and kills k the moment the first of them
-// differs from before.
-func (r *fleetRunner) killAtChange(ctx context.Context, k *fleetNode, before map[string]string, act func(), limit time.Duration) (*SyncWindow, error) {
-	w := &SyncWindow{Killed: k.name, Changes: map[string]time.Duration{}, Lag: map[string]time.Duration{}}
-	if st, err := r.status(ctx, k); err == nil && st.Fleet != nil {
-		for _, p := range st.Fleet.Peers {
-			if p.Connected {
-				w.Lag[p.Name] = p.SyncLag
+// running node's ring digest and, the moment the first of them differs
+// from before, kills the node named target, or with target "lagging"
+// the first running node (by name) whose ring has not changed yet.
+func (r *fleetRunner) killAtChange(ctx context.Context, target string, before map[string]string, act func(), limit time.Duration) (*SyncWindow, error) {
+	w := &SyncWindow{Changes: map[string]time.Duration{}, Lag: map[string]time.Duration{}}
+	nodes := r.running()
+	// Every node's sync lag before the change: the killed one's is kept.
+	lags := map[string]map[string]time.Duration{}
+	for _, n := range nodes {
+		lags[n.name] = map[string]time.Duration{}
+		if st, err := r.status(ctx, n); err == nil && st.Fleet != nil {
+			for _, p := range st.Fleet.Peers {
+				if p.Connected {
+					lags[n.name][p.Name] = p.SyncLag
+				}
 			}
 		}
 	}
@@ -72,7 +82,6 @@ func (r *fleetRunner) killAtChange(ctx context.Context, k *fleetNode, before map
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	nodes := r.running()
 	changes := make(chan change, len(nodes))
 	var wg sync.WaitGroup
 	for _, n := range nodes {
@@ -103,40 +112,71 @@ func (r *fleetRunner) killAtChange(ctx context.Context, k *fleetNode, before map
 		wg.Wait()
 		return w, ctx.Err()
 	}
+	w.First = first.node
+	w.Changes[first.node] = first.push.Sub(r.start)
+	k := r.env.node(target)
+	if target == lagging {
+		changed := map[string]bool{first.node: true}
+		for more := true; more; {
+			select {
+			case c := <-changes:
+				changed[c.node] = true
+				w.Changes[c.node] = c.push.Sub(r.start)
+			default:
+				more = false
+			}
+		}
+		k = nil
+		for _, n := range nodes {
+			if !changed[n.name] && (k == nil || n.name < k.name) {
+				k = n
+			}
+		}
+		if k == nil {
+			return w, fmt.Errorf("every running node's ring changed at once (%d nodes): none lagging to kill", len(nodes))
+		}
+	}
+	w.Killed, w.Lag = k.name, lags[k.name]
 	w.KillAt = r.since()
 	r.stoppedAt[k.name] = time.Now()
 	err := r.env.killNode(k)
 	cancel()
 	wg.Wait()
 	close(changes)
-	w.First = first.node
-	w.Changes[first.node] = first.push.Sub(r.start)
 	for c := range changes {
 		if at := c.push.Sub(r.start); c.node != k.name || at <= w.KillAt {
 			w.Changes[c.node] = at
 		}
 	}
-	w.Inside = true
-	if t, ok := w.Changes[k.name]; ok {
-		var lag time.Duration
-		for _, l := range w.Lag {
-			lag = max(lag, l)
-		}
-		w.Inside = w.KillAt < t+lag
-	}
 	return w, err
 }
 
 // survivorsChanged records when each surviving node's ring took the
-// change (its last push).
+// change (its last push) and last installed a snapshot of the killed
+// node's, and so whether the kill was inside the window.
 func (r *fleetRunner) survivorsChanged(ctx context.Context, w *SyncWindow) {
+	w.Installed = map[string]time.Duration{}
+	changed, ok := w.Changes[w.Killed]
+	w.Inside = !ok
 	for _, n := range r.running() {
 		w.Survivors = append(w.Survivors, n.name)
-		if _, ok := w.Changes[n.name]; ok {
+		st, err := r.status(ctx, n)
+		if err != nil || len(st.Targets) == 0 {
 			continue
 		}
-		if st, err := r.status(ctx, n); err == nil && len(st.Targets) > 0 {
+		if _, ok := w.Changes[n.name]; !ok {
 			w.Changes[n.name] = st.Targets[0].LastPush.Sub(r.start)
+		}
+		if st.Fleet == nil {
+			continue
+		}
+		for _, p := range st.Fleet.Peers {
+			if p.Name == w.Killed && !p.InstalledAt.IsZero() {
+				w.Installed[n.name] = p.InstalledAt.Sub(r.start)
+				if w.Installed[n.name] < changed {
+					w.Inside = true
+				}
+			}
 		}
 	}
 }
@@ -278,13 +318,21 @@ func (w *SyncWindow) summary() string {
 	if t, ok := w.Changes[w.Killed]; ok {
 		own = "changed its ring at " + ms(t-t0)
 	}
+	var inst []string
+	for _, n := range sortedKeys(w.Installed) {
+		inst = append(inst, n+" "+ms(w.Installed[n]-t0))
+	}
 	where := "inside the window: its new exceptions were not installed on its peers"
 	if !w.Inside {
-		where = "after its ring change plus its sync lag: outside the window"
+		where = "outside the window: a snapshot of its after its ring change was installed on every surviving node"
 	}
-	return fmt.Sprintf("rings took the change at %s (from the first, %s); %s killed at %s, %s (%s); its sync lag to each peer just before: %s",
-		strings.Join(parts, ", "), w.First, w.Killed, ms(w.KillAt-t0), own, where, strings.Join(lags, ", "))
+	return fmt.Sprintf("rings took the change at %s (from the first, %s); %s killed at %s, %s; its last snapshot installed on %s (%s); its sync lag (trigger to ack) just before: %s",
+		strings.Join(parts, ", "), w.First, w.Killed, ms(w.KillAt-t0), own, strings.Join(inst, ", "), where, strings.Join(lags, ", "))
 }
+
+// lagging, as killAfterChange, kills the first node (by name) whose ring
+// has not taken the change when the first node's has.
+const lagging = "lagging"
 
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
@@ -293,4 +341,77 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// syncWindows waits, up to limit, until a snapshot every running node
+// computed after its ring change is installed on every running peer, and
+// returns for each node the time from its ring change (its last push) to
+// the last peer's install (FleetPeerStatus.InstalledAt), and how far
+// apart the rings changed (the nodes' health checks see a change at
+// different moments).
+func (r *fleetRunner) syncWindows(ctx context.Context, limit time.Duration) (map[string]time.Duration, map[string]string, time.Duration, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		changed := map[string]time.Time{}
+		// parts: the window's share before the node's fleet sharing
+		// computed the snapshot (its trigger, PublishedAt) and its sync
+		// lag (trigger to ack), when the last snapshot is that one.
+		parts := map[string]string{}
+		installed := map[string]map[string]time.Time{} // owner → peer → at
+		for _, n := range r.running() {
+			st, err := r.status(ctx, n)
+			if err != nil || len(st.Targets) == 0 || st.Fleet == nil {
+				continue
+			}
+			changed[n.name] = st.Targets[0].LastPush
+			var lag time.Duration
+			for _, p := range st.Fleet.Peers {
+				lag = max(lag, p.SyncLag)
+			}
+			if d := st.Fleet.PublishedAt.Sub(st.Targets[0].LastPush); d >= 0 && d < time.Second {
+				parts[n.name] = fmt.Sprintf("push to snapshot %.1f ms, then trigger to ack ≤ %.1f ms", float64(d.Microseconds())/1000, float64(lag.Microseconds())/1000)
+			}
+			for _, p := range st.Fleet.Peers {
+				if installed[p.Name] == nil {
+					installed[p.Name] = map[string]time.Time{}
+				}
+				installed[p.Name][n.name] = p.InstalledAt
+			}
+		}
+		win, pending := map[string]time.Duration{}, []string{}
+		var first, last time.Time
+		for n, at := range changed {
+			if first.IsZero() || at.Before(first) {
+				first = at
+			}
+			last = later(last, at)
+			var end time.Time
+			for p := range changed {
+				if p == n {
+					continue
+				}
+				inst := installed[n][p]
+				if inst.Before(at) {
+					pending = append(pending, fmt.Sprintf("%s's on %s", n, p))
+				}
+				end = later(end, inst)
+			}
+			win[n] = end.Sub(at)
+		}
+		if len(pending) == 0 && len(changed) == len(r.running()) {
+			return win, parts, last.Sub(first), nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			sort.Strings(pending)
+			return win, parts, last.Sub(first), fmt.Errorf("not installed within %s of the convergence: the snapshot after the ring change of %s", limit, strings.Join(pending, ", "))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
