@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
 	"os"
@@ -794,7 +795,7 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 			win, how, spread, err := r.syncWindows(ctx, 5*time.Second)
 			er.SyncWindows = win
 			var parts []string
-			for _, n := range sortedKeys(win) {
+			for _, n := range slices.Sorted(maps.Keys(win)) {
 				p := fmt.Sprintf("%s %.1f ms", n, float64(win[n].Microseconds())/1000)
 				if how[n] != "" {
 					p += " (" + how[n] + ")"

@@ -3,7 +3,9 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -311,7 +313,7 @@ func (w *SyncWindow) summary() string {
 		parts = append(parts, n+" "+ms(w.Changes[n]-t0))
 	}
 	var lags []string
-	for _, n := range sortedKeys(w.Lag) {
+	for _, n := range slices.Sorted(maps.Keys(w.Lag)) {
 		lags = append(lags, fmt.Sprintf("%s %.1f ms", n, float64(w.Lag[n].Microseconds())/1000))
 	}
 	own := "had not changed its ring"
@@ -319,7 +321,7 @@ func (w *SyncWindow) summary() string {
 		own = "changed its ring at " + ms(t-t0)
 	}
 	var inst []string
-	for _, n := range sortedKeys(w.Installed) {
+	for _, n := range slices.Sorted(maps.Keys(w.Installed)) {
 		inst = append(inst, n+" "+ms(w.Installed[n]-t0))
 	}
 	where := "inside the window: its new exceptions were not installed on its peers"
@@ -333,15 +335,6 @@ func (w *SyncWindow) summary() string {
 // lagging, as killAfterChange, kills the first node (by name) whose ring
 // has not taken the change when the first node's has.
 const lagging = "lagging"
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // syncWindows waits, up to limit, until a snapshot every running node
 // computed after its ring change is installed on every running peer, and
