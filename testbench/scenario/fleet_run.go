@@ -762,9 +762,16 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 			}
 		}
 		r.unhealthy[target] = kind == "fail"
+		var watch *installWatch
 		if ev.KillAfterChange != "" {
 			er.Window, aerr = r.killAtChange(ctx, ev.KillAfterChange, digestBefore, act, limit)
 		} else {
+			if r.fl.sharing() {
+				// Polled from the action on: a node's first install
+				// after its ring change, before a refresh replaces it.
+				watch = r.watchInstalls(ctx)
+				defer watch.halt()
+			}
 			act()
 		}
 		want := kind == "recover"
@@ -790,17 +797,13 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 		if t >= 0 {
 			er.Effect, er.EffectWhat = t-er.At, fmt.Sprintf("every running node holds ring digest %s", er.Digest)
 		}
-		if er.Window == nil && t >= 0 && r.fl.sharing() {
+		if watch != nil && t >= 0 {
 			// R-FLEET's sync window of a change no node dies in.
-			win, how, spread, err := r.syncWindows(ctx, 5*time.Second)
+			win, spread, err := watch.wait(ctx, 5*time.Second)
 			er.SyncWindows = win
 			var parts []string
 			for _, n := range slices.Sorted(maps.Keys(win)) {
-				p := fmt.Sprintf("%s %.1f ms", n, float64(win[n].Microseconds())/1000)
-				if how[n] != "" {
-					p += " (" + how[n] + ")"
-				}
-				parts = append(parts, p)
+				parts = append(parts, fmt.Sprintf("%s %.1f ms", n, float64(win[n].Microseconds())/1000))
 			}
 			if err != nil {
 				fail("sync-window", "%v", err)

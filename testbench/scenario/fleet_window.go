@@ -336,67 +336,105 @@ func (w *SyncWindow) summary() string {
 // has not taken the change when the first node's has.
 const lagging = "lagging"
 
-// syncWindows waits, up to limit, until a snapshot every running node
-// computed after its ring change is installed on every running peer, and
-// returns for each node the time from its ring change (its last push) to
-// the last peer's install (FleetPeerStatus.InstalledAt), and how far
-// apart the rings changed (the nodes' health checks see a change at
-// different moments).
-func (r *fleetRunner) syncWindows(ctx context.Context, limit time.Duration) (map[string]time.Duration, map[string]string, time.Duration, error) {
-	deadline := time.Now().Add(limit)
-	for {
-		changed := map[string]time.Time{}
-		// parts: the window's share before the node's fleet sharing
-		// computed the snapshot (its trigger, PublishedAt) and its sync
-		// lag (trigger to ack), when the last snapshot is that one.
-		parts := map[string]string{}
-		installed := map[string]map[string]time.Time{} // owner → peer → at
-		for _, n := range r.running() {
-			st, err := r.status(ctx, n)
-			if err != nil || len(st.Targets) == 0 || st.Fleet == nil {
+// installWatch follows, while a backend change spreads, each node's
+// ring change (its last push) and the first install of its snapshots on
+// each peer at or after it (FleetPeerStatus.InstalledAt): R-FLEET's sync
+// window of each node. A later refresh reinstalls the same exceptions,
+// so only the first install after the change counts.
+type installWatch struct {
+	r     *fleetRunner
+	since time.Time // the action: a push before it is not the change
+	push  map[string]time.Time
+	first map[string]map[string]time.Time // owner → peer → first install
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+// watchInstalls polls every running node every 20 ms, from now (call it
+// before the action) until stopped.
+func (r *fleetRunner) watchInstalls(ctx context.Context) *installWatch {
+	w := &installWatch{r: r, since: time.Now(), push: map[string]time.Time{}, first: map[string]map[string]time.Time{}, done: make(chan struct{})}
+	ctx, w.stop = context.WithCancel(ctx)
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			w.poll(ctx)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+// halt stops the polling and waits for it.
+func (w *installWatch) halt() {
+	w.stop()
+	<-w.done
+}
+
+// poll reads every running node's status once.
+func (w *installWatch) poll(ctx context.Context) {
+	for _, n := range w.r.running() {
+		st, err := w.r.status(ctx, n)
+		if err != nil || len(st.Targets) == 0 || st.Fleet == nil {
+			continue
+		}
+		if at := st.Targets[0].LastPush; at.After(w.since) && !at.Equal(w.push[n.name]) {
+			w.push[n.name], w.first[n.name] = at, map[string]time.Time{}
+		}
+		for _, p := range st.Fleet.Peers {
+			owner, ok := w.push[p.Name]
+			if !ok || p.InstalledAt.Before(owner) {
 				continue
 			}
-			changed[n.name] = st.Targets[0].LastPush
-			var lag time.Duration
-			for _, p := range st.Fleet.Peers {
-				lag = max(lag, p.SyncLag)
-			}
-			if d := st.Fleet.PublishedAt.Sub(st.Targets[0].LastPush); d >= 0 && d < time.Second {
-				parts[n.name] = fmt.Sprintf("push to snapshot %.1f ms, then trigger to ack ≤ %.1f ms", float64(d.Microseconds())/1000, float64(lag.Microseconds())/1000)
-			}
-			for _, p := range st.Fleet.Peers {
-				if installed[p.Name] == nil {
-					installed[p.Name] = map[string]time.Time{}
-				}
-				installed[p.Name][n.name] = p.InstalledAt
+			if _, seen := w.first[p.Name][n.name]; !seen {
+				w.first[p.Name][n.name] = p.InstalledAt
 			}
 		}
-		win, pending := map[string]time.Duration{}, []string{}
-		var first, last time.Time
-		for n, at := range changed {
-			if first.IsZero() || at.Before(first) {
-				first = at
+	}
+}
+
+// wait polls until every running node's ring changed after the action
+// and its snapshot was installed on every running peer, or limit passes;
+// it returns each node's window (ring change to the last peer's first
+// install) and how far apart the rings changed.
+func (w *installWatch) wait(ctx context.Context, limit time.Duration) (map[string]time.Duration, time.Duration, error) {
+	w.halt()
+	deadline := time.Now().Add(limit)
+	for {
+		w.poll(ctx)
+		nodes := w.r.running()
+		win := map[string]time.Duration{}
+		var pending []string
+		var firstPush, lastPush time.Time
+		for _, n := range nodes {
+			at, ok := w.push[n.name]
+			if !ok {
+				pending = append(pending, n.name+"'s ring change")
+				continue
 			}
-			last = later(last, at)
+			if firstPush.IsZero() || at.Before(firstPush) {
+				firstPush = at
+			}
+			lastPush = later(lastPush, at)
 			var end time.Time
-			for p := range changed {
+			for _, p := range nodes {
 				if p == n {
 					continue
 				}
-				inst := installed[n][p]
-				if inst.Before(at) {
-					pending = append(pending, fmt.Sprintf("%s's on %s", n, p))
+				inst, ok := w.first[n.name][p.name]
+				if !ok {
+					pending = append(pending, fmt.Sprintf("%s's snapshot on %s", n.name, p.name))
 				}
 				end = later(end, inst)
 			}
-			win[n] = end.Sub(at)
+			win[n.name] = end.Sub(at)
 		}
-		if len(pending) == 0 && len(changed) == len(r.running()) {
-			return win, parts, last.Sub(first), nil
+		if len(pending) == 0 {
+			return win, lastPush.Sub(firstPush), nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			sort.Strings(pending)
-			return win, parts, last.Sub(first), fmt.Errorf("not installed within %s of the convergence: the snapshot after the ring change of %s", limit, strings.Join(pending, ", "))
+			return win, lastPush.Sub(firstPush), fmt.Errorf("not seen within %s of the action: %s", limit, strings.Join(pending, ", "))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
