@@ -59,11 +59,15 @@ func Compile(in Input) (*Result, error) {
 	ir.MTU = uint16(cfg.Tunnel.MTU)
 	res := &Result{IR: ir, Services: make([]ServiceResult, 0, len(cfg.Services))}
 
+	orphaned := orphans(prev, px)
 	for si := range cfg.Services {
 		s := &cfg.Services[si]
 		c := &serviceCompiler{in: in, s: s, prev: px, ir: ir, old: px.ServiceByName(s.Name)}
 		if c.old != nil {
 			c.id = c.old.ID
+		} else if id, rows, ok := adoptOrphans(s, orphaned); ok {
+			c.id, c.adopted = id, rows // an add cut short: orphans.go
+			ir.NextServiceID = max(ir.NextServiceID, id+1)
 		} else {
 			c.id = ir.NextServiceID
 			ir.NextServiceID++
@@ -83,12 +87,15 @@ func Compile(in Input) (*Result, error) {
 // draining rows (R-DRAIN), the ring (reused when unchanged), the service
 // row (side and epoch), the ring's halves, and the VIP rows.
 type serviceCompiler struct {
-	in   Input
-	s    *Service
-	id   uint32
-	old  *ServiceRow // the service in Prev, nil when new
-	prev *Index
-	ir   *IR
+	in  Input
+	s   *Service
+	id  uint32
+	old *ServiceRow // the service in Prev, nil when new
+	// adopted are the backend rows of a new service that an add cut
+	// short wrote, by endpoint name (orphans.go); nil otherwise.
+	adopted map[string]*BackendRow
+	prev    *Index
+	ir      *IR
 
 	members []Member
 	names   []string
@@ -156,7 +163,7 @@ func (c *serviceCompiler) collectMembers() error {
 // oldBackend returns the row of the named backend of this service in Prev.
 func (c *serviceCompiler) oldBackend(name string) *BackendRow {
 	if c.old == nil {
-		return nil
+		return c.adopted[name]
 	}
 	return c.prev.BackendOf(c.old.ID, name)
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
@@ -432,19 +433,42 @@ func (c *Controller) load() (*compiler.Config, [32]byte, error) {
 			return nil, [32]byte{}, err
 		}
 	}
-	sum := sha256.Sum256(data)
-	dec, err := compiler.Load(c.opts.ConfigPath, data)
+	dec, err := decodeConfig(c.opts.ConfigPath, data)
 	if err != nil {
-		var ps compiler.Problems
-		if errors.As(err, &ps) {
-			return nil, sum, fmt.Errorf("%s: %d problem(s):\n%s", c.opts.ConfigPath, len(ps), ps.Error())
-		}
-		return nil, sum, err
+		return nil, sha256.Sum256(data), err
 	}
 	for _, w := range dec.Warnings.Summary(20) {
 		c.log.Warn("configuration warning", "problem", w)
 	}
-	return dec.Config, sum, nil
+	return dec.Config, sha256.Sum256(data), nil
+}
+
+// decodeConfig loads and validates a configuration, every problem in
+// the error.
+func decodeConfig(path string, data []byte) (*compiler.Decoded, error) {
+	dec, err := compiler.Load(path, data)
+	if err != nil {
+		var ps compiler.Problems
+		if errors.As(err, &ps) {
+			return nil, fmt.Errorf("%s: %d problem(s):\n%s", path, len(ps), ps.Error())
+		}
+		return nil, err
+	}
+	return dec, nil
+}
+
+// CheckConfig reports what Run would reject in the configuration at path
+// (data, when not nil, is its content): `lbc run` checks it before it
+// waits for a switch, so that a file that can never work fails at once.
+func CheckConfig(path string, data []byte) error {
+	if data == nil {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return err
+		}
+	}
+	_, err := decodeConfig(path, data)
+	return err
 }
 
 // fileChanged reports whether the configuration file differs from the
@@ -529,6 +553,58 @@ func (ts *target) read(ctx context.Context) (*compiler.IR, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return ts.t.Read(ctx)
+}
+
+// whileSession returns a context for work on ts (a read-back, a push)
+// that is cancelled when its session (Arbitrated) ends or changes hands
+// meanwhile: a switch cut off silently holds an RPC in flight until the
+// connection closes (gRPC keepalive: ≈ 12 s), and the loop, with the
+// heartbeat's verdict (/healthz, the withdrawal), would wait for it. end
+// releases the context and reports whether the session moved. A target
+// without sessions gets ctx itself.
+func (ts *target) whileSession(ctx context.Context) (wctx context.Context, end func() (moved bool)) {
+	if ts.arb == nil {
+		return ctx, func() bool { return false }
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	// The signal first, then the state it guards: no change falls between.
+	changes := ts.arb.MastershipChanges()
+	_, term, _ := ts.arb.Mastership()
+	same := func() bool {
+		primary, now, lost := ts.arb.Mastership()
+		return primary && lost == nil && now == term
+	}
+	var moved atomic.Bool
+	if !same() {
+		moved.Store(true)
+		cancel()
+		return wctx, func() bool { return true }
+	}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-changes:
+				// Not every signal is a loss (a server may repeat its
+				// arbitration answer): look.
+				changes = ts.arb.MastershipChanges()
+				if !same() {
+					moved.Store(true)
+					cancel()
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return wctx, func() bool {
+		close(done)
+		<-stopped
+		cancel()
+		return moved.Load()
+	}
 }
 
 func (ts *target) ensureProgram(ctx context.Context) (bool, error) {

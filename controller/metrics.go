@@ -320,6 +320,7 @@ var (
 	dpDrops     = prometheus.NewDesc("lbc_datapath_drops_total", "Packets dropped, by reason.", []string{"target", "target_instance", "reason"}, nil)
 	dpPunts     = prometheus.NewDesc("lbc_datapath_fallback_punts_total", "Packets sent out the fallback port (fragments, unparsed protocols).", []string{"target", "target_instance"}, nil)
 	dpTooBig    = prometheus.NewDesc("lbc_datapath_too_big_total", "Packets answered with ICMP fragmentation needed / packet too big instead of forwarded (R-MTU).", []string{"target", "target_instance"}, nil)
+	dpCTRefused = prometheus.NewDesc("lbc_datapath_ct_refused_total", "Packets of flows refused a conntrack entry because every slot they may take held a live entry, forwarded by the ring without one (R-CT-CAP; the TNA program's ct_refused; absent where the datapath has no such counter).", []string{"target", "target_instance"}, nil)
 	tgtDiverged = prometheus.NewDesc("lbc_target_diverged", "1 if the target's tables differ from the other targets' or from what was last read back.", []string{"target", "target_instance"}, nil)
 	tgtDigest   = prometheus.NewDesc("lbc_target_digest_info", "The digest of the tables the target holds, as a label (equal digests: same backend for every new flow).", []string{"target", "target_instance", "digest"}, nil)
 	dpUp        = prometheus.NewDesc("lbc_datapath_counters_up", "1 if the target's counters were read at this scrape, 0 if reading them failed (each failure also counts in lbc_errors_total{kind=\"counters\"}).", []string{"target", "target_instance"}, nil)
@@ -394,5 +395,8 @@ func (d datapathCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(dpPunts, prometheus.CounterValue, float64(c.FallbackPunts), k, i)
 		ch <- prometheus.MustNewConstMetric(dpTooBig, prometheus.CounterValue, float64(c.TooBig), k, i)
+		if c.HasCTRefused { // a datapath without the counter exports none, not a false 0
+			ch <- prometheus.MustNewConstMetric(dpCTRefused, prometheus.CounterValue, float64(c.CTRefused), k, i)
+		}
 	}
 }

@@ -115,3 +115,28 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// refusingCounters is a sim whose counters include the TNA program's
+// ct_refused (R-CT-CAP).
+type refusingCounters struct{ *lockedSim }
+
+func (r refusingCounters) Counters(context.Context) (targets.Counters, error) {
+	return targets.Counters{CTRefused: 9, HasCTRefused: true}, nil
+}
+
+// TestMetricsCTRefused (R-CT-CAP): a datapath that counts the flows it
+// refused a conntrack entry exports lbc_datapath_ct_refused_total; one
+// without the counter exports no such series (not a false 0).
+func TestMetricsCTRefused(t *testing.T) {
+	m := controller.NewMetrics()
+	refusing := refusingCounters{newLockedSim("tofino sw1")}
+	startRigOpts(t, rigOptions{metrics: m, config: func(port int) string { return seedConfig(port, false, 0, 1, 1) }},
+		func(o *controller.Options) { o.Targets = append(o.Targets, refusing) })
+	body := scrape(t, m)
+	if want := `lbc_datapath_ct_refused_total{target="tofino",target_instance="sw1"} 9`; !strings.Contains(body, want) {
+		t.Errorf("metrics lack %s:\n%s", want, grepLines(body, "lbc_datapath_"))
+	}
+	if n := strings.Count(body, "lbc_datapath_ct_refused_total{"); n != 1 {
+		t.Errorf("%d ct_refused series, want 1 (the target without the counter has none):\n%s", n, grepLines(body, "ct_refused"))
+	}
+}

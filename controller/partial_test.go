@@ -19,6 +19,7 @@ import (
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
+	"github.com/lbc-dev/lbc/testbench/p4rt/readback"
 	"google.golang.org/grpc/codes"
 )
 
@@ -50,16 +51,7 @@ func (w *ringWatch) check(v p4rt.View) {
 	if w.violation != nil {
 		return
 	}
-	tr, err := bmv2.NewTranslator(v.Schema())
-	if err != nil {
-		w.violation = err
-		return
-	}
-	tabs := bmv2.Tables{}
-	for _, n := range []string{"vip_port", "vip_proto", "vip_addr", "service", "ring", "backend"} {
-		tabs[n] = v.Entries(n)
-	}
-	ir, err := tr.IR(tabs, nil)
+	ir, err := readback.IR(v)
 	if err != nil {
 		w.violation = err
 		return
@@ -426,23 +418,22 @@ func TestControllerKilledMidPush(t *testing.T) {
 
 func activeRingsOf(t *testing.T, v p4rt.View) map[uint32][]uint32 {
 	t.Helper()
-	tr, err := bmv2.NewTranslator(v.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tabs := bmv2.Tables{}
-	for _, n := range []string{"vip_port", "vip_proto", "vip_addr", "service", "ring", "backend"} {
-		tabs[n] = v.Entries(n)
-	}
-	ir, err := tr.IR(tabs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ir := irOfView(t, v)
 	out := map[uint32][]uint32{}
 	for i := range ir.Services {
 		out[ir.Services[i].ID] = slices.Clone(ir.ActiveRing(&ir.Services[i]))
 	}
 	return out
+}
+
+// irOfView is what the server holds, read as the target reads it back.
+func irOfView(t *testing.T, v p4rt.View) *compiler.IR {
+	t.Helper()
+	ir, err := readback.IR(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ir
 }
 
 func mustRead(t *testing.T, path string) []byte {

@@ -87,10 +87,15 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 			return nil           // backup: state stays warm, nothing is written
 		}
 	}
+	// What follows is cut short if the session with the switch ends
+	// meanwhile (its heartbeat's verdict): a switch that fell silent would
+	// hold a Write or a read in flight until the connection closed.
+	wctx, end := ts.whileSession(ctx)
+	defer end()
 	if ts.held == nil {
-		loaded, err := ts.ensureProgram(ctx)
-		if err != nil && ctx.Err() != nil {
-			return c.cutShort(name, "program", err)
+		loaded, err := ts.ensureProgram(wctx)
+		if err != nil && wctx.Err() != nil {
+			return c.cutShort(ctx, ts, "program", err)
 		}
 		if err != nil {
 			msg := fmt.Sprintf("program: %v", err)
@@ -102,14 +107,14 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 			return fmt.Errorf("target %s: %w", name, err)
 		}
 		if loaded {
-			c.log.Warn("the target had lost lbc's program (restarted?): loaded it again; writing every table", "target", name, "trigger", why)
+			c.log.Warn("the target had lost lbc's program (a switch restarted empty, an XDP program detached): gave it again; reading it back and writing what it lacks", "target", name, "trigger", why)
 			// What a diff does not carry (tunnel sources, MTU) is gone
 			// too: commit it again after this push.
 			c.committed = nil
 		}
-		held, err := ts.read(ctx)
-		if err != nil && ctx.Err() != nil {
-			return c.cutShort(name, "read back", err)
+		held, err := ts.read(wctx)
+		if err != nil && wctx.Err() != nil {
+			return c.cutShort(ctx, ts, "read back", err)
 		}
 		if err != nil {
 			ts.st.LastError = fmt.Sprintf("read back: %v", err)
@@ -135,7 +140,7 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 		return nil
 	}
 	start := time.Now()
-	stats, err := ts.apply(ctx, d)
+	stats, err := ts.apply(wctx, d)
 	took := time.Since(start)
 	c.m.push(name, d, took, err)
 	ts.st.Pushes++
@@ -143,9 +148,9 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 	ts.st.LastPushWrites = len(d.Changes)
 	ts.st.LastPushSeconds = took.Seconds()
 	ts.st.TotalWrites += uint64(len(d.Changes))
-	if err != nil && ctx.Err() != nil {
-		ts.held = nil // what was applied stays applied: the next start reads it back
-		return c.cutShort(name, "push", err)
+	if err != nil && wctx.Err() != nil {
+		// What was applied stays applied: it is read back first.
+		return c.cutShort(ctx, ts, "push", err)
 	}
 	if err != nil {
 		// What was applied stays applied: read back before the next diff.
@@ -210,13 +215,29 @@ func sameInfo(a, b *compiler.IR) bool {
 	return true
 }
 
-// cutShort: the controller is stopping (SIGTERM) and cut what (a push,
-// a read-back) short. Nothing failed: it is logged at INFO and not counted
-// as an error; the next start reads the target back and writes what is
-// missing.
-func (c *Controller) cutShort(target, what string, err error) error {
-	c.log.Info("stopping: "+what+" cut short; the next start reads the target back", "target", target, "err", err)
-	return fmt.Errorf("target %s: %s: %w", target, what, err)
+// cutShort: what (a push, a read-back, loading the program) on ts was cut
+// short, either because the controller is stopping (SIGTERM: ctx ended) or
+// because the session with the switch ended or changed hands meanwhile
+// (whileSession). What was applied stays applied, so ts is read back
+// before its next diff.
+//
+// Stopping, nothing failed: it is logged at INFO and not counted as an
+// error; the next start reads the target back. A session that ended
+// fails the target at once (/healthz 503, VIPs withdrawn) instead of
+// when the connection closes; the update that follows says the switch is
+// lost, and the push when it is back finishes the job. Neither can make a
+// half-written ring half active: placeRings keeps the half the switch
+// serves out of every diff, and the flip is the last write of a push.
+func (c *Controller) cutShort(ctx context.Context, ts *target, what string, err error) error {
+	name := ts.t.Name()
+	ts.held = nil
+	if ctx.Err() != nil {
+		c.log.Info("stopping: "+what+" cut short; the next start reads the target back", "target", name, "err", err)
+		return fmt.Errorf("target %s: %s: %w", name, what, err)
+	}
+	ts.st.LastError = fmt.Sprintf("%s cut short: the session with the switch ended (%v)", what, err)
+	c.log.Warn(what+" cut short: the session with the switch ended; the switch is read back when it answers again", "target", name, "err", err)
+	return fmt.Errorf("target %s: %s cut short: the session with the switch ended: %w", name, what, err)
 }
 
 // verify reads every target back and compares its digest with what the
@@ -228,11 +249,23 @@ func (c *Controller) verify(ctx context.Context) bool {
 		if ts.held == nil || (ts.arb != nil && !ts.st.Primary) {
 			continue
 		}
-		got, err := ts.read(ctx)
+		rctx, end := ts.whileSession(ctx)
+		got, err := ts.read(rctx)
+		moved := end() && err != nil
 		if err != nil && ctx.Err() != nil {
 			// The controller is stopping (SIGTERM) and cut the read
 			// short: nothing failed, and nothing is to repair.
 			return false
+		}
+		if err != nil && moved {
+			// The session with the switch ended (or changed hands)
+			// during the read, which it cut short: the update that
+			// follows says so, and reads the switch back once it is
+			// back.
+			drifted = true
+			ts.held = nil
+			ts.st.LastError = fmt.Sprintf("read back cut short: the session with the switch ended (%v)", err)
+			continue
 		}
 		if err != nil {
 			c.m.error("read")

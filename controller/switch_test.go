@@ -178,6 +178,7 @@ func startSwitchRig(t testing.TB, opts bmv2.Options, cfg string) *switchRig {
 	select {
 	case <-c.Ready():
 	case err := <-done:
+		done <- err // for r.stop, which the cleanup runs
 		t.Fatalf("controller: %v\n%s", err, r.logs)
 	case <-time.After(budgetTB(t)):
 		t.Fatalf("controller not ready\n%s", r.logs)
@@ -567,5 +568,42 @@ func TestSwitchRestartAfterControllerRestart(t *testing.T) {
 	b.wants(t, ir)
 	if want := netip.MustParseAddr("192.0.2.1"); ir.TunnelSource4 != want {
 		t.Fatalf("the restarted switch has tunnel source %v, want %v (the configuration's)\n%s", ir.TunnelSource4, want, b.logs)
+	}
+}
+
+// TestSilentLossDuringVerify: the switch falls silent while the periodic
+// verify is reading it back. The read hangs (the connection holds its
+// bytes), but the heartbeat's verdict still reaches the loop within its
+// bound: the session's end cuts the read short, and the VIPs are
+// withdrawn. Before, the loop waited in the read until the connection
+// closed (10 s in the testbench's block, when the path came back), with
+// /healthz 200 and the VIPs announced meanwhile.
+func TestSilentLossDuringVerify(t *testing.T) {
+	srv := emptySwitch(t, "127.0.0.1:0")
+	fz := startFreezer(t, srv.Addr())
+	r, _ := healthyRig(t, embeddedSwitchOptions(fz.Addr()))
+	rpcs := srv.WriteRPCs()
+
+	fz.freeze()
+	verified := make(chan error, 1)
+	go func() { verified <- r.c.Verify(r.ctx) }() // its read waits on the silent switch
+	start := time.Now()
+	r.ann.waitServing(t, false, r.logs)
+	t.Logf("switch silent during a verify → VIPs withdrawn in %v (heartbeat bound %v)", time.Since(start), runtime.DefaultHeartbeat+runtime.DefaultHeartbeatTimeout)
+	if code, body := healthz(r.c); code != http.StatusServiceUnavailable {
+		t.Fatalf("healthz while the switch is silent: %d %q", code, body)
+	}
+	fz.thaw()
+	r.ann.waitServing(t, true, r.logs)
+	select {
+	case <-verified:
+	case <-time.After(budgetTB(t)):
+		t.Fatalf("the verify never returned\n%s", r.logs)
+	}
+	if srv.WriteRPCs() != rpcs {
+		t.Fatalf("the switch came back with its tables: %d Write RPCs, want 0\n%s", srv.WriteRPCs()-rpcs, r.logs)
+	}
+	if strings.Contains(r.logs.String(), "verify: cannot read target back") {
+		t.Errorf("the cut read was logged as a failed read-back:\n%s", r.logs)
 	}
 }

@@ -460,3 +460,36 @@ func (dp *Datapath) ReadConfig() (Config, error) {
 	c.MTU = v.Mtu
 	return c, nil
 }
+
+// Repin pins dp's maps in dir by their names (PinnedMaps) where no pin
+// is: another tool removed them while this process held the maps open,
+// so the tables, conntrack and counters live on and a later process finds
+// them again. It returns the names it pinned.
+func (dp *Datapath) Repin(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("pin directory: %w", err)
+	}
+	maps := []*ebpf.Map{dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config, dp.Stats, dp.ServiceStats, dp.BackendStats, dp.VipFilter}
+	var out []string
+	for i, name := range PinnedMaps {
+		path := dir + "/" + name
+		if _, err := os.Stat(path); err == nil {
+			continue
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return out, fmt.Errorf("pinned map %s: %w", path, err)
+		}
+		m := maps[i]
+		// The handle may still believe it is pinned at path (Pin would
+		// then do nothing): forget that pin first; it is gone.
+		if m.IsPinned() {
+			if err := m.Unpin(); err != nil {
+				return out, fmt.Errorf("map %s: %w", name, err)
+			}
+		}
+		if err := m.Pin(path); err != nil {
+			return out, fmt.Errorf("pin map %s at %s: %w", name, path, err)
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}

@@ -95,7 +95,24 @@ type Options struct {
 	// holder is usually our own previous session: a process that restarts
 	// at once arbitrates before the server has seen the old stream end.
 	ElectionIDInUseWait time.Duration
-	Logger              *slog.Logger
+	// ConnectTimeout bounds how long a target's Open waits for the switch
+	// to answer and take this client as primary (DefaultConnectTimeout
+	// when 0). The client itself never gives up: it reconnects until
+	// Close.
+	ConnectTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// DefaultConnectTimeout is Options.ConnectTimeout when 0.
+const DefaultConnectTimeout = 10 * time.Second
+
+// ConnectTimeoutOrDefault is o.ConnectTimeout, or DefaultConnectTimeout
+// when it is 0.
+func (o Options) ConnectTimeoutOrDefault() time.Duration {
+	if o.ConnectTimeout > 0 {
+		return o.ConnectTimeout
+	}
+	return DefaultConnectTimeout
 }
 
 // TLSConfig builds a TLS configuration from PEM files; certFile and

@@ -184,6 +184,18 @@ func MatchField(t *p4configv1.Table, name string) (*p4configv1.MatchField, error
 	return nil, fmt.Errorf("table %q has no match field %q", t.Preamble.Name, name)
 }
 
+// NeedsPriority reports whether a table's entries carry a priority: P4Runtime
+// wants one exactly when a match field is ternary, range or optional.
+func NeedsPriority(t *p4configv1.Table) bool {
+	for _, f := range t.MatchFields {
+		switch f.GetMatchType() {
+		case p4configv1.MatchField_TERNARY, p4configv1.MatchField_RANGE, p4configv1.MatchField_OPTIONAL:
+			return true
+		}
+	}
+	return false
+}
+
 // Param returns an action's parameter by name.
 func Param(a *p4configv1.Action, name string) (*p4configv1.Action_Param, error) {
 	for _, p := range a.Params {

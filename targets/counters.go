@@ -15,6 +15,14 @@ type Counters struct {
 	// TooBig counts packets answered with ICMP fragmentation needed or
 	// packet too big instead of being forwarded (R-MTU; XDP).
 	TooBig uint64
+	// CTRefused counts packets of flows refused a conntrack entry because
+	// every slot they may take held a live entry (R-CT-CAP: the TNA
+	// program's ct_refused; such a flow is forwarded by the ring).
+	// HasCTRefused says whether the datapath counts them: the v1model
+	// program evicts its least recently seen way instead, and a TNA P4Info
+	// compiled before the counter existed has none.
+	CTRefused    uint64
+	HasCTRefused bool
 }
 
 // ServiceCounters are one service's counters.

@@ -3,15 +3,12 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/cilium/ebpf/link"
 
 	"github.com/lbc-dev/lbc/fallback"
 	"github.com/lbc-dev/lbc/internal/netns"
@@ -145,28 +142,7 @@ func TestPushXDPRefusesForeignProgram(t *testing.T) {
 	lbc := netnsExecLBC(t, ns)
 	stateDir := filepath.Join("/run/lbc/xdp/netns", ns, "nc0")
 	t.Cleanup(func() { os.RemoveAll(filepath.Dir(stateDir)) })
-	dp, err := fallback.Load(fallback.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dp.Close()
-	var l link.Link
-	if err := netns.Do(ns, func() error {
-		ifc, err := net.InterfaceByName("nc0")
-		if err != nil {
-			return err
-		}
-		l, err = link.AttachXDP(link.XDPOptions{Program: dp.Pass, Interface: ifc.Index, Flags: link.XDPGenericMode})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	info, err := dp.Pass.Info()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _ := info.ID()
+	_, id := attachPass(t, ns)
 
 	out, errw, err := lbc("push", "-c", "../../examples/failover.yaml", "--target", "xdp", "--iface", "nc0")
 	want := fmt.Sprintf("nc0 runs another XDP program (id %d)", id)

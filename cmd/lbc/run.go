@@ -58,7 +58,10 @@ the other keeps its state warm and takes over, writing only what changed.
 A switch that dies or stops answering (a 1 s heartbeat) fails /healthz and
 withdraws its VIPs at once; when it is back, lbc reads it back and writes
 what it lacks: the pipeline and every table after a restart, nothing after
-a partition that left its tables intact.
+a partition that left its tables intact. Started while a switch is down,
+lbc run waits for it (--connect-timeout per attempt, then longer), with
+/healthz 503 and nothing announced, and pushes once it answers; a
+configuration or flag that can never work fails at once.
 
 Examples:
    lbc run -c lb.yaml --metrics 127.0.0.1:9100                  # reference datapath (sim)
@@ -107,42 +110,23 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 				return fmt.Errorf("--fleet %s: %w", f, err)
 			}
 		}
-		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
-		defer stop()
-		tgts, err := openRunTargets(c, c.StringSlice(runTargetFlag.Name))
-		if err != nil {
+		// A file that can never work fails now, not after a wait for
+		// the switch.
+		if err := controller.CheckConfig(cfg, cfgData); err != nil {
 			return err
 		}
-		defer func() {
-			for _, t := range tgts {
-				t.Close() // the datapath stays programmed
-			}
-		}()
+		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		c.Context = ctx // the targets' Open waits end with a SIGTERM
 		m := controller.NewMetrics()
-		var speaker *bgp.Speaker
-		var announcer controller.Announcer
-		if bgpCfg != nil {
-			speaker = bgp.New(bgpCfg, log, bgp.NewMetrics(m.Registry()))
-			if err := speaker.Start(ctx); err != nil {
-				return err
-			}
-			announcer = speaker
-			// Runs before the targets are closed (deferred earlier): the
-			// routers move traffic away while this datapath still serves.
-			defer func() {
-				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				if err := speaker.Shutdown(sctx, "lbc run stopping"); err != nil {
-					log.Error("bgp shutdown", "err", err)
-				}
-			}()
-		}
 		// The fleet node reads and writes the datapaths' conntrack through
 		// the controller (under each target's lock), which it needs
-		// first: it is made with a late-bound conntrack.
+		// first: it is made with a late-bound conntrack. Made before the
+		// wait for a switch, so its certificates fail at once.
 		var fleetNode *fleet.Node
 		late := &lateConntrack{}
 		if fleetCfg != nil {
+			var err error
 			if fleetNode, err = fleet.New(fleet.Options{Config: fleetCfg, Conntrack: late, Logger: log, Registry: m.Registry()}); err != nil {
 				return fmt.Errorf("--fleet: %w", err)
 			}
@@ -151,74 +135,116 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 		if fleetNode != nil {
 			sharer = fleetNode
 		}
-		ctl, err := controller.New(controller.Options{
-			ConfigPath:        cfg,
-			ConfigData:        cfgData,
-			Targets:           tgts,
-			Logger:            log,
-			Debounce:          orNever(c.Duration(runDebounceFlag.Name)),
-			WatchInterval:     orNever(c.Duration(runWatchFlag.Name)),
-			VerifyInterval:    orNever(c.Duration(runVerifyFlag.Name)),
-			MaxProbesInFlight: c.Int(runProbesFlag.Name),
-			Metrics:           m,
-			Announcer:         announcer,
-			Fleet:             sharer,
-		})
-		if err != nil {
-			return err
-		}
-		if fleetNode != nil {
-			ct, ok := ctl.Conntrack()
-			if !ok {
-				return fmt.Errorf("--fleet: no --target whose conntrack lbc can read and write (xdp, sim); the P4 targets' registers are not shared yet (docs/fleet.md)")
-			}
-			late.ConntrackTarget = ct
-			fctx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- fleetNode.Run(fctx) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					log.Error("fleet", "err", err)
-				}
-			}()
-		}
+		st := newStartup()
 		var srv *http.Server
 		var ln net.Listener
 		if addr := c.String(runMetricsFlag.Name); addr != "" {
+			// Served before the targets are opened: while lbc run waits
+			// for a switch, /healthz says so (503).
+			var err error
 			if ln, err = net.Listen("tcp", addr); err != nil {
 				return fmt.Errorf("--metrics %s: %w", addr, err)
 			}
 			mux := http.NewServeMux()
 			mux.Handle("/metrics", m.Handler())
-			mux.Handle("/healthz", ctl.HealthzHandler())
-			mux.Handle(controller.StatusPath, ctl.StatusHandler())
-			mux.Handle(metrics.Path, metrics.Handler((&controller.SiteReporter{C: ctl, Site: c.String(runSiteFlag.Name)}).Report))
+			for _, path := range []string{"/healthz", controller.StatusPath, metrics.Path} {
+				mux.Handle(path, st.handler(path))
+			}
 			srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 			log.Info("serving metrics and status", "addr", ln.Addr().String())
 		}
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-hup:
-					log.Info("SIGHUP: reloading", "file", cfg)
-					_ = ctl.Reload(ctx) // a rejected file is logged with its problems
-				}
+		run := func(ctx context.Context) error {
+			tgts, err := openRunTargets(ctx, c, c.StringSlice(runTargetFlag.Name), log, st)
+			if err != nil && ctx.Err() != nil {
+				log.Info("stopped before every target was open; nothing was pushed", "err", err)
+				return nil
 			}
-		}()
-		if srv == nil {
+			if err != nil {
+				return err
+			}
+			defer func() {
+				for _, t := range tgts {
+					t.Close() // the datapath stays programmed
+				}
+			}()
+			var speaker *bgp.Speaker
+			var announcer controller.Announcer
+			if bgpCfg != nil {
+				speaker = bgp.New(bgpCfg, log, bgp.NewMetrics(m.Registry()))
+				if err := speaker.Start(ctx); err != nil {
+					return err
+				}
+				announcer = speaker
+				// Runs before the targets are closed (deferred earlier): the
+				// routers move traffic away while this datapath still serves.
+				defer func() {
+					sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					if err := speaker.Shutdown(sctx, "lbc run stopping"); err != nil {
+						log.Error("bgp shutdown", "err", err)
+					}
+				}()
+			}
+			ctl, err := controller.New(controller.Options{
+				ConfigPath:        cfg,
+				ConfigData:        cfgData,
+				Targets:           tgts,
+				Logger:            log,
+				Debounce:          orNever(c.Duration(runDebounceFlag.Name)),
+				WatchInterval:     orNever(c.Duration(runWatchFlag.Name)),
+				VerifyInterval:    orNever(c.Duration(runVerifyFlag.Name)),
+				MaxProbesInFlight: c.Int(runProbesFlag.Name),
+				Metrics:           m,
+				Announcer:         announcer,
+				Fleet:             sharer,
+			})
+			if err != nil {
+				return err
+			}
+			if fleetNode != nil {
+				ct, ok := ctl.Conntrack()
+				if !ok {
+					return fmt.Errorf("--fleet: no --target whose conntrack lbc can read and write (xdp, sim); the P4 targets' registers are not shared yet (docs/fleet.md)")
+				}
+				late.ConntrackTarget = ct
+				fctx, cancel := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				go func() { done <- fleetNode.Run(fctx) }()
+				defer func() {
+					cancel()
+					if err := <-done; err != nil {
+						log.Error("fleet", "err", err)
+					}
+				}()
+			}
+			st.serve("/healthz", ctl.HealthzHandler())
+			st.serve(controller.StatusPath, ctl.StatusHandler())
+			st.serve(metrics.Path, metrics.Handler((&controller.SiteReporter{C: ctl, Site: c.String(runSiteFlag.Name)}).Report))
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						log.Info("SIGHUP: reloading", "file", cfg)
+						_ = ctl.Reload(ctx) // a rejected file is logged with its problems
+					}
+				}
+			}()
 			return ctl.Run(ctx)
 		}
-		return runServing(ctx, ctl.Run, srv, ln)
+		if srv == nil {
+			return run(ctx)
+		}
+		return runServing(ctx, run, srv, ln)
 	},
 }
 
-// runServing runs the controller and the metrics server together. A
+// runServing runs the controller (run: opening the targets, then the
+// controller's loop) and the metrics server together. A
 // server that stops on its own (its listener failed) stops the controller,
 // and lbc run exits with the reason: the GSLB and Prometheus can no longer
 // see this site. The datapaths stay programmed, and a restarted lbc run
@@ -252,8 +278,9 @@ func orNever(d time.Duration) time.Duration {
 	return d
 }
 
-// openRunTargets opens each --target KIND[=WHERE].
-func openRunTargets(c *cli.Context, specs []string) ([]targets.Target, error) {
+// openRunTargets opens each --target KIND[=WHERE]; a switch that does not
+// answer is waited for (openWaiting).
+func openRunTargets(ctx context.Context, c *cli.Context, specs []string, log *slog.Logger, st *startup) ([]targets.Target, error) {
 	var out []targets.Target
 	fail := func(err error) ([]targets.Target, error) {
 		for _, t := range out {
@@ -290,8 +317,14 @@ func openRunTargets(c *cli.Context, specs []string) ([]targets.Target, error) {
 					return fail(err)
 				}
 			}
+			open := func() (targets.Target, error) { return a.Open(c) }
 			var err error
-			if t, err = a.Open(c); err != nil {
+			if waitsForSwitch(kind) {
+				t, err = openWaiting(ctx, c, spec, open, log, st)
+			} else {
+				t, err = open()
+			}
+			if err != nil {
 				return fail(fmt.Errorf("--target %s: %w", spec, err))
 			}
 		}

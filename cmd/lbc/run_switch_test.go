@@ -51,6 +51,20 @@ func runOnSwitch(t *testing.T, addr string) (string, *syncWriter) {
 // waitRunHealthz polls /healthz until it answers code, within budget.
 func waitRunHealthz(t *testing.T, base string, code int, done <-chan error, logs *syncWriter) time.Duration {
 	t.Helper()
+	return pollHealthz(t, func() (int, string, error) {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return 0, "", err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Status, nil
+	}, code, done, logs)
+}
+
+// pollHealthz calls get until it answers code, within budget; lbc run
+// ending meanwhile (done) fails the test.
+func pollHealthz(t *testing.T, get func() (int, string, error), code int, done <-chan error, logs *syncWriter) time.Duration {
+	t.Helper()
 	start := time.Now()
 	deadline := start.Add(budget(t))
 	last := ""
@@ -60,20 +74,15 @@ func waitRunHealthz(t *testing.T, base string, code int, done <-chan error, logs
 			t.Fatalf("lbc run returned %v\n%s", err, logs.String())
 		default:
 		}
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			var b strings.Builder
-			_, _ = fmt.Fprint(&b, resp.Status)
-			resp.Body.Close()
-			last = b.String()
-			if resp.StatusCode == code {
-				return time.Since(start)
-			}
+		c, body, err := get()
+		if err == nil && c == code {
+			return time.Since(start)
 		}
+		last = fmt.Sprintf("%d %q %v", c, body, err)
 		if time.Now().After(deadline) {
 			t.Fatalf("/healthz never answered %d (last: %s)\n%s", code, last, logs.String())
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -144,14 +153,7 @@ func TestRunRecoversFromSwitchRestart(t *testing.T) {
 
 	srv.Stop()
 	t.Logf("switch gone → /healthz 503 in %v", waitRunHealthz(t, base, http.StatusServiceUnavailable, nil, logs))
-	srv2, err := p4rt.New(p4rt.Options{DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv2.StartAgain(addr); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv2.Stop)
+	emptySwitchAt(t, addr)
 	t.Logf("switch back → /healthz 200 in %v", waitRunHealthz(t, base, http.StatusOK, nil, logs))
 	if after := checkServed(t, base, addr, logs); after != before {
 		t.Fatalf("after the restart the switch holds %s, before %s", after, before)
@@ -264,4 +266,82 @@ func TestRunRecoversFromBMv2Restart(t *testing.T) {
 	if w := runStatus(t, base).Targets[0].TotalWrites; w != writes {
 		t.Fatalf("a switch back with its tables intact got %d writes, want 0\n%s", w-writes, logs.String())
 	}
+}
+
+// TestRunWaitsForSwitch: lbc run started while nothing listens on the
+// switch's address does not exit (it did after 10 s): it keeps trying,
+// logs each attempt, answers /healthz 503 with why, and once the switch
+// is up on that address pushes the pipeline and every table (/healthz
+// 200). A configuration that can never work fails at once, without a
+// wait; SIGTERM while waiting stops it cleanly.
+func TestRunWaitsForSwitch(t *testing.T) {
+	port, _ := loopbackBackends(t, "127.0.0.151", "127.0.0.152", "127.0.0.153")
+	cfg := filepath.Join(t.TempDir(), "lb.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(runTestConfig, port, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const away = "the switch does not answer; lbc run keeps trying"
+	t.Run("switch up later", func(t *testing.T) {
+		addr := freeAddr(t) // nothing listens there
+		r := startRun(t, "-c", cfg, "--target", "bmv2", "--addr", addr, "--connect-timeout", "300ms", "--watch-interval", "0", "--verify-interval", "0")
+		waitRunHealthz(t, r.base, http.StatusServiceUnavailable, r.done, r.logs)
+		// Two attempts gave up (0.3 s, then 0.6 s), and it is still there.
+		waitUntil(t, func() bool { return strings.Count(r.logs.String(), away) >= 2 }, r.logs)
+		if code, body := getBody(t, r.base+"/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for the switch --target bmv2 (attempt ") {
+			t.Fatalf("/healthz while waiting: %d %q", code, body)
+		}
+		if code, _ := getBody(t, r.base+controller.StatusPath); code != http.StatusServiceUnavailable {
+			t.Fatalf("/v1/status while waiting: %d, want 503", code)
+		}
+		emptySwitchAt(t, addr)
+		t.Logf("switch up → /healthz 200 in %v", waitRunHealthz(t, r.base, http.StatusOK, r.done, r.logs))
+		checkServed(t, r.base, addr, r.logs)
+		logs := r.logs.String()
+		for _, want := range []string{"the switch answers: lbc run goes on", "pushed pipeline embedded p4/build", "msg=pushed"} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("log lacks %q:\n%s", want, logs)
+			}
+		}
+	})
+	t.Run("bad configuration fails at once", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "lb.yaml")
+		if err := os.WriteFile(bad, []byte(strings.Replace(fmt.Sprintf(runTestConfig, port, ""), "ringSize: 307", "ringSize: -3", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, errw, err := runLBC(t, "run", "-c", bad, "--target", "bmv2", "--addr", freeAddr(t))
+		if err == nil || !strings.Contains(err.Error(), "ringSize") || strings.Contains(errw, away) {
+			t.Fatalf("lbc run with a bad file and no switch: %v\n%s", err, errw)
+		}
+		t.Logf("failed in %v", time.Since(start))
+	})
+	t.Run("bad flag fails at once", func(t *testing.T) {
+		_, errw, err := runLBC(t, "run", "-c", cfg, "--target", "bmv2", "--addr", freeAddr(t), "--election-id", "0")
+		if err == nil || !strings.Contains(err.Error(), "--election-id 0") || strings.Contains(errw, away) {
+			t.Fatalf("lbc run with --election-id 0: %v\n%s", err, errw)
+		}
+	})
+	t.Run("SIGTERM while waiting", func(t *testing.T) {
+		r := startRun(t, "-c", cfg, "--target", "bmv2", "--addr", freeAddr(t), "--connect-timeout", "300ms")
+		waitUntil(t, func() bool { return strings.Contains(r.logs.String(), away) }, r.logs)
+		if err := r.stop(); err != nil {
+			t.Fatalf("lbc run stopped while waiting: %v, want nil\n%s", err, r.logs.String())
+		}
+	})
+}
+
+// emptySwitchAt serves the in-process P4Runtime server, with no pipeline,
+// on addr (a switch started, or restarted empty, there) until the test
+// ends.
+func emptySwitchAt(t *testing.T, addr string) *p4rt.Server {
+	t.Helper()
+	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.StartAgain(addr); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
 }

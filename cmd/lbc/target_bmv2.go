@@ -24,11 +24,14 @@ var (
 	p4CAFlag       = &cli.StringFlag{Name: "tls-ca", Usage: "bmv2: CA `FILE` (PEM) to verify the switch; enables TLS"}
 	p4CertFlag     = &cli.StringFlag{Name: "tls-cert", Usage: "bmv2: client certificate `FILE` (PEM) for mTLS"}
 	p4KeyFlag      = &cli.StringFlag{Name: "tls-key", Usage: "bmv2: client key `FILE` (PEM) for mTLS"}
+	// connectTimeoutFlag is shared by the P4Runtime targets (bmv2, tofino).
+	connectTimeoutFlag = &cli.DurationFlag{Name: "connect-timeout", Value: runtime.DefaultConnectTimeout,
+		Usage: "bmv2, tofino: `DURATION` to wait for the switch to answer (and take lbc as its primary controller) before giving up; lbc run never gives up: it tries again, each attempt waiting twice as long (up to 1 minute), with /healthz 503 and nothing announced until the switch answers"}
 )
 
 var bmv2Adapter = &adapter{
 	Usage: "P4 switch running p4/lb.p4 (BMv2 simple_switch_grpc) over P4Runtime",
-	Flags: []cli.Flag{p4AddrFlag, p4DeviceFlag, p4ElectionFlag, p4RoleFlag, p4InfoFlag, p4DevcfgFlag, p4BatchFlag, p4FallbackFlag, p4CAFlag, p4CertFlag, p4KeyFlag},
+	Flags: []cli.Flag{p4AddrFlag, p4DeviceFlag, p4ElectionFlag, p4RoleFlag, p4InfoFlag, p4DevcfgFlag, p4BatchFlag, p4FallbackFlag, p4CAFlag, p4CertFlag, p4KeyFlag, connectTimeoutFlag},
 	Open: func(c *cli.Context) (targets.Target, error) {
 		t, err := openBMv2(c, false)
 		if err != nil {
@@ -86,7 +89,7 @@ func openBMv2(c *cli.Context, readOnly bool) (*bmv2.Target, error) {
 func p4RuntimeOptions(c *cli.Context, readOnly bool) (runtime.Options, error) {
 	opts := runtime.Options{
 		Addr: c.String(p4AddrFlag.Name), DeviceID: c.Uint64(p4DeviceFlag.Name), ElectionLow: c.Uint64(p4ElectionFlag.Name),
-		Role: c.String(p4RoleFlag.Name), BatchSize: c.Int(p4BatchFlag.Name), ReadOnly: readOnly,
+		Role: c.String(p4RoleFlag.Name), BatchSize: c.Int(p4BatchFlag.Name), ReadOnly: readOnly, ConnectTimeout: c.Duration(connectTimeoutFlag.Name),
 		Logger: slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if ca, cert, key := c.String(p4CAFlag.Name), c.String(p4CertFlag.Name), c.String(p4KeyFlag.Name); ca != "" || cert != "" {
@@ -95,6 +98,9 @@ func p4RuntimeOptions(c *cli.Context, readOnly bool) (runtime.Options, error) {
 			return opts, fmt.Errorf("--tls-*: %w", err)
 		}
 		opts.TLS = tc
+	}
+	if opts.ConnectTimeout <= 0 {
+		return opts, fmt.Errorf("--connect-timeout %s: give a positive duration, e.g. 10s", opts.ConnectTimeout)
 	}
 	if opts.ElectionLow == 0 {
 		return opts, fmt.Errorf("--election-id 0 is not a valid election ID; use 1 or more")

@@ -20,7 +20,7 @@ const tofinoPipelineFlags = "--p4info lb.p4info.txtpb --device-config out/lb.con
 
 var tofinoAdapter = &adapter{
 	Usage: "Tofino switch running p4/tna/lb.p4 over P4Runtime (--p4info: p4c-barefoot's P4Info, written with --p4runtime-force-std-externs as make p4-tna does; --device-config: its .conf or output directory; ringSize must be a power of two)",
-	Flags: []cli.Flag{p4AddrFlag, p4DeviceFlag, p4ElectionFlag, p4RoleFlag, p4InfoFlag, p4DevcfgFlag, tofinoFormatFlag, tofinoProgramFlag, p4BatchFlag, p4FallbackFlag, p4CAFlag, p4CertFlag, p4KeyFlag},
+	Flags: []cli.Flag{p4AddrFlag, p4DeviceFlag, p4ElectionFlag, p4RoleFlag, p4InfoFlag, p4DevcfgFlag, tofinoFormatFlag, tofinoProgramFlag, p4BatchFlag, p4FallbackFlag, p4CAFlag, p4CertFlag, p4KeyFlag, connectTimeoutFlag},
 	Open: func(c *cli.Context) (targets.Target, error) {
 		t, err := openTofino(c, false)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	"google.golang.org/protobuf/encoding/prototext"
 )
 
@@ -113,9 +114,40 @@ services:
 // connections, and the fallback punts and drops by reason, each equal to
 // the cell the switch holds at the ID's index; cells of IDs the switch does
 // not hold are not reported. Read twice, so that a second status sees the
-// cells move.
+// cells move. The P4Info with ct_refused is the committed one with that
+// counter added, as the program declares it since issue 22 (R-CT-CAP): its
+// one cell is printed as ct_refused; without it there is no such line.
 func TestStatusTofinoCounters(t *testing.T) {
-	srv, target := tofinoPushTwo(t, "../../p4/tna/build/lb.p4info.txtpb")
+	info, err := runtime.LoadP4Info("../../p4/tna/build/lb.p4info.txtpb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withRefused := "../../p4/tna/build/lb.p4info.txtpb"
+	if _, err := info.Counter("ct_refused"); err != nil {
+		info.Info.Counters = append(info.Info.Counters, &p4configv1.Counter{
+			Preamble: &p4configv1.Preamble{Id: 0x12ffff01, Name: "LbIngress.ct_refused", Alias: "ct_refused"},
+			Spec:     &p4configv1.CounterSpec{Unit: p4configv1.CounterSpec_PACKETS}, Size: 1})
+		b, err := prototext.Marshal(info.Info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		withRefused = filepath.Join(t.TempDir(), "ct-refused.p4info.txtpb")
+		if err := os.WriteFile(withRefused, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p4info := range []string{"../../p4/tna/build/lb.p4info.txtpb", withRefused} {
+		t.Run(filepath.Base(p4info), func(t *testing.T) { statusTofinoCounters(t, p4info) })
+	}
+}
+
+func statusTofinoCounters(t *testing.T, p4info string) {
+	srv, target := tofinoPushTwo(t, p4info)
+	info, err := runtime.LoadP4Info(p4info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, refuses := info.Counter("ct_refused")
 	status := func(format string) (string, error) {
 		t.Helper()
 		out, errw, err := runLBC(t, append([]string{"status", "--format", format}, target...)...)
@@ -171,6 +203,10 @@ func TestStatusTofinoCounters(t *testing.T) {
 		for idx, reason := range map[int64]string{0: "drop:no-backends", 1: "drop:malformed", 2: "drop:no-route", 3: "drop:no-service", 4: "drop:no-fallback-port", 7: "drop:reason-7"} {
 			set("drops", idx, round*10+idx, 0)
 			want.Global[reason] = uint64(round*10 + idx)
+		}
+		if refuses == nil {
+			set("ct_refused", 0, round*30+5, 0)
+			want.Global["ct_refused"] = uint64(round*30 + 5)
 		}
 
 		out, err := status("json")

@@ -57,6 +57,9 @@ func targetCounters(t targets.Target) (*counters, error) {
 	for reason, n := range cnt.Drops {
 		out.Global["drop:"+reason] = n
 	}
+	if cnt.HasCTRefused {
+		out.Global["ct_refused"] = cnt.CTRefused
+	}
 	for id, v := range cnt.Services {
 		out.Services[id] = map[string]uint64{"packets": v.Packets, "bytes": v.Bytes, "new": v.NewConnections, "icmp_error_misses": v.ICMPErrorMisses}
 	}

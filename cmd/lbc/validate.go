@@ -103,15 +103,28 @@ service's ringSize line with the size to set, so that all rings fit:
 }
 
 // connLoss is the share of live connections that a register conntrack
-// loses to collisions at the given occupancy, as targets/sim predicts it
-// (a 4-way set per bucket on bmv2, one slot on tofino; an LRU map loses
-// none before it is full).
-func connLoss(target string, slots, conns int) string {
-	ways := map[string]int{"bmv2": sim.P4Ways, "tofino": 1}[target]
-	if ways == 0 || slots < ways {
+// loses to collisions at the given number of live connections, as
+// targets/sim predicts it: a 4-way set per bucket on bmv2 (size is its
+// slots), the TNA program's ways on tofino (size is the flows it holds at
+// 1 %; the model measures the loss at conns flows); an LRU map loses none
+// before it is full.
+func connLoss(target string, size, conns int) string {
+	var loss float64
+	var err error
+	switch target {
+	case "bmv2":
+		if size < sim.P4Ways {
+			return ""
+		}
+		loss, err = sim.LossAt(size/sim.P4Ways, sim.P4Ways, float64(conns)/float64(size), 1)
+	case "tofino":
+		if conns > sim.TNATofino1.Slots() {
+			return ""
+		}
+		loss, err = sim.TNALossAt(sim.TNATofino1, conns, 1)
+	default:
 		return ""
 	}
-	loss, err := sim.LossAt(slots/ways, ways, float64(conns)/float64(slots), 1)
 	if err != nil {
 		return ""
 	}

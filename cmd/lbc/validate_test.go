@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/fallback"
+	"github.com/lbc-dev/lbc/targets/tofino"
 )
 
 // manyServices writes a configuration of n one-port services with small
@@ -66,8 +68,9 @@ func TestValidateTargetCapacity(t *testing.T) {
 	}
 }
 
-// TestValidateTargetConnections: limits.maxConnections is checked against
-// the conntrack of the target (the TNA program's 2^CT_INDEX_BITS slots).
+// TestValidateTargetConnections (R-CT-CAP): limits.maxConnections is
+// checked against the conntrack of the target (on tofino, the flows the TNA
+// program's ways hold at 1 % loss, as the model measures them).
 func TestValidateTargetConnections(t *testing.T) {
 	data, err := os.ReadFile("../../examples/failover.yaml")
 	if err != nil {
@@ -79,16 +82,42 @@ func TestValidateTargetConnections(t *testing.T) {
 	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = runLBC(t, "validate", "-c", f, "--target", "tofino")
-	if err == nil || !strings.Contains(err.Error(), "--target tofino: limits.maxConnections 1000000, but its LbIngress.ct_sig holds 65536 connections; recompile p4/tna/lb.p4 with -DCT_INDEX_BITS=N") {
-		t.Fatalf("tofino: %v", err)
+	// The conntrack line is the committed program's (tofino.Capacity reads
+	// its geometry from the P4Info): the direct-mapped build until the
+	// 4-way program is compiled.
+	capa, err := tofino.Capacity()
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg = strings.Replace(cfg, "maxConnections: 1000000", "maxConnections: 6000", 1)
+	var ct compiler.TableCapacity
+	for _, tc := range capa.Tables {
+		if tc.Holds == compiler.HoldsConnections {
+			ct = tc
+		}
+	}
+	if ct.Size == 0 {
+		t.Fatalf("tofino.Capacity lists no conntrack: %+v", capa.Tables)
+	}
+	_, _, err = runLBC(t, "validate", "-c", f, "--target", "tofino")
+	want := fmt.Sprintf("--target tofino: limits.maxConnections 1000000, but its %s holds %d connections; %s", ct.Table, ct.Size, ct.Raise)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("tofino: %v\nwant %s", err, want)
+	}
+	fits := ct.Size * 3 / 4
+	cfg = strings.Replace(cfg, "maxConnections: 1000000", fmt.Sprintf("maxConnections: %d", fits), 1)
 	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := runLBC(t, "validate", "-c", f, "--target", "bmv2")
-	if err != nil || !strings.Contains(out, "LbIngress.ct_sig       65536 connections (limits.maxConnections 6000); at that occupancy") {
+	out, _, err := runLBC(t, "validate", "-c", f, "--target", "tofino")
+	if err != nil || !strings.Contains(out, fmt.Sprintf("%d connections (limits.maxConnections %d); at that occupancy 0.", ct.Size, fits)) {
+		t.Fatalf("tofino at %d: %v\n%s", fits, err, out)
+	}
+	cfg = strings.Replace(cfg, fmt.Sprintf("maxConnections: %d", fits), "maxConnections: 6000", 1)
+	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runLBC(t, "validate", "-c", f, "--target", "bmv2")
+	if err != nil || !strings.Contains(out, "LbIngress.ct_sig       1048576 connections (limits.maxConnections 6000); at that occupancy") {
 		t.Fatalf("bmv2: %v\n%s", err, out)
 	}
 }
@@ -210,7 +239,7 @@ func TestValidateTofinoExamples(t *testing.T) {
 					seen[fs[0]] = true
 				}
 			}
-			if !seen["LbIngress.ring"] || !seen["LbIngress.ct_sig"] {
+			if !seen["LbIngress.ring"] || !strings.Contains(out, "LbIngress conntrack") {
 				t.Errorf("listing lacks the ring or conntrack:\n%s", out)
 			}
 		})

@@ -125,6 +125,17 @@ func (s *Set) Sysctl(ns, key, value string) error {
 // Do runs fn on an OS thread that has entered ns. Sockets created by fn
 // belong to ns and may be used from any goroutine afterwards.
 func Do(ns string, fn func() error) error {
+	target, err := os.Open("/run/netns/" + ns)
+	if err != nil {
+		return fmt.Errorf("open namespace %s: %w", ns, err)
+	}
+	defer target.Close()
+	return DoIn(target, fn)
+}
+
+// DoIn is Do for the network namespace target refers to (/run/netns/NAME,
+// /proc/PID/ns/net, /proc/thread-self/ns/net of another thread).
+func DoIn(target *os.File, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -136,14 +147,8 @@ func Do(ns string, fn func() error) error {
 			return
 		}
 		defer orig.Close()
-		target, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			errc <- fmt.Errorf("open namespace %s: %w", ns, err)
-			return
-		}
-		defer target.Close()
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
+			errc <- fmt.Errorf("setns: %w", err)
 			return
 		}
 		ferr := fn()
@@ -158,6 +163,6 @@ func Do(ns string, fn func() error) error {
 	case err := <-errc:
 		return err
 	case <-time.After(2 * time.Minute):
-		return fmt.Errorf("netns %s: function did not return within 2 minutes", ns)
+		return fmt.Errorf("function did not return within 2 minutes")
 	}
 }

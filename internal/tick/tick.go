@@ -42,12 +42,23 @@ const BMv2TimestampBits = 48
 const TNAWindow = time.Duration(1<<31) * TNA
 
 // TNAIdleTicks is an idle timeout in ticks, as targets/tofino writes it to
-// the idle_ticks table: ceil(sec·10^9 / 2^16). An entry is alive while its
-// age in whole ticks is below it, which for whole ticks is the same as
-// age·TNA < sec seconds: R-AGE exactly, at tick resolution.
+// the idle_ticks table: TNAIdleTicksDuration(sec seconds).
 func TNAIdleTicks(sec uint32) uint32 {
-	ns := uint64(sec) * uint64(time.Second)
-	return uint32((ns + uint64(TNA) - 1) / uint64(TNA))
+	return TNAIdleTicksDuration(time.Duration(sec) * time.Second)
+}
+
+// TNAIdleTicksDuration is ⌈(idle − 1 ns)/TNA⌉ + 1: the program stores an
+// entry's expiry as the tick of its last packet plus this, and the entry is
+// alive while the packet's tick is before it, that is while the age in
+// whole ticks is below it. A flow idle for less than idle is at most
+// ⌈(idle − 1 ns)/TNA⌉ ticks old, so never expired early; one idle longer
+// expires at most one tick later (R-AGE; the rule fallback.IdleTicks
+// applies to jiffies).
+func TNAIdleTicksDuration(idle time.Duration) uint32 {
+	if idle <= 0 {
+		return 0
+	}
+	return uint32(ceilDiv(int64(idle-1), int64(TNA)) + 1)
 }
 
 // TNATick is the tick of a 48-bit nanosecond timestamp: bits 47..16.

@@ -5,19 +5,38 @@ import (
 	"time"
 )
 
-// R-AGE: 60 s is 915527.8 ticks, so an entry lives 915528 whole ticks.
+// R-AGE: 60 s is 915527.3 ticks. An entry whose last packet came at the
+// end of a tick is 915528 ticks old 59.99994 s later, so the limit is one
+// more, 915529: never early, at most one tick late.
 func TestRAGE_TNAIdleTicks(t *testing.T) {
 	for _, tc := range []struct {
 		sec  uint32
 		want uint32
 	}{
 		{0, 0},
-		{1, 15259}, // 15258.79 → up
-		{60, 915528},
-		{86400, 1318359375}, // a day still fits the signed window
+		{1, 15260}, // 15258.79 → 15259, + 1
+		{60, 915529},
+		{86400, 1318359376}, // a day still fits the signed window
 	} {
 		if got := TNAIdleTicks(tc.sec); got != tc.want {
 			t.Errorf("TNAIdleTicks(%d) = %d, want %d", tc.sec, got, tc.want)
+		}
+	}
+	// Never early, at most one tick late: a flow whose last packet came at
+	// ns s is alive at n exactly while ticks(n) − ticks(s) < limit; over
+	// every offset of s in its tick, it is alive at every n < s + idle and
+	// dead at n ≥ s + idle + 2 ticks (one tick after the timeout rounded
+	// up to whole ticks).
+	for _, idle := range []time.Duration{time.Second, 60 * time.Second, 3*TNA + 1, 5 * TNA} {
+		limit := int64(TNAIdleTicksDuration(idle))
+		for s := int64(0); s < int64(TNA); s += int64(TNA) / 16 {
+			ticks := func(n int64) int64 { return n/int64(TNA) - s/int64(TNA) }
+			if late := s + int64(idle) - 1; ticks(late) >= limit {
+				t.Errorf("idle %v, last packet at %d ns: expired at %d ns, before the timeout", idle, s, late)
+			}
+			if dead := s + ceilDiv(int64(idle), int64(TNA))*int64(TNA) + 2*int64(TNA); ticks(dead) < limit {
+				t.Errorf("idle %v, last packet at %d ns: alive at %d ns, more than a tick late", idle, s, dead)
+			}
 		}
 	}
 }

@@ -3,7 +3,7 @@
 // entries and default actions a test assumes, the packet it sends and the
 // packet it expects (or none: a drop). Both dialects are read: bmv2's
 // quotes table, field, action and parameter names, tofino's does not.
-// Running a test against lbc's models is the harness's job (issue 21);
+// targets/testgen runs the tests against lbc's models and a live BMv2;
 // this package only parses.
 package stf
 

@@ -28,7 +28,8 @@ func DropReason(index int64) string {
 var _ targets.CounterTarget = (*Target)(nil)
 
 // Counters reads lb.p4's counters for the services and backends the switch
-// holds. The counter arrays are indexed by ID modulo their size.
+// holds, and the TNA program's ct_refused where its P4Info has it. The
+// counter arrays are indexed by ID modulo their size.
 func (t *Target) Counters(ctx context.Context) (targets.Counters, error) {
 	out := targets.Counters{Services: map[uint32]targets.ServiceCounters{}, Backends: map[uint32]targets.BackendCounters{}, Drops: map[string]uint64{}}
 	ir, err := t.Read(ctx)
@@ -82,6 +83,15 @@ func (t *Target) Counters(ctx context.Context) (targets.Counters, error) {
 	drops, _, err := read("drops")
 	if err != nil {
 		return out, err
+	}
+	// Only a program that refuses flows an entry has ct_refused (the TNA
+	// program since issue 22; R-CT-CAP).
+	if _, err := t.tr.Schema().Counter("ct_refused"); err == nil {
+		rf, _, err := read("ct_refused")
+		if err != nil {
+			return out, err
+		}
+		out.CTRefused, out.HasCTRefused = uint64(rf[0].Packets), true
 	}
 	for i, c := range drops {
 		if c.Packets == 0 {

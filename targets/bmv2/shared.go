@@ -3,7 +3,6 @@ package bmv2
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/lbc-dev/lbc/runtime"
 )
@@ -22,7 +21,7 @@ func OpenShared(ctx context.Context, opts Options) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeoutOrDefault())
 	err = c.WaitPrimary(wctx) // waits out our own previous session (restart)
 	timedOut := wctx.Err() != nil
 	cancel()

@@ -119,7 +119,7 @@ func Open(ctx context.Context, opts Options) (*Target, error) {
 
 func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error) {
 	if !opts.ReadOnly {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeoutOrDefault())
 		defer cancel()
 		if err := c.WaitPrimary(wctx); err != nil {
 			return nil, err

@@ -343,6 +343,11 @@ func (tr *Translator) IR(tabs Tables, tunnel *p4v1.TableEntry) (*compiler.IR, er
 			return nil, err
 		}
 		id, half, slot := uint32(d.Uint("service_id")), d.Uint("half"), d.Uint("slot")
+		if slot >= compiler.MaxRingSize {
+			// The IR holds a ring as a slice: a slot past every ring size
+			// lbc writes would make the read-back allocate for it.
+			return nil, fmt.Errorf("ring entry of service %d half %d: slot %d beyond the largest ring size %d (not written by lbc; delete it)", id, half, slot, compiler.MaxRingSize)
+		}
 		r := rings[id]
 		if r == nil {
 			r = &compiler.RingRows{ServiceID: id}

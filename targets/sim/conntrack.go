@@ -14,6 +14,11 @@ type Key struct {
 	ServiceID uint32
 	Kind      compiler.TupleKind
 	Tuple     compiler.Tuple
+	// Epoch is the service's epoch when the key is looked up or stored
+	// (R-EPOCH). Only a geometry that folds it into its signature (TNA)
+	// reads it; the others key on the flow alone and leave the R-EPOCH
+	// check to the datapath.
+	Epoch uint32
 }
 
 // MakeKey returns the key of t's kind-tuple in service svc.
@@ -40,6 +45,10 @@ type Entry struct {
 	// LastSeen is the virtual time of the last packet that matched or
 	// created it (R-AGE).
 	LastSeen time.Duration
+	// Expiry is the tick at which the entry expires, where the target
+	// stores that instead of a last-seen time (TNA); set by the
+	// geometry's lookup, zero elsewhere.
+	Expiry uint32 `json:"-"`
 }
 
 // Conntrack is a conntrack table geometry. It only stores: the datapath
@@ -74,12 +83,16 @@ func NewExact() *Exact { return &Exact{m: map[Key]Entry{}} }
 
 // Lookup implements Conntrack.
 func (t *Exact) Lookup(k Key) (Entry, bool) {
+	k.Epoch = 0
 	e, ok := t.m[k]
 	return e, ok
 }
 
 // Store implements Conntrack.
-func (t *Exact) Store(k Key, e Entry) { t.m[k] = e }
+func (t *Exact) Store(k Key, e Entry) {
+	k.Epoch = 0
+	t.m[k] = e
+}
 
 // Len implements Conntrack.
 func (t *Exact) Len() int { return len(t.m) }

@@ -122,11 +122,15 @@ func (r *Register) Slots() int { return r.Buckets * r.Ways }
 // fraction that misses (evicted, or shadowed by another flow with the same
 // bucket and signature) is returned. Flows come from seed.
 func LossAt(buckets, ways int, occupancy float64, seed uint64) (float64, error) {
+	return registerLoss(buckets, ways, int(occupancy*float64(buckets*ways)), seed)
+}
+
+// registerLoss is LossAt for n flows.
+func registerLoss(buckets, ways, n int, seed uint64) (float64, error) {
 	r, err := NewRegister(buckets, ways)
 	if err != nil {
 		return 0, err
 	}
-	n := int(occupancy * float64(r.Slots()))
 	keys := make([]Key, n)
 	for i := range keys {
 		keys[i] = syntheticKey(seed, uint64(i))

@@ -94,7 +94,7 @@ func TestRDRAIN_DeadlineOnEachGeometry(t *testing.T) {
 	tnaTick := func(origin uint64) time.Duration {
 		// The first virtual time at which the TNA tick reaches the
 		// deadline's tick, rounded up.
-		g, _ := NewTNA(1024, origin)
+		g, _ := NewTNA(TNAGeometry{Ways: 4, WayBits: 8}, origin)
 		want, _ := tick.TNADeadline(g.Timestamp(dl), 0)
 		at := dl
 		for g.Tick(at) != want {
@@ -115,10 +115,10 @@ func TestRDRAIN_DeadlineOnEachGeometry(t *testing.T) {
 			g, _ := NewRegister(1024, P4Ways)
 			return Options{Conntrack: g, Tick: tick.BMv2}
 		}, dl},
-		{"TNA, origin on a tick", func() Options { g, _ := NewTNA(1024, 0); return Options{Conntrack: g} }, tnaTick(0)},
-		{"TNA, origin 100 ns into a tick", func() Options { g, _ := NewTNA(1024, 100); return Options{Conntrack: g} }, tnaTick(100)},
+		{"TNA, origin on a tick", func() Options { g, _ := NewTNA(TNAGeometry{Ways: 4, WayBits: 8}, 0); return Options{Conntrack: g} }, tnaTick(0)},
+		{"TNA, origin 100 ns into a tick", func() Options { g, _ := NewTNA(TNAGeometry{Ways: 4, WayBits: 8}, 100); return Options{Conntrack: g} }, tnaTick(100)},
 		{"TNA, the tick wraps 5 s before the deadline", func() Options {
-			g, _ := NewTNA(1024, 1<<tick.TNATimestampBits-uint64(35*time.Second))
+			g, _ := NewTNA(TNAGeometry{Ways: 4, WayBits: 8}, 1<<tick.TNATimestampBits-uint64(35*time.Second))
 			return Options{Conntrack: g}
 		}, tnaTick(1<<tick.TNATimestampBits - uint64(35*time.Second))},
 	} {

@@ -142,7 +142,7 @@ func TestRDRAIN_DeadlineTick(t *testing.T) {
 func TestRDRAIN_TNADeadlineTicks(t *testing.T) {
 	for _, origin := range []uint64{0, wrapNS - uint64(20*time.Second)} {
 		t.Run(fmt.Sprintf("origin=%d", origin), func(t *testing.T) {
-			g, err := NewTNA(1<<10, origin)
+			g, err := NewTNA(TNAGeometry{Ways: 4, WayBits: 8}, origin)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +200,7 @@ func TestRAGE_Tick(t *testing.T) {
 // HZ=250 and HZ=100, and TNA's 2^16 ns ticks.
 func TestRAGE_TickPerDatapath(t *testing.T) {
 	tna := func() Options {
-		g, err := NewTNA(1<<12, 0)
+		g, err := NewTNA(TNAGeometry{Ways: 4, WayBits: 10}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

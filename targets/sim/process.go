@@ -174,6 +174,7 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 	}
 	tk := compiler.Effective(pol.Track, frag)
 	key := MakeKey(svc.ID, tk, t)
+	key.Epoch = svc.Epoch
 	r.det.TrackTuple = tk.String()
 	r.det.TrackBytes = hex.EncodeToString(key.Tuple.AppendLayout(nil, tk))
 	if pkt.Flags&(targets.FlagFIN|targets.FlagRST) != 0 && pkt.Proto == compiler.IPProtoTCP {
@@ -189,12 +190,21 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 		r.step("R-CT-2", "TCP SYN under PER_SESSION with a client affinity: looks up the session entry")
 	}
 	r.step("R-TRK", "tracking tuple %s %s", tk, r.det.TrackBytes)
-	e, found := r.d.ct.Lookup(key)
+	e, found := r.d.lookupCT(key, now)
 	if found {
 		ec := e
 		r.det.Entry = &ec
 		if b := r.d.backends[e.BackendID]; b != nil && b.Deadline != 0 {
 			r.det.Deadline, r.det.DeadlineRule = b.Deadline.Seconds(), deadlineRule(b)
+		}
+		idle := time.Duration(svc.IdleTimeoutSec) * time.Second
+		if h, ok := r.d.ct.(HitRefresher); ok && h.RefreshesHit() && e.Epoch == svc.Epoch {
+			if old, _ := r.d.aged(e, now, idle); !old {
+				// The switch refreshes a live entry where it reads it, before
+				// its backend is checked: a re-selection below overwrites it,
+				// and if none can be made the entry stays refreshed.
+				h.RefreshHit(key, now, idle)
+			}
 		}
 		if rule, why := r.valid(svc, pol, e, now); rule != "" {
 			r.det.Invalid = rule
@@ -203,7 +213,7 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 			r.det.EntryValid = true
 			b := r.d.backends[e.BackendID]
 			e.LastSeen = now
-			r.d.ct.Store(key, e)
+			r.d.storeCT(key, e, idle)
 			r.v.CT = targets.CTHit
 			r.step("R-AGE", "entry hit (last seen %s ago, idle timeout %ds); refreshed", now-ec.LastSeen, svc.IdleTimeoutSec)
 			switch {
@@ -324,7 +334,12 @@ func (r *run) selectBackend(svc *compiler.ServiceRow, pol compiler.ClassPolicy, 
 	r.det.Hash, r.det.Slot, r.det.RingSize = h, slot, svc.RingSize
 	r.step("R-HASH", "crc32 %#08x", h)
 	if int(slot) >= len(ring) || ring[slot] == 0 {
-		return fmt.Errorf("service %q: ring half %d slot %d is unset (ring holds %d slots)", svc.Name, svc.ActiveHalf, slot, len(ring))
+		// A ring half written part-way (a push that stopped) is active:
+		// both P4 programs miss the ring table and drop the packet as
+		// having no backend, before any conntrack write, so no entry is
+		// created (p4/tna/lb.p4 creates one only for a ring hit).
+		r.drop(targets.DropNoBackends, "R-MAGLEV-1", "ring half %d slot %d of %d is unset (a ring written part-way): no backend, dropped, no entry created", svc.ActiveHalf, slot, len(ring))
+		return nil
 	}
 	b := r.d.backends[ring[slot]]
 	if b == nil {
@@ -337,8 +352,11 @@ func (r *run) selectBackend(svc *compiler.ServiceRow, pol compiler.ClassPolicy, 
 	r.step(elig, "eligible set (%s): %s", svc.Decision, strings.Join(svc.Eligible, ", "))
 	r.step("R-MAGLEV-1", "slot %d of %d (half %d) → backend %q", slot, svc.RingSize, svc.ActiveHalf, b.Name)
 	if key != nil {
-		r.d.ct.Store(*key, Entry{BackendID: b.ID, Epoch: svc.Epoch, LastSeen: now})
-		r.step("R-CT-3", "entry created → %q (epoch %d)", b.Name, svc.Epoch)
+		if r.d.storeCT(*key, Entry{BackendID: b.ID, Epoch: svc.Epoch, LastSeen: now}, time.Duration(svc.IdleTimeoutSec)*time.Second) {
+			r.step("R-CT-3", "entry created → %q (epoch %d)", b.Name, svc.Epoch)
+		} else {
+			r.step("R-CT-CAP", "no entry: every slot the flow may take holds a live entry; refused and counted (ct_refused), forwarded by the ring → %q", b.Name)
+		}
 	}
 	r.forward(svc, b)
 	return nil
@@ -461,10 +479,11 @@ func (r *run) icmpError(pkt targets.Packet, now time.Duration) error {
 		return r.selectBackend(svc, pol, flow, false, nil, now)
 	}
 	key := MakeKey(svc.ID, pol.Track, flow)
+	key.Epoch = svc.Epoch
 	r.det.TrackTuple = pol.Track.String()
 	r.det.TrackBytes = hex.EncodeToString(key.Tuple.AppendLayout(nil, pol.Track))
 	r.step("R-TRK", "tracking tuple of the flow %s %s (lookup only: the error is never tracked)", pol.Track, r.det.TrackBytes)
-	if e, found := r.d.ct.Lookup(key); found {
+	if e, found := r.d.lookupCT(key, now); found {
 		ec := e
 		r.det.Entry = &ec
 		if rule, why := r.valid(svc, pol, e, now); rule != "" {

@@ -277,6 +277,26 @@ func (d *Datapath) EntryOf(pkt targets.Packet) (k Key, e Entry, found, tracks bo
 		t.SrcPort, t.DstPort = 0, 0
 	}
 	k = MakeKey(svc.ID, compiler.Effective(pol.Track, frag), t)
+	k.Epoch = svc.Epoch
 	e, found = d.ct.Lookup(k)
 	return k, e, found, true
+}
+
+// lookupCT looks k up as the geometry does at now (TimedLookup), or by
+// Lookup.
+func (d *Datapath) lookupCT(k Key, now time.Duration) (Entry, bool) {
+	if t, ok := d.ct.(TimedLookup); ok {
+		return t.LookupAt(k, now)
+	}
+	return d.ct.Lookup(k)
+}
+
+// storeCT stores e under k with the service's idle timeout (Expirer), or by
+// Store; it reports false when the geometry refused the flow (R-CT-CAP).
+func (d *Datapath) storeCT(k Key, e Entry, idle time.Duration) bool {
+	if x, ok := d.ct.(Expirer); ok {
+		return x.StoreIdle(k, e, idle)
+	}
+	d.ct.Store(k, e)
+	return true
 }

@@ -2,18 +2,47 @@ package tofino
 
 import (
 	"fmt"
+	"math/bits"
+	"sync"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/p4"
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets/bmv2"
+	"github.com/lbc-dev/lbc/targets/sim"
 )
 
-// Capacity is the size of the TNA program's tables and of its conntrack,
-// read from its P4Info (p4/tna/build/lb.p4info.txtpb; `lbc validate
-// --target tofino`). The conntrack is ct_sig's 2^CT_INDEX_BITS
-// direct-mapped slots: the P4Info (with std externs) lists the register
-// with its size, and TestTNABuildMatchesSource keeps that the source's.
+// held is R-CT-CAP's figure for a geometry, measured by the model
+// (sim.TNAFlowsHeld, about a second per geometry).
+var held = struct {
+	sync.Mutex
+	m map[sim.TNAGeometry]int
+}{m: map[sim.TNAGeometry]int{}}
+
+func flowsHeld(g sim.TNAGeometry) (int, error) {
+	held.Lock()
+	defer held.Unlock()
+	if n, ok := held.m[g]; ok {
+		return n, nil
+	}
+	n, err := sim.TNAFlowsHeld(g)
+	if err != nil {
+		return 0, err
+	}
+	held.m[g] = n
+	return n, nil
+}
+
+// Capacity is the size of the TNA program's tables, read from its P4Info
+// (p4/tna/build/lb.p4info.txtpb), and of its conntrack on Tofino 1: the
+// flows it holds at ≤ 1 % entry loss (R-CT-CAP), as the model of its
+// geometry measures them (`lbc validate --target tofino`).
+//
+// The geometry is the committed program's, read from the same P4Info: a
+// build with the one direct-mapped ct_sig register holds what one way of
+// its size holds; a build without it is the 4-way program
+// (sim.TNATofino1). So the figure never describes a program other than the
+// one `lbc push --target tofino` pushes.
 func Capacity() (compiler.Capacity, error) {
 	info, err := runtime.ParseP4Info(p4.TNAP4Info)
 	if err != nil {
@@ -23,11 +52,26 @@ func Capacity() (compiler.Capacity, error) {
 	if err != nil {
 		return c, err
 	}
-	for i := range c.Tables {
-		if c.Tables[i].Holds == compiler.HoldsConnections {
-			c.Tables[i].Raise = "recompile p4/tna/lb.p4 with -DCT_INDEX_BITS=N (2^N direct-mapped slots; docs/tofino.md)"
-			return c, nil
+	g, raise, layout := sim.TNATofino1, "more slots need a recompile of p4/tna/lb.p4 with -DCT_WAY_BITS=N (docs/tofino.md, Conntrack geometry)", ""
+	tables := c.Tables[:0]
+	for _, t := range c.Tables {
+		if t.Holds != compiler.HoldsConnections { // the P4Info's register size is slots, not flows held
+			tables = append(tables, t)
+			continue
+		}
+		if t.Size > 0 && t.Size&(t.Size-1) == 0 { // the direct-mapped build: one way of 2^CT_INDEX_BITS
+			g = sim.TNAGeometry{Ways: 1, WayBits: bits.TrailingZeros(uint(t.Size))}
+			raise = "recompile p4/tna/lb.p4 with -DCT_INDEX_BITS=N (2^N direct-mapped slots; docs/tofino.md)"
+			layout = "direct-mapped, "
 		}
 	}
-	return c, fmt.Errorf("p4/tna/build/lb.p4info.txtpb: no register LbIngress.ct_sig (compiled without --p4runtime-force-std-externs?)")
+	n, err := flowsHeld(g)
+	if err != nil {
+		return c, fmt.Errorf("conntrack geometry %+v: %w", g, err)
+	}
+	c.Tables = append(tables, compiler.TableCapacity{
+		Table: fmt.Sprintf("LbIngress conntrack (%s%d ways × %d slots, flows held at ≤ 1 %% loss)", layout, g.Ways, 1<<g.WayBits),
+		Holds: compiler.HoldsConnections, Size: n,
+		Raise: raise})
+	return c, nil
 }

@@ -58,9 +58,10 @@ type Options struct {
 	Clock  targets.Clock
 	Logger *slog.Logger
 
-	view         nsView // where this process runs (set by defaults)
-	pinDefault   bool   // PinDir is the default
-	stateDefault bool   // StateDir is the default
+	view         nsView   // where this process runs (set by defaults)
+	netns        *os.File // the network namespace of the interface (netnsthread.go)
+	pinDefault   bool     // PinDir is the default
+	stateDefault bool     // StateDir is the default
 }
 
 func (o *Options) defaults() error {
@@ -135,6 +136,10 @@ func Attach(ctx context.Context, opts Options) (*Target, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
+	return withNetns(opts, attachTarget)(ctx)
+}
+
+func attachTarget(ctx context.Context, opts Options) (*Target, error) {
 	ifc, err := net.InterfaceByName(opts.Iface)
 	if err != nil {
 		return nil, fmt.Errorf("xdp: interface %q: %w", opts.Iface, err)
@@ -216,21 +221,7 @@ func Attach(ctx context.Context, opts Options) (*Target, error) {
 		return nil, errors.New("xdp: the kernel does not give program IDs (Linux 4.13 or later needed)")
 	}
 	t.progID = uint32(id)
-	try := func(mode string) error { return netlinkAttach(ifc.Index, dp.Prog.FD(), mode) }
-	if pinned {
-		try = func(mode string) error {
-			l, err := link.AttachXDP(link.XDPOptions{Program: dp.Prog, Interface: ifc.Index, Flags: link.XDPAttachFlags(modeFlag(mode))})
-			if err != nil {
-				return err
-			}
-			defer l.Close()
-			if err := l.Pin(opts.linkPin()); err != nil {
-				return fmt.Errorf("pin link at %s: %w", opts.linkPin(), err)
-			}
-			return nil
-		}
-	}
-	mode, err := attach(ifc.Index, opts, try)
+	mode, err := t.attachProg(ifc.Index)
 	if err != nil {
 		t.undo()
 		dp.Close()
@@ -248,6 +239,27 @@ func Attach(ctx context.Context, opts Options) (*Target, error) {
 	}
 	opts.Logger.Info("xdp program attached", "iface", opts.Iface, "mode", mode, "prog_id", t.progID, "pins", pins)
 	return t, nil
+}
+
+// attachProg attaches t.dp.Prog to ifindex in the mode the options ask
+// for: through a BPF link pinned at the link pin path where pins outlive
+// the command, else through netlink. It returns the mode in effect.
+func (t *Target) attachProg(ifindex int) (string, error) {
+	try := func(mode string) error { return netlinkAttach(ifindex, t.dp.Prog.FD(), mode) }
+	if t.pinned {
+		try = func(mode string) error {
+			l, err := link.AttachXDP(link.XDPOptions{Program: t.dp.Prog, Interface: ifindex, Flags: link.XDPAttachFlags(modeFlag(mode))})
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			if err := l.Pin(t.opts.linkPin()); err != nil {
+				return fmt.Errorf("pin link at %s: %w", t.opts.linkPin(), err)
+			}
+			return nil
+		}
+	}
+	return attach(ifindex, t.opts, try)
 }
 
 // openAttached opens the datapath of the XDP program id that iface runs.
@@ -273,7 +285,7 @@ func (t *Target) VerifyAttached() error {
 	if t.progID == 0 {
 		return fmt.Errorf("xdp: %s: a test run is attached nowhere", t.Name())
 	}
-	err := t.verify()
+	err := t.inNetns(t.verify)
 	if err != nil && t.made {
 		t.undo()
 		return fmt.Errorf("%w (the attachment, pins and meta.json this process made are removed; push again)", err)
@@ -410,6 +422,10 @@ func Open(opts Options) (*Target, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
+	return withNetns(opts, func(_ context.Context, opts Options) (*Target, error) { return openTarget(opts) })(context.Background())
+}
+
+func openTarget(opts Options) (*Target, error) {
 	var (
 		dp     *fallback.Datapath
 		progID uint32
@@ -603,8 +619,17 @@ func (t *Target) setConfig() error {
 }
 
 // Read implements targets.Target: the tables in the maps, with names from
-// meta.json.
+// meta.json. A target attached to an interface first checks that the
+// interface runs its program (verify): maps that are intact are no
+// datapath if another tool detached the program or removed the pins that
+// kept it attached, and the controller's verify then marks the target
+// failing and EnsureProgram attaches it again.
 func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
+	if t.progID != 0 {
+		if err := t.inNetns(t.verify); err != nil {
+			return nil, err
+		}
+	}
 	ir, err := t.dp.ReadTables()
 	if err != nil {
 		return nil, err
@@ -680,4 +705,9 @@ func (t *Target) metaPathOrEmpty() string {
 }
 
 // Close implements targets.Target: the datapath stays attached.
-func (t *Target) Close() error { return t.dp.Close() }
+func (t *Target) Close() error {
+	if t.opts.netns != nil {
+		t.opts.netns.Close()
+	}
+	return t.dp.Close()
+}

@@ -37,16 +37,6 @@ func fieldByID(t *p4configv1.Table, id uint32) *p4configv1.MatchField {
 	return nil
 }
 
-func hasPriority(t *p4configv1.Table) bool {
-	for _, f := range t.MatchFields {
-		switch f.GetMatchType() {
-		case p4configv1.MatchField_TERNARY, p4configv1.MatchField_RANGE, p4configv1.MatchField_OPTIONAL:
-			return true
-		}
-	}
-	return false
-}
-
 // checkMatch validates an entry's match against its table and returns the
 // key that identifies the entry in the table.
 func checkMatch(t *p4configv1.Table, e *p4v1.TableEntry) (string, error) {
@@ -114,7 +104,7 @@ func checkMatch(t *p4configv1.Table, e *p4v1.TableEntry) (string, error) {
 			return "", invalid("table %q: exact match field %q missing", name, f.Name)
 		}
 	}
-	if hasPriority(t) {
+	if runtime.NeedsPriority(t) {
 		if e.Priority <= 0 {
 			return "", invalid("table %q: entries need a priority > 0", name)
 		}

@@ -51,6 +51,10 @@ type Env interface {
 	// RemovePins removes the XDP datapath's pins (maps and link) from
 	// bpffs, as another tool would.
 	RemovePins() error
+	// DetachLink detaches the BPF link that keeps the XDP datapath's
+	// program attached (bpftool link detach): the program leaves the
+	// interface; the link and its pin remain, defunct.
+	DetachLink() error
 	// Counters reads the datapaths' counters.
 	Counters(ctx context.Context) (Counters, error)
 	Close() error

@@ -544,6 +544,9 @@ func (e *mininetEnv) BlockP4Runtime(on bool) error {
 // RemovePins removes the fallback host's XDP pins.
 func (e *mininetEnv) RemovePins() error { return removePins(e.xopts.PinDir) }
 
+// DetachLink detaches the fallback host's XDP link.
+func (e *mininetEnv) DetachLink() error { return detachLink(e.xopts.PinDir) }
+
 // DetachXDP detaches the fallback host's XDP program.
 func (e *mininetEnv) DetachXDP(ctx context.Context) error {
 	return detachXDP(ctx, e.nsFB, e.xopts.Iface)

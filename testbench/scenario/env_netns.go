@@ -136,6 +136,23 @@ func (e *netnsEnv) DetachXDP(ctx context.Context) error {
 
 func (e *netnsEnv) RemovePins() error { return removePins(e.opts.PinDir) }
 
+func (e *netnsEnv) DetachLink() error { return detachLink(e.opts.PinDir) }
+
+// detachLink detaches the BPF link pinned in dir, as `bpftool link
+// detach` does: the program leaves the interface, the link object and its
+// pin stay (defunct).
+func detachLink(dir string) error {
+	l, err := link.LoadPinnedLink(filepath.Join(dir, "link"), nil)
+	if err != nil {
+		return fmt.Errorf("pinned link in %s: %w", dir, err)
+	}
+	defer l.Close()
+	if err := l.Detach(); err != nil {
+		return fmt.Errorf("detach the link pinned in %s: %w", dir, err)
+	}
+	return nil
+}
+
 // removePins removes a pin directory on bpffs: the pinned objects stay
 // alive while something holds them open.
 func removePins(dir string) error {

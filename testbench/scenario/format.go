@@ -103,7 +103,8 @@ type Fault struct {
 	// while lbc's BPF link holds it, which the fault then notes) or
 	// "pins" (another tool removes the datapath's pins on bpffs: the
 	// maps and the link that keeps the program attached once the
-	// controller exits).
+	// controller exits) or "link" (another tool detaches that link:
+	// bpftool link detach; its pin stays).
 	Detach string `yaml:"detach"`
 	// For is how long a kill or block lasts (block: required; kill:
 	// default 0, restarted at once).
@@ -114,7 +115,7 @@ type Fault struct {
 var (
 	killValues   = []string{"switch", "controller"}
 	blockValues  = []string{"p4runtime"}
-	detachValues = []string{"xdp", "pins"}
+	detachValues = []string{"xdp", "pins", "link"}
 )
 
 // WeightChange is a weight fault.

@@ -551,9 +551,12 @@ func (r *runner) startController(ctx context.Context) error {
 	}
 	c, err := controller.New(controller.Options{
 		ConfigPath: r.cfgPath, Targets: tgts, Logger: r.log,
-		Prober:        &health.NetProber{Dialer: nsDialer{r.env.ProbeNS()}},
-		Debounce:      50 * time.Millisecond,
-		WatchInterval: -1, VerifyInterval: -1, RetryInterval: 500 * time.Millisecond,
+		Prober:   &health.NetProber{Dialer: nsDialer{r.env.ProbeNS()}},
+		Debounce: 50 * time.Millisecond,
+		// The verify finds an XDP program another tool took off the
+		// interface (detach faults): every second here, where lbc run's
+		// default is a minute, so that a step bounds it in seconds.
+		WatchInterval: -1, VerifyInterval: time.Second, RetryInterval: 500 * time.Millisecond,
 	})
 	if err != nil {
 		closeTargets(tgts)
@@ -883,10 +886,14 @@ func (r *runner) disturb(ctx context.Context, f Fault, ev *FaultEvent, start tim
 			ev.Note = fmt.Sprintf("refused by the kernel, nothing detached: lbc attaches through a BPF link, which netlink cannot replace or remove (%v)", err)
 			err = nil
 		}
+	case f.Detach == "link":
+		err = r.env.DetachLink()
+		ev.End = r.tr.since()
+		ev.Note = "the BPF link that keeps the XDP program attached detached by another tool (bpftool link detach): the program is off the interface; the controller's verify attaches it again"
 	case f.Detach == "pins":
 		err = r.env.RemovePins()
 		ev.End = r.tr.since()
-		ev.Note = "the XDP datapath's pins (maps, link) removed from bpffs by another tool; the running controller holds them open"
+		ev.Note = "the XDP datapath's pins (maps, link) removed from bpffs by another tool: the program is detached; the running controller holds the maps open, and its verify attaches the program again"
 	}
 	return err
 }

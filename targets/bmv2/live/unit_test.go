@@ -12,20 +12,49 @@ import (
 
 	"github.com/lbc-dev/lbc/internal/netns"
 	"github.com/lbc-dev/lbc/p4"
+	"github.com/lbc-dev/lbc/targets/sim"
 	"golang.org/x/sys/unix"
 )
 
-// TestGeometryOfTheBuild: the embedded lb.json holds CT_BUCKETS=16384 × 4
+// TestGeometryOfTheBuild: the embedded lb.json holds CT_BUCKETS=262144 × 4
 // ways (docs/p4.md), and a device config that is not lb.p4's is refused.
 func TestGeometryOfTheBuild(t *testing.T) {
 	b, w, err := Geometry(p4.BMv2JSON)
-	if err != nil || b != 16384 || w != 4 {
-		t.Fatalf("Geometry = %d × %d, %v; want 16384 × 4", b, w, err)
+	if err != nil || b != 262144 || w != 4 {
+		t.Fatalf("Geometry = %d × %d, %v; want 262144 × 4", b, w, err)
 	}
 	for _, bad := range []string{`{`, `{"register_arrays": []}`, `{"register_arrays": [{"name": "LbIngress.ct_sig", "size": 6}]}`} {
 		if _, _, err := Geometry([]byte(bad)); err == nil {
 			t.Errorf("Geometry(%s) accepted", bad)
 		}
+	}
+}
+
+// TestRCTCAP_BMv2HoldsTofino2 (issue 22 item 4): the conntrack of the
+// committed BMv2 build, measured by the model of its geometry
+// (sim.RegisterFlowsHeld: the R-CT-CAP experiment, seed 1), holds at
+// least as many flows at ≤ 1 % loss as the Tofino 2 geometry
+// (sim.TNAFlowsHeld(sim.TNATofino2)): BMv2's registers cost only host
+// memory, so the software switch is never the smaller one.
+func TestRCTCAP_BMv2HoldsTofino2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures 1,048,576 and 524,288 slots (about 15 s); -short skips it")
+	}
+	b, w, err := Geometry(p4.BMv2JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmv2, err := sim.RegisterFlowsHeld(b, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2, err := sim.TNAFlowsHeld(sim.TNATofino2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("BMv2 build (%d buckets × %d ways): %d flows held at ≤ 1 %% loss; Tofino 2 (%d ways × 2^%d): %d", b, w, bmv2, sim.TNATofino2.Ways, sim.TNATofino2.WayBits, t2)
+	if bmv2 < t2 {
+		t.Fatalf("the BMv2 build holds %d flows at ≤ 1 %% loss, fewer than Tofino 2's %d: raise CT_BUCKETS (p4/v1model/define.p4) and run make p4", bmv2, t2)
 	}
 }
 

@@ -1,0 +1,25 @@
+/*
+ * Constants common to lbc's P4 programs (p4/lb.p4 for v1model,
+ * p4/tna/lb.p4 for TNA): EtherTypes, IP protocols, tuple kinds, the default
+ * MTU. Included by a program's entry file before its own define.p4.
+ */
+/* The egress MTU before the control plane sets one (compiler.DefaultMTU). */
+#define DEFAULT_MTU 1500
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_IPV6 = 0x86dd;
+const bit<16> ETHERTYPE_VLAN = 0x8100;
+
+const bit<8> PROTO_ICMP = 1;
+const bit<8> PROTO_IPIP = 4;
+const bit<8> PROTO_TCP = 6;
+const bit<8> PROTO_UDP = 17;
+const bit<8> PROTO_IPV6 = 41;
+const bit<8> PROTO_FRAG = 44;
+const bit<8> PROTO_ICMPV6 = 58;
+
+/* Tuple kinds, as compiler.TupleKind numbers them. */
+const bit<3> TUPLE_NONE = 0;
+const bit<3> TUPLE_2 = 2;
+const bit<3> TUPLE_3 = 3;
+const bit<3> TUPLE_5 = 5;
