@@ -52,6 +52,9 @@ type FleetPeerStatus struct {
 	Installed  int       `json:"installed"`
 	Received   int       `json:"received"`
 	ReceivedAt time.Time `json:"receivedAt,omitzero"`
+	// InstalledAt is when that snapshot's install into the datapath
+	// ended (the end of the peer's sync window).
+	InstalledAt time.Time `json:"installedAt,omitzero"`
 	// Refused counts the peer's exceptions (and snapshots: over-bound,
 	// rate, malformed) refused, by reason.
 	Refused map[string]uint64 `json:"refused"`
@@ -104,6 +107,15 @@ func (cs conntracks) each(ctx context.Context, es []targets.ConntrackEntry, f fu
 
 func (cs conntracks) WriteConntrack(ctx context.Context, es []targets.ConntrackEntry) (int, error) {
 	return cs.each(ctx, es, func(t targets.ConntrackTarget) (int, error) { return t.WriteConntrack(ctx, es) })
+}
+
+// ConntrackTick is the coarsest of the targets' ticks.
+func (cs conntracks) ConntrackTick() time.Duration {
+	var tick time.Duration
+	for _, ts := range cs {
+		tick = max(tick, ts.t.(targets.ConntrackTarget).ConntrackTick())
+	}
+	return tick
 }
 
 func (cs conntracks) DeleteConntrack(ctx context.Context, es []targets.ConntrackEntry) (int, error) {

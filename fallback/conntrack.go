@@ -94,6 +94,10 @@ func (dp *Datapath) WriteConntrack(es []targets.ConntrackEntry) (int, error) {
 	return n, nil
 }
 
+// ConntrackTick is the program's tick: the unit of the entries' last-seen
+// times, which ReadConntrack and WriteConntrack round to.
+func (dp *Datapath) ConntrackTick() time.Duration { return dp.clock.tick }
+
 // DeleteConntrack removes each entry's key when the stored entry is on
 // e.BackendID and was last seen at least e.Idle ago, and returns how many
 // it removed.

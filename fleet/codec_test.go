@@ -61,3 +61,32 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 	})
 }
+
+// TestLargestBatchFitsTheMessageBoundRFLEET: a batch of MaxBatch of the
+// largest exceptions a node can publish (names of 63 characters, the
+// compiler's longest; IPv6 addresses; a day idle, the decoder's bound)
+// stays under maxMessage, so a peer never refuses a batch for its size.
+func TestLargestBatchFitsTheMessageBoundRFLEET(t *testing.T) {
+	name := func(c byte) string {
+		b := make([]byte, 63)
+		for i := range b {
+			b[i] = c
+		}
+		return string(b)
+	}
+	e := exception.Exception{Service: name('s'), Backend: name('b'), BackendIP: netip.MustParseAddr("2001:db8::ffff:ffff:ffff:ffff"), Kind: compiler.Tuple5,
+		Tuple: compiler.Tuple{Src: netip.MustParseAddr("2001:db8:ffff::ffff:ffff:ffff:ffff"), Dst: netip.MustParseAddr("2001:db8:ffff::ffff:ffff:ffff:fffe"), Proto: 255, SrcPort: 65535, DstPort: 65535},
+		Idle:  24 * time.Hour}
+	if _, err := decodeException(encodeException(e)); err != nil {
+		t.Fatalf("the largest exception does not decode: %v", err)
+	}
+	b := &fleetpb.Batch{Snapshot: 1<<64 - 1, Last: true}
+	for range MaxBatch {
+		b.Exceptions = append(b.Exceptions, encodeException(e))
+	}
+	if size := proto.Size(b); size >= maxMessage {
+		t.Fatalf("a batch of %d of the largest exceptions is %d bytes, over maxMessage %d", MaxBatch, size, maxMessage)
+	} else {
+		t.Logf("largest batch: %d bytes of %d (%.0f%%)", size, maxMessage, 100*float64(size)/maxMessage)
+	}
+}

@@ -35,11 +35,6 @@ type Options struct {
 	Registry prometheus.Registerer
 }
 
-// refreshMargin absorbs the datapath's tick when an installed entry's
-// idle time is compared with the time since it was installed: an entry
-// idle at least that long less the margin saw no packet of its own.
-const refreshMargin = 25 * time.Millisecond
-
 // Node is one fleet node's sharing: it publishes the exceptions of its
 // datapath's conntrack to its peers and installs theirs.
 type Node struct {
@@ -84,8 +79,10 @@ type inbound struct {
 	snapshot   uint64
 	exceptions []exception.Exception // its last complete snapshot
 	receivedAt time.Time
-	installed  map[exception.Key]installed
-	refused    map[string]uint64
+	// installedAt is when the install of that snapshot ended.
+	installedAt time.Time
+	installed   map[exception.Key]installed
+	refused     map[string]uint64
 	// tokens is the peer's snapshot budget (MaxSnapshotsPerSecond).
 	tokens float64
 	last   time.Time
@@ -96,8 +93,26 @@ type installed struct {
 	entry targets.ConntrackEntry // this node's IDs
 	// seen is when the peer last saw the flow, on this node's clock: a
 	// local entry seen later is this node's own (the flow moved here).
+	// It is taken after the write returns, so it is never earlier than
+	// the last-seen time the datapath stored (copyMargin).
 	seen time.Time
 }
+
+// copyMargin is how far an installed copy's idle time, read back from
+// the datapath, may fall short of the time since its seen without a
+// packet of this node's having refreshed it: two of the datapath's
+// ticks (the write rounds the idle time down to a tick, the read counts
+// whole ticks: 8 ms for XDP at HZ=250). The node's own times bracket the
+// datapath's (seen after the write, now before the read or the delete),
+// so the time the node's work takes (a write or walk of 100k entries
+// takes longer than any fixed margin) never enters it. Consequences
+// (docs/fleet.md): a copy whose flow's first packet here came within the
+// margin of its last at the owner is still taken for a copy (this node
+// publishes it once a later packet refreshes it), and a withdrawal
+// deletes such an entry if no later packet came (at most the margin
+// before its own idle timeout, as the owner withdraws when its entry
+// ages out).
+func (n *Node) copyMargin() time.Duration { return 2 * n.ct.ConntrackTick() }
 
 // New checks the certificates and returns a node; Run starts it.
 func New(opts Options) (*Node, error) {
@@ -269,12 +284,11 @@ func (n *Node) Publish(ctx context.Context, trigger time.Time) {
 	if ir == nil {
 		return
 	}
-	entries, err := n.ct.ReadConntrack(ctx)
+	entries, err := n.readOwn(ctx)
 	if err != nil {
 		n.setProblem(fmt.Errorf("read conntrack: %w", err))
 		return
 	}
-	entries = n.own(entries)
 	exc := exception.Compute(ir, entries)
 	n.mu.Lock()
 	seq := uint64(1)
@@ -292,16 +306,21 @@ func (n *Node) Publish(ctx context.Context, trigger time.Time) {
 	}
 }
 
-// own drops the entries that are copies of a peer's exception no packet
-// has refreshed here: they are the peer's to publish. A copy that this
-// node's traffic refreshed (the flow moved here) is its own now.
-func (n *Node) own(entries []targets.ConntrackEntry) []targets.ConntrackEntry {
+// readOwn reads the datapath's conntrack and drops the entries that are
+// copies of a peer's exception no packet has refreshed here: they are
+// the peer's to publish. A copy that this node's traffic refreshed (the
+// flow moved here) is its own now. It holds n.install across the read
+// and the look at what is installed, so that a copy withdrawn or
+// installed meanwhile is never taken for this node's own.
+func (n *Node) readOwn(ctx context.Context) ([]targets.ConntrackEntry, error) {
 	type key struct {
 		svc   uint32
 		kind  compiler.TupleKind
 		tuple compiler.Tuple
 	}
 	n.install.Lock()
+	read := time.Now() // before the datapath reads its clock
+	entries, err := n.ct.ReadConntrack(ctx)
 	copies := map[key]time.Time{}
 	for _, in := range n.in {
 		for _, r := range in.installed {
@@ -312,18 +331,18 @@ func (n *Node) own(entries []targets.ConntrackEntry) []targets.ConntrackEntry {
 		}
 	}
 	n.install.Unlock()
-	if len(copies) == 0 {
-		return entries
+	if err != nil || len(copies) == 0 {
+		return entries, err
 	}
-	now := time.Now()
+	margin := n.copyMargin()
 	out := entries[:0]
 	for _, e := range entries {
-		if seen, ok := copies[key{e.ServiceID, e.Kind, e.Tuple}]; ok && e.Idle+refreshMargin >= now.Sub(seen) {
+		if seen, ok := copies[key{e.ServiceID, e.Kind, e.Tuple}]; ok && e.Idle+margin >= read.Sub(seen) {
 			continue
 		}
 		out = append(out, e)
 	}
-	return out
+	return out, nil
 }
 
 func (n *Node) setProblem(err error) {
@@ -364,7 +383,7 @@ func (n *Node) apply(ctx context.Context, peer string, in *inbound, exc []except
 	x := ir.Index()
 	now := time.Now()
 	age := now.Sub(at)
-	next := make(map[exception.Key]installed, len(exc))
+	keys := make([]exception.Key, 0, len(exc))
 	writes := make([]targets.ConntrackEntry, 0, len(exc))
 	refused := 0
 	for _, e := range exc {
@@ -379,18 +398,32 @@ func (n *Node) apply(ctx context.Context, peer string, in *inbound, exc []except
 			continue
 		}
 		writes = append(writes, en)
-		next[e.Key()] = installed{entry: en, seen: now.Add(-en.Idle)}
+		keys = append(keys, e.Key())
 	}
 	wrote, err := n.ct.WriteConntrack(ctx, writes)
 	if err != nil {
 		n.setProblem(fmt.Errorf("install %d exceptions of %s: %w", len(writes), peer, err))
 	}
 	n.m.installedTot.WithLabelValues(peer).Add(float64(wrote))
+	// After the write: no earlier than the last-seen times it stored. An
+	// entry it skipped (the datapath held it seen as recently) keeps the
+	// time of the write that stored it, if later.
+	written := time.Now()
+	next := make(map[exception.Key]installed, len(writes))
+	for i, en := range writes {
+		seen := written.Add(-en.Idle)
+		if old, ok := in.installed[keys[i]]; ok && old.seen.After(seen) {
+			seen = old.seen
+		}
+		next[keys[i]] = installed{entry: en, seen: seen}
+	}
+	// Before the delete: no later than the datapath's now when it compares.
+	now, margin := time.Now(), n.copyMargin()
 	var gone []targets.ConntrackEntry
 	for k, r := range in.installed {
 		if _, ok := next[k]; !ok {
 			w := r.entry
-			w.Idle = max(0, now.Sub(r.seen)-refreshMargin)
+			w.Idle = max(0, now.Sub(r.seen)-margin)
 			gone = append(gone, w)
 		}
 	}
@@ -419,7 +452,7 @@ func (n *Node) FleetStatus() controller.FleetStatus {
 	for _, p := range n.cfg.Peers {
 		ps := n.out[p.Name].status()
 		in := n.in[p.Name]
-		ps.Installed, ps.Received, ps.ReceivedAt, ps.Refused = len(in.installed), len(in.exceptions), in.receivedAt, maps.Clone(in.refused)
+		ps.Installed, ps.Received, ps.ReceivedAt, ps.InstalledAt, ps.Refused = len(in.installed), len(in.exceptions), in.receivedAt, in.installedAt, maps.Clone(in.refused)
 		st.Peers = append(st.Peers, ps)
 	}
 	return st

@@ -59,6 +59,7 @@ func (s *lockedSim) DeleteConntrack(ctx context.Context, es []targets.ConntrackE
 	defer s.mu.Unlock()
 	return s.d.DeleteConntrack(ctx, es)
 }
+func (s *lockedSim) ConntrackTick() time.Duration { return s.d.ConntrackTick() }
 func (s *lockedSim) apply(t testing.TB, prev, next *compiler.IR) {
 	t.Helper()
 	s.mu.Lock()
@@ -93,8 +94,9 @@ type testFleet struct {
 }
 
 // newTestFleet writes certificates and a fleet.yaml per node (edit
-// changes each before it is loaded) and starts the nodes.
-func newTestFleet(t testing.TB, n int, edit func(i int, c *Config)) *testFleet {
+// changes each before it is loaded) and starts the nodes; wrap, if
+// given, stands between each node and its datapath.
+func newTestFleet(t testing.TB, n int, edit func(i int, c *Config), wrap ...func(*lockedSim) targets.ConntrackTarget) *testFleet {
 	t.Helper()
 	dir := t.TempDir()
 	var names []string
@@ -134,8 +136,12 @@ func newTestFleet(t testing.TB, n int, edit func(i int, c *Config)) *testFleet {
 			edit(i, cfg)
 		}
 		dp := newLockedSim()
+		var ct targets.ConntrackTarget = dp
+		for _, w := range wrap {
+			ct = w(dp)
+		}
 		reg := prometheus.NewRegistry()
-		node, err := New(Options{Config: cfg, Conntrack: dp, Registry: reg})
+		node, err := New(Options{Config: cfg, Conntrack: ct, Registry: reg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,11 +212,13 @@ func TestSyncInstallsAndWithdrawsRFLEET(t *testing.T) {
 		waitFor(t, fmt.Sprintf("n%d installs n1's %d exceptions", j+1, want), func() bool {
 			return peerStatus(f.nodes[j].FleetStatus(), "n1").Installed == want
 		})
+		if p := peerStatus(f.nodes[j].FleetStatus(), "n1"); p.InstalledAt.Before(p.ReceivedAt) || p.ReceivedAt.IsZero() {
+			t.Fatalf("n%d: n1's snapshot received at %v, installed at %v: want both, installed after received", j+1, p.ReceivedAt, p.InstalledAt)
+		}
 	}
 	// n1 dies; its even flows move to n2, its odd ones to n3, later than
-	// n1 last saw them (by more than the margin by which a node tells its
-	// own traffic from a copy).
-	time.Sleep(3 * refreshMargin)
+	// n1 last saw them by more than the margin by which a node tells its
+	// own traffic from a copy (copyMargin: 2 ns, the sim's clock is exact).
 	for i := range flows {
 		j := 1 + i%2
 		if v := f.dps[j].process(t, tcp(i, targets.FlagACK)); v.BackendID != chosen[i] {
@@ -436,4 +444,83 @@ func TestBoundsRFLEET(t *testing.T) {
 			t.Fatal("the rate refusal is not counted")
 		}
 	})
+}
+
+// slowConntrack is a datapath whose writes take their time before the
+// datapath reads its clock, and whose reads return well after it read
+// it: what a write or walk of 100k entries does. delay is well over two
+// of the datapath's ticks.
+type slowConntrack struct {
+	*lockedSim
+	delay time.Duration
+}
+
+func (s slowConntrack) ReadConntrack(ctx context.Context) ([]targets.ConntrackEntry, error) {
+	es, err := s.lockedSim.ReadConntrack(ctx)
+	time.Sleep(s.delay)
+	return es, err
+}
+
+func (s slowConntrack) WriteConntrack(ctx context.Context, es []targets.ConntrackEntry) (int, error) {
+	time.Sleep(s.delay)
+	return s.lockedSim.WriteConntrack(ctx, es)
+}
+
+// TestCopiesStayCopiesWhenTheDatapathIsSlowRFLEET: a peer's exception
+// installed here is not this node's own, however long the datapath's
+// write and walk take (a copy that came back would, at the withdrawal,
+// delete the owner's own quiet entries); n1's entries outlive the
+// withdrawal of every copy.
+func TestCopiesStayCopiesWhenTheDatapathIsSlowRFLEET(t *testing.T) {
+	f := newTestFleet(t, 3, nil, func(dp *lockedSim) targets.ConntrackTarget { return slowConntrack{dp, 80 * time.Millisecond} })
+	v1 := compileLB(t, testLB, nil)
+	f.push(t, &compiler.IR{}, v1)
+	const flows = 100
+	for i := range flows {
+		f.dps[0].process(t, tcp(i, targets.FlagSYN))
+		f.dps[0].process(t, tcp(i, targets.FlagACK))
+	}
+	v2 := compileLB(t, testLB, v1, "r3")
+	f.push(t, v1, v2)
+	live, _ := f.dps[0].ReadConntrack(context.Background())
+	want := len(exception.Compute(v2, live))
+	if want == 0 {
+		t.Fatal("no exception: the test needs some")
+	}
+	for _, j := range []int{1, 2} {
+		waitFor(t, fmt.Sprintf("n%d installs n1's %d exceptions", j+1, want), func() bool {
+			return peerStatus(f.nodes[j].FleetStatus(), "n1").Installed == want
+		})
+	}
+	for _, j := range []int{1, 2} {
+		f.nodes[j].Publish(context.Background(), time.Now())
+		if got := f.nodes[j].FleetStatus().Published; got != 0 {
+			t.Fatalf("n%d publishes %d exceptions, want 0: the copies of n1's that no packet refreshed are n1's", j+1, got)
+		}
+	}
+	// r3 back: n1's entries agree with the ring; the copies are withdrawn,
+	// n1's own entries stay (idle, within their timeout).
+	v3 := compileLB(t, testLB, v2)
+	f.push(t, v2, v3)
+	for _, j := range []int{1, 2} {
+		waitFor(t, fmt.Sprintf("n%d withdraws n1's copies", j+1), func() bool {
+			return peerStatus(f.nodes[j].FleetStatus(), "n1").Installed == 0
+		})
+	}
+	for range 3 { // rounds of every node's publishing and the peers' installing
+		for j := range f.nodes {
+			f.nodes[j].Publish(context.Background(), time.Now())
+		}
+		for j := range f.nodes {
+			for _, p := range f.nodes[j].FleetStatus().Peers {
+				if p.Installed != 0 {
+					t.Fatalf("n%d holds %d exceptions of %s, want 0", j+1, p.Installed, p.Name)
+				}
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if n := f.dps[0].entries(); n != flows {
+		t.Fatalf("n1's conntrack holds %d entries, want its %d own", n, flows)
+	}
 }

@@ -110,7 +110,7 @@ func (s *service) complete(ctx context.Context, name string, seq uint64, exc []e
 	in.tokens--
 	kept := append([]exception.Exception(nil), exc...)
 	held, refused := n.apply(ctx, name, in, kept, now)
-	in.snapshot, in.exceptions, in.receivedAt = seq, kept, now
+	in.snapshot, in.exceptions, in.receivedAt, in.installedAt = seq, kept, now, time.Now()
 	return &fleetpb.Ack{Snapshot: seq, Installed: uint32(held), Refused: uint32(refused)}
 }
 

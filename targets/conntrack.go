@@ -39,4 +39,10 @@ type ConntrackTarget interface {
 	// e.BackendID and has been idle at least e.Idle (no packet refreshed
 	// it since it was written), and returns how many it removed.
 	DeleteConntrack(ctx context.Context, es []ConntrackEntry) (int, error)
+	// ConntrackTick is the unit of the datapath's last-seen times: a
+	// written Idle is rounded down to it, a read one is whole ticks (the
+	// XDP program's jiffies, 4 ms at HZ=250; 1 ns for the sim). An Idle
+	// read back differs from the one written plus the time since by less
+	// than two ticks.
+	ConntrackTick() time.Duration
 }

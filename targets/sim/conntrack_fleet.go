@@ -140,6 +140,10 @@ func (d *Datapath) WriteConntrack(ctx context.Context, es []targets.ConntrackEnt
 	return d.WriteConntrackAt(now, es), nil
 }
 
+// ConntrackTick implements targets.ConntrackTarget: the sim's clock is
+// exact.
+func (d *Datapath) ConntrackTick() time.Duration { return time.Nanosecond }
+
 // DeleteConntrack implements targets.ConntrackTarget at Options.Now.
 func (d *Datapath) DeleteConntrack(ctx context.Context, es []targets.ConntrackEntry) (int, error) {
 	now, err := d.ownNow()

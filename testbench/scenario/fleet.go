@@ -49,6 +49,20 @@ type FleetEvent struct {
 	// the backend keeps serving its connections.
 	Fail    string `yaml:"fail"`
 	Recover string `yaml:"recover"`
+	// KillAfterChange, with fail or recover: SIGKILL this node (link cut,
+	// as kill) the moment the first running node's ring shows the
+	// backend change, inside R-FLEET's sync window: the change has
+	// reached the fleet, this node's new exceptions are not yet
+	// installed on its peers. "lagging" kills the first node (by name)
+	// whose ring has not taken the change yet, so that the kill is
+	// inside the window whichever node's health check saw the change
+	// first (a node that did syncs within milliseconds, faster than the
+	// testbench can kill it). The window is measured and what breaks is
+	// checked against what the measurement predicts: the held
+	// connections the new ring maps elsewhere whose entry no surviving
+	// node held when the router withdrew this node (maxBroken must be
+	// unset: the bound is derived).
+	KillAfterChange string `yaml:"killAfterChange"`
 	// Intrude: a wrong-key peer (a certificate of another CA) dials the
 	// node's fleet port and offers an exception; the node must refuse
 	// it and count it (R-FLEET). Needs shareExceptions.
@@ -180,6 +194,18 @@ func (f *Fleet) validate(known map[string]bool) error {
 		case "fail", "recover":
 			if !known[target] {
 				bad("%s: %s %q is not an endpoint of the service", where, kind, target)
+			}
+		}
+		if k := e.KillAfterChange; k != "" {
+			switch {
+			case kind != "fail" && kind != "recover":
+				bad("%s (%s): killAfterChange needs a fail or recover (the backend change it kills the node after)", where, e.Name)
+			case k != lagging && !nodes[k]:
+				bad("%s: killAfterChange %q: nodes are n1..n%d, or lagging", where, k, f.Nodes)
+			case !f.sharing():
+				bad("%s: killAfterChange needs shareExceptions (it measures the sync window)", where)
+			case e.Expect.MaxBroken != 0:
+				bad("%s (%s): expect.maxBroken with killAfterChange: the bound is derived from the measured window; remove maxBroken", where, e.Name)
 			}
 		}
 		if e.Observe <= 0 {

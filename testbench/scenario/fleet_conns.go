@@ -112,15 +112,21 @@ func (fc *fleetConn) state() (broken bool, at time.Duration, why string) {
 	return fc.broken, fc.brokeAt, fc.why
 }
 
-// ctSeen reads a node's conntrack (its pinned XDP map) and returns the
-// last-seen time of every entry by client address and port.
-func ctSeen(pinDir string) (map[netip.AddrPort]uint64, error) {
+// ctEntry is one entry of a node's conntrack as the testbench reads it.
+type ctEntry struct {
+	Backend  uint32 // the node's backend ID
+	LastSeen uint64 // in the program's ticks
+}
+
+// ctEntries reads a node's conntrack (its pinned XDP map) by client
+// address and port.
+func ctEntries(pinDir string) (map[netip.AddrPort]ctEntry, error) {
 	dp, err := fallback.OpenPinned(pinDir)
 	if err != nil {
 		return nil, err
 	}
 	defer dp.Close()
-	out := map[netip.AddrPort]uint64{}
+	out := map[netip.AddrPort]ctEntry{}
 	var k, v []byte
 	it := dp.Conntrack.Iterate()
 	for it.Next(&k, &v) {
@@ -138,8 +144,21 @@ func ctSeen(pinDir string) (map[netip.AddrPort]uint64, error) {
 			a = netip.AddrFrom16([16]byte(src)).Unmap()
 		}
 		port := binary.NativeEndian.Uint16(k[8:10]) // host order
-		seen := binary.NativeEndian.Uint64(v[8:16])
-		out[netip.AddrPortFrom(a, port)] = seen
+		out[netip.AddrPortFrom(a, port)] = ctEntry{Backend: binary.NativeEndian.Uint32(v[0:4]), LastSeen: binary.NativeEndian.Uint64(v[8:16])}
 	}
 	return out, it.Err()
+}
+
+// ctSeen reads a node's conntrack and returns the last-seen time of
+// every entry by client address and port.
+func ctSeen(pinDir string) (map[netip.AddrPort]uint64, error) {
+	es, err := ctEntries(pinDir)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[netip.AddrPort]uint64, len(es))
+	for a, e := range es {
+		out[a] = e.LastSeen
+	}
+	return out, nil
 }

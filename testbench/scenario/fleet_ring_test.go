@@ -168,6 +168,12 @@ fleet:
 			"fleet: events[0] (kill n1): expect.brokenBackends: no longer accepted: write brokenOnlyIfRingMoved: true"},
 		{"ring moved without maxBroken", "    - {kill: n1, observe: 1s, expect: {brokenOnlyIfRingMoved: true}}",
 			"fleet: events[0] (kill n1): expect.brokenOnlyIfRingMoved allows breaks that maxBroken 0 forbids: set maxBroken (at most connections: 48)"},
+		{"killAfterChange without a backend change", "    - {kill: n1, killAfterChange: n2, observe: 1s}",
+			"fleet: events[0] (kill n1): killAfterChange needs a fail or recover"},
+		{"killAfterChange of no node", "    - {fail: a, killAfterChange: n7, observe: 1s}",
+			`fleet: events[0]: killAfterChange "n7": nodes are n1..n3, or lagging`},
+		{"killAfterChange with a hand-written bound", "    - {fail: a, killAfterChange: n2, observe: 1s, expect: {maxBroken: 2}}",
+			"expect.maxBroken with killAfterChange: the bound is derived from the measured window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("t.yaml", []byte(head+tc.event+"\n"))

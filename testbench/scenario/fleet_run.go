@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
 	"os"
@@ -79,6 +80,11 @@ type FleetEventResult struct {
 	// by which the effect's bound is widened.
 	Sched       SchedDelay `json:"sched"`
 	EffectSched SchedDelay `json:"effectSched"`
+	// Window is the sync window an event with killAfterChange measured;
+	// SyncWindows, in another fail or recover, each node's from its
+	// ring change to its exceptions installed on every peer.
+	Window      *SyncWindow              `json:"window,omitempty"`
+	SyncWindows map[string]time.Duration `json:"syncWindows,omitempty"`
 	// TooSlow is set when the machine stalled longer than the scenario's
 	// timers tolerate during the event: its failed checks then judge the
 	// machine, not lbc, and the run is retried.
@@ -697,7 +703,8 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 		limit = 3*w + 5*time.Second
 	}
 	n := r.env.node(target)
-	var aerr error
+	var aerr, cerr error
+	var cover map[string]map[netip.AddrPort]bool
 	// The nodes' digests before the action: the ring in force until the
 	// action, which the ring model must match.
 	digestBefore, _ := r.digests(ctx, target)
@@ -747,12 +754,26 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 		}
 	case "fail", "recover":
 		b := r.backends[target]
-		if kind == "fail" {
-			b.setStatus(503)
-		} else {
-			b.setStatus(200)
+		act := func() {
+			if kind == "fail" {
+				b.setStatus(503)
+			} else {
+				b.setStatus(200)
+			}
 		}
 		r.unhealthy[target] = kind == "fail"
+		var watch *installWatch
+		if ev.KillAfterChange != "" {
+			er.Window, aerr = r.killAtChange(ctx, ev.KillAfterChange, digestBefore, act, limit)
+		} else {
+			if r.fl.sharing() {
+				// Polled from the action on: a node's first install
+				// after its ring change, before a refresh replaces it.
+				watch = r.watchInstalls(ctx)
+				defer watch.halt()
+			}
+			act()
+		}
 		want := kind == "recover"
 		t := r.waitFor(ctx, limit, func() bool {
 			dg, has := r.digests(ctx, target)
@@ -775,6 +796,29 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 		})
 		if t >= 0 {
 			er.Effect, er.EffectWhat = t-er.At, fmt.Sprintf("every running node holds ring digest %s", er.Digest)
+		}
+		if watch != nil && t >= 0 {
+			// R-FLEET's sync window of a change no node dies in.
+			win, spread, err := watch.wait(ctx, 5*time.Second)
+			er.SyncWindows = win
+			var parts []string
+			for _, n := range slices.Sorted(maps.Keys(win)) {
+				parts = append(parts, fmt.Sprintf("%s %.1f ms", n, float64(win[n].Microseconds())/1000))
+			}
+			if err != nil {
+				fail("sync-window", "%v", err)
+			} else {
+				pass("sync-window", "from each node's ring change to its exceptions installed on every peer: %s; the rings changed over %d ms (each node's health check sees the change at its own moment)", strings.Join(parts, ", "), spread.Milliseconds())
+			}
+		}
+		if w := er.Window; w != nil && aerr == nil {
+			w.Converged = t
+			k := r.env.node(w.Killed)
+			w.Withdrawn = r.waitFor(ctx, limit, func() bool { return !r.hasHop(k) })
+			// What the moving flows find: read at once.
+			if cover, cerr = r.coverage(ctx); cerr == nil {
+				r.survivorsChanged(ctx, w)
+			}
 		}
 	}
 	if aerr != nil {
@@ -929,10 +973,22 @@ func (r *fleetRunner) event(ctx context.Context, i int) *FleetEventResult {
 	} else {
 		pass("sessions", "no BGP session of a running node went down (the router's log)")
 	}
-	if er.Broken > ex.MaxBroken {
-		fail("established", "%d of %d held connections broke, at most %d may", er.Broken, len(r.conns), ex.MaxBroken)
+	maxBroken, derived := ex.MaxBroken, ""
+	if w := er.Window; w != nil {
+		switch {
+		case aerr != nil:
+		case cerr != nil || ringErr != nil || len(rings) < 2:
+			fail("synced", "cannot derive what may break: coverage %v, ring model %v", cerr, ringErr)
+		default:
+			w.expect(held, netip.AddrPortFrom(fleetVIP, TCPPort), rings[0], rings[len(rings)-1], cover)
+			w.check(held, pass, fail)
+		}
+		maxBroken, derived = w.ExpectMax, ", derived from the window"
+	}
+	if er.Broken > maxBroken {
+		fail("established", "%d of %d held connections broke, at most %d may%s", er.Broken, len(r.conns), maxBroken, derived)
 	} else {
-		pass("established", "%d of %d held connections broke (≤ %d); %d moved between nodes; longest silence %d ms", er.Broken, len(r.conns), ex.MaxBroken, er.Moved, er.MaxStall.Milliseconds())
+		pass("established", "%d of %d held connections broke (≤ %d%s); %d moved between nodes; longest silence %d ms", er.Broken, len(r.conns), maxBroken, derived, er.Moved, er.MaxStall.Milliseconds())
 	}
 	if ringErr == nil {
 		// The model holds only if no node held another ring meanwhile (a
