@@ -120,7 +120,7 @@ func webUnchanged(t *testing.T, before, after *compiler.IR) {
 func TestAddServiceWritesOnlyItsEntries(t *testing.T) {
 	f := backendtest.Start(t, append(allSeedIPs(), "127.0.0.141", "127.0.0.142", "127.0.0.143")...)
 	web := strings.Replace(patientProbes(seedConfig(f.Port, true, 0, 1, 1)), "ringSize: 1021", "ringSize: 257", 1)
-	srv := emptySwitch(t, "127.0.0.1:0")
+	srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 	r := startSwitchRig(t, embeddedSwitchOptions(srv.Addr()), web)
 	r.ann.waitServing(t, true, r.logs)
 	reload := func(cfg string) {
@@ -180,7 +180,7 @@ func TestAddServiceCutShortFinishedMinimally(t *testing.T) {
 			if err := os.WriteFile(cfgPath, []byte(web), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			srv := emptySwitch(t, "127.0.0.1:0")
+			srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 			kc := runController(t, srv, cfgPath, nil)
 			select {
 			case <-kc.c.Ready():

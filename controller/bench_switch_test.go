@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/targets/bmv2"
+	"github.com/lbc-dev/lbc/testbench/p4rt"
 )
 
 // Issue 25, items 1–2, measured:
@@ -28,14 +29,14 @@ import (
 func BenchmarkSwitchRestartRecovery(b *testing.B) {
 	const ring = 65537
 	b.Run("p4rt", func(b *testing.B) {
-		srv := emptySwitch(b, "127.0.0.1:0")
+		srv := p4rt.StartEmpty(b, "127.0.0.1:0")
 		addr := srv.Addr()
 		r, _ := healthyRigRing(b, defaultBackoff(embeddedSwitchOptions(addr)), ring)
 		var total time.Duration
 		for i := 0; i < b.N; i++ {
 			srv.Stop()
 			r.ann.waitServing(b, false, r.logs)
-			srv = emptySwitch(b, addr)
+			srv = p4rt.StartEmpty(b, addr)
 			start := time.Now()
 			r.ann.waitServing(b, true, r.logs)
 			took := time.Since(start)
@@ -70,7 +71,7 @@ func BenchmarkSwitchRestartRecovery(b *testing.B) {
 // switch: only the heartbeat can tell, bound 1 s).
 func BenchmarkSwitchLossDetection(b *testing.B) {
 	b.Run("kill", func(b *testing.B) {
-		srv := emptySwitch(b, "127.0.0.1:0")
+		srv := p4rt.StartEmpty(b, "127.0.0.1:0")
 		addr := srv.Addr()
 		r, _ := healthyRig(b, embeddedSwitchOptions(addr))
 		var total time.Duration
@@ -79,14 +80,14 @@ func BenchmarkSwitchLossDetection(b *testing.B) {
 			srv.Stop()
 			r.ann.waitServing(b, false, r.logs)
 			total += time.Since(start)
-			srv = emptySwitch(b, addr)
+			srv = p4rt.StartEmpty(b, addr)
 			r.ann.waitServing(b, true, r.logs)
 		}
 		b.ReportMetric(float64(total.Microseconds())/1e3/float64(b.N), "ms/detection")
 		b.ReportMetric(0, "ns/op")
 	})
 	b.Run("silent", func(b *testing.B) {
-		srv := emptySwitch(b, "127.0.0.1:0")
+		srv := p4rt.StartEmpty(b, "127.0.0.1:0")
 		fz := startFreezer(b, srv.Addr())
 		r, _ := healthyRig(b, embeddedSwitchOptions(fz.Addr()))
 		var total time.Duration

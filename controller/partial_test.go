@@ -125,7 +125,7 @@ func probeAndSync(r *switchRig) error {
 // had happened). Either way the switch ends holding what was compiled.
 func TestPartialPushThenRetryOrNewChange(t *testing.T) {
 	// The failover push's diff, to choose the updates to fail.
-	srv := emptySwitch(t, "127.0.0.1:0")
+	srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 	r, _ := healthyRigRing(t, embeddedSwitchOptions(srv.Addr()), 257)
 	cfg := loadConfig(t, r.cfg)
 	before := r.held(t)
@@ -137,7 +137,7 @@ func TestPartialPushThenRetryOrNewChange(t *testing.T) {
 		c := d1.Changes[n-1]
 		for _, then := range []string{"retry", "vm-d1 fails before the retry"} {
 			t.Run(fmt.Sprintf("update %d of %d (%s %s), %s", n, len(d1.Changes), c.Op, c.Table, then), func(t *testing.T) {
-				srv := emptySwitch(t, "127.0.0.1:0")
+				srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 				r, f := healthyRigRing(t, embeddedSwitchOptions(srv.Addr()), 257)
 				before := r.held(t)
 				ir1 := compileWith(t, cfg, before, "vm-a1")
@@ -322,7 +322,7 @@ func TestControllerKilledMidPush(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := loadConfig(t, cfgPath)
-			srv := emptySwitch(t, "127.0.0.1:0")
+			srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 			w := &ringWatch{}
 			var before, want *compiler.IR
 			var total int

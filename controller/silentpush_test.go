@@ -28,7 +28,7 @@ import (
 func TestSilentLossDuringPush(t *testing.T) {
 	const ring, batch = 257, 10
 	// The failover push's size (vm-a1 fails), to place k.
-	srv := emptySwitch(t, "127.0.0.1:0")
+	srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 	r, _ := healthyRigRing(t, embeddedSwitchOptions(srv.Addr()), ring)
 	cfg := loadConfig(t, r.cfg)
 	before := r.held(t)
@@ -50,7 +50,7 @@ func TestSilentLossDuringPush(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("update %d of %d, %s", tc.k, total, tc.name), func(t *testing.T) {
-			srv := emptySwitch(t, "127.0.0.1:0")
+			srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 			fz := startFreezer(t, srv.Addr())
 			opts := embeddedSwitchOptions(fz.Addr())
 			opts.BatchSize = batch

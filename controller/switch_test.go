@@ -101,22 +101,6 @@ func healthz(c *controller.Controller) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
-// emptySwitch starts the in-process P4Runtime server with no pipeline on
-// addr, as a switch just started or restarted. Binding the address of a
-// server that was just stopped is retried briefly.
-func emptySwitch(t testing.TB, addr string) *p4rt.Server {
-	t.Helper()
-	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.StartAgain(addr); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	return srv
-}
-
 // embeddedSwitchOptions opens a switch as lbc run --target bmv2 does
 // without --p4info: the embedded p4/build pipeline, pushed when absent.
 func embeddedSwitchOptions(addr string) bmv2.Options {
@@ -249,7 +233,7 @@ func healthyRigRing(t testing.TB, opts bmv2.Options, ring int) (*switchRig, *bac
 // switch holds what the compiler wants. Before, it read back "no
 // forwarding pipeline config" forever, and claimed to serve meanwhile.
 func TestSwitchRestartPushesEverythingAgain(t *testing.T) {
-	srv := emptySwitch(t, "127.0.0.1:0")
+	srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 	addr := srv.Addr()
 	r, _ := healthyRig(t, embeddedSwitchOptions(addr))
 	before := r.held(t)
@@ -263,7 +247,7 @@ func TestSwitchRestartPushesEverythingAgain(t *testing.T) {
 		t.Fatalf("healthz with the switch gone: %d %q", code, body)
 	}
 
-	srv2 := emptySwitch(t, addr) // back, with no pipeline and no tables
+	srv2 := p4rt.StartEmpty(t, addr) // back, with no pipeline and no tables
 	start = time.Now()
 	r.ann.waitServing(t, true, r.logs)
 	t.Logf("switch accepting connections → VIPs served again in %v", time.Since(start))
@@ -296,7 +280,7 @@ func TestSwitchRestartWithoutPipelineToPush(t *testing.T) {
 	r, _ := healthyRig(t, opts)
 	srv.Stop()
 	r.ann.waitServing(t, false, r.logs)
-	emptySwitch(t, addr)
+	p4rt.StartEmpty(t, addr)
 	deadline := time.After(waitBudget(t))
 	for {
 		_, why, ch := r.ann.serving()
@@ -421,7 +405,7 @@ func (f *freezer) close() {
 // intact, the controller reads it back and writes nothing. A change made
 // during the partition is written when it is back, and only that.
 func TestSwitchSilentLossDetectedAndStateKept(t *testing.T) {
-	srv := emptySwitch(t, "127.0.0.1:0")
+	srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 	fz := startFreezer(t, srv.Addr())
 	r, f := healthyRig(t, embeddedSwitchOptions(fz.Addr()))
 	before := r.held(t)
@@ -511,7 +495,7 @@ func serveAgain(t *testing.T, srv *p4rt.Server, addr string) {
 // with its state. The controller reads it back and writes nothing; a
 // change made while it was away is written when it is back, and only that.
 func TestSwitchBackWithItsTablesWritesOnlyTheDifference(t *testing.T) {
-	srv := emptySwitch(t, "127.0.0.1:0")
+	srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 	addr := srv.Addr()
 	r, f := healthyRig(t, embeddedSwitchOptions(addr))
 	before := r.held(t)
@@ -551,7 +535,7 @@ func TestSwitchBackWithItsTablesWritesOnlyTheDifference(t *testing.T) {
 // defaults itself) gives a restarted switch its tunnel source too, not
 // only the pipeline and the tables.
 func TestSwitchRestartAfterControllerRestart(t *testing.T) {
-	srv := emptySwitch(t, "127.0.0.1:0")
+	srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 	addr := srv.Addr()
 	a, _ := healthyRig(t, embeddedSwitchOptions(addr))
 	a.stop()
@@ -562,7 +546,7 @@ func TestSwitchRestartAfterControllerRestart(t *testing.T) {
 	}
 	srv.Stop()
 	b.ann.waitServing(t, false, b.logs)
-	emptySwitch(t, addr)
+	p4rt.StartEmpty(t, addr)
 	b.ann.waitServing(t, true, b.logs)
 	ir := b.held(t)
 	b.wants(t, ir)
@@ -579,7 +563,7 @@ func TestSwitchRestartAfterControllerRestart(t *testing.T) {
 // closed (10 s in the testbench's block, when the path came back), with
 // /healthz 200 and the VIPs announced meanwhile.
 func TestSilentLossDuringVerify(t *testing.T) {
-	srv := emptySwitch(t, "127.0.0.1:0")
+	srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 	fz := startFreezer(t, srv.Addr())
 	r, _ := healthyRig(t, embeddedSwitchOptions(fz.Addr()))
 	rpcs := srv.WriteRPCs()

@@ -153,7 +153,7 @@ func TestRunRecoversFromSwitchRestart(t *testing.T) {
 
 	srv.Stop()
 	t.Logf("switch gone → /healthz 503 in %v", waitRunHealthz(t, base, http.StatusServiceUnavailable, nil, logs))
-	emptySwitchAt(t, addr)
+	p4rt.StartEmpty(t, addr)
 	t.Logf("switch back → /healthz 200 in %v", waitRunHealthz(t, base, http.StatusOK, nil, logs))
 	if after := checkServed(t, base, addr, logs); after != before {
 		t.Fatalf("after the restart the switch holds %s, before %s", after, before)
@@ -293,7 +293,7 @@ func TestRunWaitsForSwitch(t *testing.T) {
 		if code, _ := getBody(t, r.base+controller.StatusPath); code != http.StatusServiceUnavailable {
 			t.Fatalf("/v1/status while waiting: %d, want 503", code)
 		}
-		emptySwitchAt(t, addr)
+		p4rt.StartEmpty(t, addr)
 		t.Logf("switch up → /healthz 200 in %v", waitRunHealthz(t, r.base, http.StatusOK, r.done, r.logs))
 		checkServed(t, r.base, addr, r.logs)
 		logs := r.logs.String()
@@ -328,20 +328,4 @@ func TestRunWaitsForSwitch(t *testing.T) {
 			t.Fatalf("lbc run stopped while waiting: %v, want nil\n%s", err, r.logs.String())
 		}
 	})
-}
-
-// emptySwitchAt serves the in-process P4Runtime server, with no pipeline,
-// on addr (a switch started, or restarted empty, there) until the test
-// ends.
-func emptySwitchAt(t *testing.T, addr string) *p4rt.Server {
-	t.Helper()
-	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.StartAgain(addr); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	return srv
 }

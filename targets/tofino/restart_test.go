@@ -14,22 +14,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// startEmpty starts the in-process P4Runtime server with no pipeline on
-// addr ("127.0.0.1:0": any port), retrying the bind of an address a
-// stopped server just released.
-func startEmpty(t *testing.T, addr string) *p4rt.Server {
-	t.Helper()
-	srv, err := p4rt.New(p4rt.Options{DeviceID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.StartAgain(addr); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	return srv
-}
-
 // waitSession waits until tg has a new session with the switch (a term
 // after term), as primary.
 func waitSession(ctx context.Context, t *testing.T, tg *Target, term uint64) {
@@ -59,7 +43,7 @@ func TestEnsureProgramPushesTheStartFilesAgain(t *testing.T) {
 		return runtime.Options{Addr: addr, DeviceID: 1, ElectionLow: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 	}
 
-	srv := startEmpty(t, "127.0.0.1:0")
+	srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 	addr := srv.Addr()
 	tg, err := Open(ctx, Options{Options: ro(addr), P4InfoPath: tnaP4Info, DeviceConfigPath: "testdata/bfp4c/lb.conf", PipelineHint: "--p4info F --device-config D"})
 	if err != nil {
@@ -71,7 +55,7 @@ func TestEnsureProgramPushesTheStartFilesAgain(t *testing.T) {
 	}
 	_, term, _ := tg.Mastership()
 	srv.Stop()
-	srv = startEmpty(t, addr)
+	srv = p4rt.StartEmpty(t, addr)
 	waitSession(ctx, t, tg, term)
 	if pushed, err := tg.EnsureProgram(ctx); !pushed || err != nil {
 		t.Fatalf("EnsureProgram on the restarted switch: pushed %v, %v", pushed, err)
@@ -93,7 +77,7 @@ func TestEnsureProgramPushesTheStartFilesAgain(t *testing.T) {
 	}
 
 	// Started with a P4Info only: nothing to push again.
-	srv2 := startEmpty(t, "127.0.0.1:0")
+	srv2 := p4rt.StartEmpty(t, "127.0.0.1:0")
 	tg2, err := Open(ctx, Options{Options: ro(srv2.Addr()), P4InfoPath: tnaP4Info, PipelineHint: "--p4info F --device-config D"})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +86,7 @@ func TestEnsureProgramPushesTheStartFilesAgain(t *testing.T) {
 	addr2 := srv2.Addr()
 	_, term, _ = tg2.Mastership()
 	srv2.Stop()
-	startEmpty(t, addr2)
+	p4rt.StartEmpty(t, addr2)
 	waitSession(ctx, t, tg2, term)
 	pushed, err := tg2.EnsureProgram(ctx)
 	if pushed || err == nil || !strings.Contains(err.Error(), "no pipeline to push again") || !strings.Contains(err.Error(), "--p4info F --device-config D") {
