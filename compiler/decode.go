@@ -97,6 +97,18 @@ func decodeProblems(file string, root *yaml.Node, issues []strictyaml.Issue) Pro
 	return ps
 }
 
+// YAMLProblems are strictyaml's issues as problems of file, each with its
+// line and the field path as strictyaml.KeyPath writes it: for the YAML
+// files beside lb.yaml (bgp.yaml, fleet.yaml), whose lists have no named
+// items to label a path with.
+func YAMLProblems(file string, issues []strictyaml.Issue) Problems {
+	ps := make(Problems, len(issues))
+	for i, x := range issues {
+		ps[i] = Problem{File: file, Line: x.Line, Path: strictyaml.KeyPath(x.Keys), Msg: x.Msg}
+	}
+	return ps
+}
+
 // itemKinds names the items of lb.yaml's lists in paths, as validate does.
 var itemKinds = map[string]string{"services": "service", "backends": "group", "endpoints": "endpoint"}
 

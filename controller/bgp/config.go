@@ -125,11 +125,7 @@ func Load(file string, data []byte) (*Config, error) {
 	var cfg Config
 	root, issues := strictyaml.Decode(data, &cfg, schema)
 	if len(issues) > 0 {
-		out := make(compiler.Problems, len(issues))
-		for i, x := range issues {
-			out[i] = compiler.Problem{File: file, Line: x.Line, Path: strictyaml.KeyPath(x.Keys), Msg: x.Msg}
-		}
-		return nil, out
+		return nil, compiler.YAMLProblems(file, issues)
 	}
 	if strictyaml.Empty(root) {
 		return nil, compiler.Problems{{File: file, Msg: "empty configuration; it needs localASN, routerID and peers (see docs/fleet.md)"}}
