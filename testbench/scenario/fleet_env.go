@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -69,8 +67,7 @@ type fleetNode struct {
 	logPath   string
 
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan error
+	proc    *lbcProc
 	running bool
 }
 
@@ -408,28 +405,18 @@ func (e *fleetEnv) startNode(n *fleetNode) error {
 	if _, err := e.set.IP(e.sw, "link", "set", n.port, "up"); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(logf, "==== %s: lbc run starts\n", time.Now().Format(time.TimeOnly))
-	args := []string{"netns", "exec", n.ns, e.lbc, "run", "-c", n.cfgPath,
+	args := []string{"run", "-c", n.cfgPath,
 		"--target", "xdp", "--iface", "eth0", "--mode", xdp.ModeNative, "--pin-dir", n.pinDir, "--state-dir", n.stateDir,
 		"--bgp", n.bgpPath, "--metrics", fleetMetrics, "--debounce", "50ms", "--watch-interval", "0", "--verify-interval", "0"}
 	if e.share {
 		args = append(args, "--fleet", n.fleetPath)
 	}
-	cmd := exec.Command("ip", args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	done, err := netns.StartTied(cmd, syscall.SIGKILL)
+	p, err := startLBC(n.ns, e.lbc, args, n.logPath)
 	if err != nil {
-		logf.Close()
-		return fmt.Errorf("node %s: start lbc: %w", n.name, err)
+		return fmt.Errorf("node %s: %w", n.name, err)
 	}
-	wrapped := make(chan error, 1)
-	go func() { err := <-done; logf.Close(); wrapped <- err }()
 	n.mu.Lock()
-	n.cmd, n.done, n.running = cmd, wrapped, true
+	n.proc, n.running = p, true
 	n.mu.Unlock()
 	return nil
 }
@@ -437,17 +424,18 @@ func (e *fleetEnv) startNode(n *fleetNode) error {
 // killNode SIGKILLs lbc and cuts the node's link at once.
 func (e *fleetEnv) killNode(n *fleetNode) error {
 	n.mu.Lock()
-	cmd, done := n.cmd, n.done
+	p := n.proc
 	n.running = false
 	n.mu.Unlock()
-	if cmd == nil {
+	if p == nil {
 		return fmt.Errorf("node %s is not running", n.name)
 	}
 	// The link first: the kernel's FIN for the killed process's BGP
 	// socket must not reach the router (a dead machine sends nothing).
 	_, err := e.set.IP(e.sw, "link", "set", n.port, "down")
-	cmd.Process.Signal(syscall.SIGKILL)
-	<-done
+	if _, kerr := p.kill(); kerr != nil {
+		err = errors.Join(err, kerr)
+	}
 	if err != nil {
 		return err
 	}
@@ -464,28 +452,16 @@ func (e *fleetEnv) detach(n *fleetNode) error {
 // stopNode sends SIGTERM and waits for lbc to exit.
 func (e *fleetEnv) stopNode(n *fleetNode) error {
 	n.mu.Lock()
-	cmd, done := n.cmd, n.done
+	p := n.proc
 	n.running = false
 	n.mu.Unlock()
-	if cmd == nil {
+	if p == nil {
 		return fmt.Errorf("node %s is not running", n.name)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			return err
-		}
-		if err != nil {
-			return fmt.Errorf("node %s: lbc run exited with %v on SIGTERM (log: %s)", n.name, err, n.logPath)
-		}
-		return nil
-	case <-time.After(15 * time.Second):
-		cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-		return fmt.Errorf("node %s: lbc run did not stop within 15 s of SIGTERM (log: %s)", n.name, n.logPath)
+	if err := p.stop(15 * time.Second); err != nil {
+		return fmt.Errorf("node %s: %w (log: %s)", n.name, err, n.logPath)
 	}
+	return nil
 }
 
 func (n *fleetNode) isRunning() bool {
@@ -494,27 +470,13 @@ func (n *fleetNode) isRunning() bool {
 	return n.running
 }
 
-// httpClient reaches a node's metrics address inside its namespace.
-func (n *fleetNode) httpClient() *http.Client {
-	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return nsDialer{n.ns}.DialContext(ctx, network, addr)
-		},
-		DisableKeepAlives: true,
-	}}
-}
-
 func (e *fleetEnv) Close() error {
 	for _, n := range e.nodes {
 		n.mu.Lock()
-		cmd, done := n.cmd, n.done
+		p := n.proc
 		n.mu.Unlock()
-		if cmd != nil && done != nil {
-			cmd.Process.Signal(syscall.SIGKILL)
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-			}
+		if p != nil {
+			p.kill()
 		}
 		if n.ns != "" {
 			e.detach(n)

@@ -2,12 +2,9 @@ package scenario
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -350,24 +347,7 @@ func (r *fleetRunner) fleetConfig() ([]byte, error) {
 
 // status reads a node's /v1/status.
 func (r *fleetRunner) status(ctx context.Context, n *fleetNode) (*controller.Status, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+fleetMetrics+controller.StatusPath, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := n.httpClient().Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var st controller.Status
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, err
-	}
-	return &st, nil
+	return readStatus(ctx, n.ns, fleetMetrics)
 }
 
 // setStallLimit sets the longest stall of the machine the scenario's
