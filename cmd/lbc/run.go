@@ -31,6 +31,7 @@ var (
 	runDebounceFlag = &cli.DurationFlag{Name: "debounce", Value: 100 * time.Millisecond, Usage: "gather health changes over `DURATION` into one push"}
 	runWatchFlag    = &cli.DurationFlag{Name: "watch-interval", Value: 2 * time.Second, Usage: "check the configuration file for changes every `DURATION` (0: only on SIGHUP)"}
 	runVerifyFlag   = &cli.DurationFlag{Name: "verify-interval", Value: time.Minute, Usage: "read every target back every `DURATION`, flag and repair drift (0: never)"}
+	runRetryFlag    = &cli.DurationFlag{Name: "retry-interval", Value: 5 * time.Second, Usage: "retry a push that failed (a target that refused or lost writes) after `DURATION`; a switch that comes back is pushed to at once, without this wait"}
 	runProbesFlag   = &cli.IntFlag{Name: "max-probes", Value: 64, Usage: "health probes in flight at most"}
 	runLogFlag      = &cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of logs on stderr: debug, info, warn, error"}
 	runBGPFlag      = &cli.StringFlag{Name: "bgp", Usage: "announce the VIPs this node serves over BGP as `bgp.yaml` says (local ASN, router ID, peers; docs/fleet.md): a VIP is announced while the datapath holds the tables in force and its service has eligible backends, withdrawn otherwise and on shutdown"}
@@ -74,13 +75,16 @@ Examples:
 With --bgp, SIGTERM first withdraws every VIP and closes the BGP sessions
 (the routers move traffic to the other nodes at once), then stops; a node
 that dies is withdrawn by its routers when the BGP hold time runs out.`,
-	Flags: append([]cli.Flag{configFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runProbesFlag, runLogFlag, runBGPFlag, runFleetFlag}, adapterFlags()...),
+	Flags: append([]cli.Flag{configFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runRetryFlag, runProbesFlag, runLogFlag, runBGPFlag, runFleetFlag}, adapterFlags()...),
 	Action: func(c *cli.Context) error {
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(c.String(runLogFlag.Name))); err != nil {
 			return fmt.Errorf("--log-level: %w", err)
 		}
 		log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+		if d := c.Duration(runRetryFlag.Name); d <= 0 {
+			return fmt.Errorf("--retry-interval %s: give a positive duration, e.g. 5s", d)
+		}
 		cfg := c.String(configFlag.Name)
 		var cfgData []byte // the embedded example, without -c
 		if cfg == "" {
@@ -193,6 +197,7 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 				Debounce:          orNever(c.Duration(runDebounceFlag.Name)),
 				WatchInterval:     orNever(c.Duration(runWatchFlag.Name)),
 				VerifyInterval:    orNever(c.Duration(runVerifyFlag.Name)),
+				RetryInterval:     c.Duration(runRetryFlag.Name),
 				MaxProbesInFlight: c.Int(runProbesFlag.Name),
 				Metrics:           m,
 				Announcer:         announcer,

@@ -395,3 +395,15 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestRunRetryIntervalMustBePositive: a retry interval of 0 or less would
+// retry a failed push in a busy loop (or never); lbc run refuses it at
+// once, naming the flag.
+func TestRunRetryIntervalMustBePositive(t *testing.T) {
+	for _, v := range []string{"0", "-1s"} {
+		_, _, err := runLBC(t, "run", "--retry-interval", v)
+		if err == nil || !strings.Contains(err.Error(), "--retry-interval") || !strings.Contains(err.Error(), "positive") {
+			t.Errorf("lbc run --retry-interval %s: %v, want an error naming the flag", v, err)
+		}
+	}
+}
