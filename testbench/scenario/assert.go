@@ -52,6 +52,7 @@ var assertions = []func(*stepView){
 	checkSticky,
 	checkBlackHole,
 	checkConverge,
+	checkControllerKill,
 }
 
 // stepView is what a step's assertions judge: the step's faults, flows,

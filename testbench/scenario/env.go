@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/lbc-dev/lbc/internal/netns"
 	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/targets/xdp"
+	"golang.org/x/sys/unix"
 )
 
 // Env is a running topology a scenario drives: a client namespace with
@@ -32,6 +36,10 @@ type Env interface {
 	// OpenTargets attaches or connects to the datapaths, for a controller;
 	// the caller closes them.
 	OpenTargets(ctx context.Context) ([]targets.Target, error)
+	// RunArgs is how an lbc run process opens the same targets as
+	// OpenTargets: the namespace it runs in (health probes leave from
+	// there, as from ProbeNS) and its --target flags.
+	RunArgs() (ns string, args []string)
 	// HasSwitch reports whether there is a P4 switch to restart.
 	HasSwitch() bool
 	// RestartSwitch restarts the P4 switch (it comes back empty); the
@@ -58,6 +66,39 @@ type Env interface {
 	// Counters reads the datapaths' counters.
 	Counters(ctx context.Context) (Counters, error)
 	Close() error
+}
+
+// xdpRunArgs are lbc run's flags for the XDP target o describes.
+func xdpRunArgs(o xdp.Options) []string {
+	args := []string{"--target", "xdp=" + o.Iface, "--mode", o.Mode, "--pin-dir", o.PinDir, "--state-dir", o.StateDir}
+	if o.Egress != "" {
+		args = append(args, "--egress", o.Egress)
+	}
+	return args
+}
+
+// mountBPFFS mounts a bpffs of its own on dir/bpffs and returns its path.
+// XDP pins live there, outside /sys, as on a host whose /sys/fs/bpf
+// outlives every lbc run: `ip netns exec` mounts a fresh /sys for the
+// command it runs, where /sys/fs/bpf would be a private bpffs that dies
+// with the process (a killed lbc run would take its pins along, and the
+// testbench would not see them).
+func mountBPFFS(dir string) (string, error) {
+	p := filepath.Join(dir, "bpffs")
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		return "", err
+	}
+	if err := unix.Mount("bpf", p, "bpf", 0, "mode=0700"); err != nil {
+		return "", fmt.Errorf("mount bpffs on %s: %w", p, err)
+	}
+	return p, nil
+}
+
+// unmountBPFFS unmounts what mountBPFFS mounted ("": nothing).
+func unmountBPFFS(p string) {
+	if p != "" {
+		unix.Unmount(p, unix.MNT_DETACH)
+	}
 }
 
 // ErrNoSwitch is returned by RestartSwitch on a topology without a switch.

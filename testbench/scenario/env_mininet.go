@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 
 	"github.com/lbc-dev/lbc/fallback"
 	"github.com/lbc-dev/lbc/internal/netns"
@@ -169,6 +167,10 @@ type mininetEnv struct {
 	// the testbench's own reads go to sock directly.
 	proxy     *p4Proxy
 	proxySock string
+	bpffs     string // the fallback host's pins
+	// router writes the forward table (the topology's routes) whenever
+	// the switch lacks them.
+	router *routerAgent
 }
 
 // NewMininetEnv builds the mininet topology with a BMv2 switch and starts
@@ -298,14 +300,28 @@ func NewMininetEnv(ctx context.Context, prefix string, n, clients int, outDir st
 			return nil, err
 		}
 	}
+	if e.bpffs, err = mountBPFFS(e.dir); err != nil {
+		return nil, err
+	}
 	e.xopts = xdp.Options{Iface: d.Fallback.In, Egress: d.Fallback.Out, Mode: xdp.ModeNative,
-		PinDir: filepath.Join(xdp.BPFFS, prefix+"-xdp"), StateDir: filepath.Join(e.dir, "xdp-state"),
+		PinDir: filepath.Join(e.bpffs, "xdp"), StateDir: filepath.Join(e.dir, "xdp-state"),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	e.sock = filepath.Join(e.dir, "p4rt.sock")
 	e.swLog = filepath.Join(outDir, "switch.log")
+	routes := []route{{netip.MustParsePrefix("10.98.0.0/24"), portClient, e.desc.Client.MAC}}
+	for _, h := range e.hosts {
+		routes = append(routes, route{netip.PrefixFrom(h.IP, 32), portLAN, h.MAC})
+	}
+	if e.router, err = newRouterAgent(e.sock, e.p4info, routes, e.progress); err != nil {
+		return nil, err
+	}
 	if err := e.startSwitch(ctx); err != nil {
 		return nil, err
 	}
+	// Every 50 ms, as the runner samples the controller's status: the
+	// routes follow a pipeline pushed again well before lbc's own
+	// 8,204 writes are done.
+	e.router.start(50 * time.Millisecond)
 	e.proxySock = filepath.Join(e.dir, "p4rt-lbc.sock")
 	if e.proxy, err = newP4Proxy(e.proxySock, e.sock); err != nil {
 		return nil, fmt.Errorf("P4Runtime proxy: %w", err)
@@ -316,7 +332,7 @@ func NewMininetEnv(ctx context.Context, prefix string, n, clients int, outDir st
 
 // startSwitch launches simple_switch_grpc in the switch node, pushes the
 // pipeline and programs what the IR does not carry: the fallback port and
-// the forward table (clients on port 1, backends on port 2).
+// (the router agent) the forward table.
 func (e *mininetEnv) startSwitch(ctx context.Context) error {
 	if err := e.launchSwitch(ctx); err != nil {
 		return err
@@ -329,8 +345,8 @@ func (e *mininetEnv) startSwitch(ctx context.Context) error {
 	if _, err := t.SetFallbackPort(ctx, portFallback); err != nil {
 		return fmt.Errorf("set fallback port: %w", err)
 	}
-	if err := e.writeRoutes(ctx, t); err != nil {
-		return err
+	if _, err := e.router.sync(ctx); err != nil {
+		return fmt.Errorf("forward table (routes): %w", err)
 	}
 	if e.reader == nil {
 		if e.reader, err = e.openSwitch(ctx, e.sock, true); err != nil {
@@ -379,51 +395,12 @@ func (e *mininetEnv) launchSwitch(ctx context.Context) error {
 	return nil
 }
 
-// writeRoutes programs the forward table, which the IR does not carry
-// (clients on port 1, backends on port 2): the topology's routing, owned
-// by the testbench as a router's own agent would own it.
-func (e *mininetEnv) writeRoutes(ctx context.Context, t *bmv2.Target) error {
-	sc := t.Translator().Schema()
-	var ups []*p4v1.Update
-	route := func(prefix netip.Prefix, port uint64, mac string) error {
-		hw, err := net.ParseMAC(mac)
-		if err != nil {
-			return err
-		}
-		// lb.p4 routes on 128 bits: IPv4 as ::ffff:a.b.c.d.
-		var b [16]byte
-		b[10], b[11] = 0xff, 0xff
-		a4 := prefix.Addr().As4()
-		copy(b[12:], a4[:])
-		plen := int32(96 + prefix.Bits())
-		en, err := sc.Entry("forward", []runtime.Value{{Name: "dst_addr", Bytes: b[:], PrefixLen: plen}}, "set_next_hop",
-			[]runtime.Value{runtime.U("port", port), runtime.B("dmac", hw)})
-		if err != nil {
-			return err
-		}
-		ups = append(ups, &p4v1.Update{Type: p4v1.Update_INSERT, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: en}}})
-		return nil
-	}
-	if err := route(netip.MustParsePrefix("10.98.0.0/24"), portClient, e.desc.Client.MAC); err != nil {
-		return err
-	}
-	for _, h := range e.hosts {
-		if err := route(netip.PrefixFrom(h.IP, 32), portLAN, h.MAC); err != nil {
-			return err
-		}
-	}
-	if err := t.Client().Write(ctx, ups); err != nil {
-		return fmt.Errorf("forward table: %w", err)
-	}
-	return nil
-}
-
 func (e *mininetEnv) openSwitch(ctx context.Context, sock string, readOnly bool) (*bmv2.Target, error) {
 	var last error
 	for i := 0; i < 50; i++ {
 		octx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		t, err := bmv2.Open(octx, bmv2.Options{
-			Options:    runtime.Options{Addr: "unix:" + sock, DeviceID: 1, ElectionLow: 1, ReadOnly: readOnly, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			Options:    runtime.Options{Addr: "unix:" + sock, DeviceID: 1, ElectionLow: controllerElection, ReadOnly: readOnly, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 			P4InfoPath: e.p4info, DeviceConfigPath: e.devcfg, Name: "bmv2 " + e.desc.Switch.Node})
 		cancel()
 		if err == nil {
@@ -493,32 +470,27 @@ func (e *mininetEnv) OpenTargets(ctx context.Context) ([]targets.Target, error) 
 		x.Close()
 		return nil, fmt.Errorf("set fallback port: %w", err)
 	}
-	return []targets.Target{x, routedSwitch{sw, e}}, nil
+	return []targets.Target{x, sw}, nil
 }
 
-// routedSwitch is the controller's switch target: after it pushes the
-// pipeline to a switch that restarted empty, the topology's routes are
-// written again (the part a router's own agent would restore).
-type routedSwitch struct {
-	*bmv2.Target
-	e *mininetEnv
+// RunArgs: the fallback host's XDP datapath and the switch through the
+// testbench's P4Runtime proxy, from the fallback host's namespace.
+func (e *mininetEnv) RunArgs() (string, []string) {
+	args := append(xdpRunArgs(e.xopts), bmv2RunArgs(e.proxySock, e.p4info, e.devcfg)...)
+	return e.nsFB, args
 }
 
-// EnsureProgram is controller.ProgramKeeper's, then the routes.
-func (s routedSwitch) EnsureProgram(ctx context.Context) (bool, error) {
-	pushed, err := s.Target.EnsureProgram(ctx)
-	if err != nil || !pushed {
-		return pushed, err
-	}
-	if err := s.e.writeRoutes(ctx, s.Target); err != nil {
-		return true, fmt.Errorf("pipeline pushed again, but the topology's routes: %w", err)
-	}
-	return true, nil
+// bmv2RunArgs are lbc run's flags for the switch at sock: the pipeline
+// files the testbench pushed (lbc pushes them again to a switch that
+// lost them) and the fallback port.
+func bmv2RunArgs(sock, p4info, devcfg string) []string {
+	return []string{"--target", "bmv2=unix:" + sock, "--device-id", "1", "--election-id", fmt.Sprint(controllerElection),
+		"--p4info", p4info, "--device-config", devcfg, "--fallback-port", fmt.Sprint(portFallback)}
 }
 
 // KillSwitch SIGKILLs simple_switch_grpc and starts it again without a
 // pipeline; the running controller pushes the pipeline and its tables
-// (and routedSwitch the routes) when it notices.
+// when it notices, and the router agent the routes after the pipeline.
 func (e *mininetEnv) KillSwitch(ctx context.Context) error {
 	if e.sw == nil || e.sw.Process == nil {
 		return errors.New("no switch process to kill")
@@ -588,6 +560,9 @@ func (e *mininetEnv) Close() error {
 	if e.proxy != nil {
 		e.proxy.Close()
 	}
+	if e.router != nil {
+		e.router.close()
+	}
 	e.stopSwitch()
 	if e.xopts.PinDir != "" && e.nsFB != "" {
 		netns.Do(e.nsFB, func() error { return xdp.Detach(e.xopts, false) })
@@ -613,6 +588,7 @@ func (e *mininetEnv) Close() error {
 			errs = append(errs, errors.New("topo.py did not stop within 30 s; killed"))
 		}
 	}
+	unmountBPFFS(e.bpffs)
 	if e.dir != "" {
 		os.RemoveAll(e.dir)
 	}

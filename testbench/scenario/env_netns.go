@@ -34,7 +34,8 @@ type netnsEnv struct {
 	helpers *fallback.Datapath
 	links   []link.Link
 	opts    xdp.Options
-	stateD  string
+	dir     string // the XDP state and bpffs (pins)
+	bpffs   string
 }
 
 // NewNetnsEnv builds the namespace topology with n backends and the given
@@ -89,11 +90,14 @@ func NewNetnsEnv(ctx context.Context, prefix string, n, clients int) (Env, error
 			return nil, err
 		}
 	}
-	if e.stateD, err = os.MkdirTemp("", prefix+"-xdp-state-"); err != nil {
+	if e.dir, err = os.MkdirTemp("", prefix+"-xdp-"); err != nil {
+		return nil, err
+	}
+	if e.bpffs, err = mountBPFFS(e.dir); err != nil {
 		return nil, err
 	}
 	e.opts = xdp.Options{Iface: topo.LBIf, Mode: xdp.ModeNative,
-		PinDir: filepath.Join(xdp.BPFFS, prefix+"-xdp"), StateDir: e.stateD,
+		PinDir: filepath.Join(e.bpffs, "xdp"), StateDir: filepath.Join(e.dir, "state"),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ok = true
 	return e, nil
@@ -123,6 +127,9 @@ func (e *netnsEnv) OpenTargets(ctx context.Context) ([]targets.Target, error) {
 	}
 	return []targets.Target{t}, nil
 }
+
+// RunArgs: the XDP datapath, from the LB's namespace.
+func (e *netnsEnv) RunArgs() (string, []string) { return e.topo.LB, xdpRunArgs(e.opts) }
 
 func (e *netnsEnv) HasSwitch() bool                     { return false }
 func (e *netnsEnv) RestartSwitch(context.Context) error { return ErrNoSwitch }
@@ -209,8 +216,9 @@ func (e *netnsEnv) Close() error {
 	if e.helpers != nil {
 		e.helpers.Close()
 	}
-	if e.stateD != "" {
-		os.RemoveAll(e.stateD)
+	unmountBPFFS(e.bpffs)
+	if e.dir != "" {
+		os.RemoveAll(e.dir)
 	}
 	return e.set.Close()
 }

@@ -259,3 +259,31 @@ func checkConverge(v *stepView) {
 		}
 	}
 }
+
+// checkControllerKill: with controller: process, a kill: controller
+// fault must have been a process kill: the lbc run it found died of
+// SIGKILL (its wait status says so) and another process took over.
+func checkControllerKill(v *stepView) {
+	if v.res.Controller != ControllerProcess {
+		return
+	}
+	for _, f := range v.faults {
+		if f.Kind != "kill" || f.What != "controller" {
+			continue
+		}
+		name := "process " + f.Fault
+		k := f.Killed
+		switch {
+		case k == nil || k.PID == 0:
+			v.fail(name, "", "no lbc run process was killed (%s)", f.Note)
+		case k.Died != diedOfSIGKILL:
+			v.fail(name, "", "lbc run (pid %d) ended %q, want %q", k.PID, k.Died, diedOfSIGKILL)
+		case k.NewPID == 0:
+			v.fail(name, "", "lbc run (pid %d) was killed, but no lbc run was started again: %s", k.PID, f.Err)
+		case k.NewPID == k.PID:
+			v.fail(name, "", "the lbc run after the kill has the killed one's pid %d: not a new process", k.PID)
+		default:
+			v.pass(name, "lbc run (pid %d) %s; lbc run (pid %d) took over", k.PID, k.Died, k.NewPID)
+		}
+	}
+}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/lbc-dev/lbc/fallback"
 	"github.com/lbc-dev/lbc/fleet"
@@ -139,13 +138,8 @@ func newFleetEnv(ctx context.Context, prefix, dir, lbc string, fl *Fleet, backen
 	// The nodes pin their maps on a bpffs of their own outside /sys: `ip
 	// netns exec` mounts a fresh /sys for the command, where /sys/fs/bpf
 	// would be a new, private bpffs that dies with the process.
-	e.bpffs = filepath.Join(dir, "bpffs")
-	if err := os.MkdirAll(e.bpffs, 0o700); err != nil {
-		return nil, err
-	}
-	if err := unix.Mount("bpf", e.bpffs, "bpf", 0, "mode=0700"); err != nil {
-		e.bpffs = ""
-		return nil, fmt.Errorf("mount bpffs for the nodes: %w", err)
+	if e.bpffs, err = mountBPFFS(dir); err != nil {
+		return nil, fmt.Errorf("the nodes' pins: %w", err)
 	}
 	if err = e.set.Sysctl(e.sw, "net.bridge.bridge-nf-call-iptables", "0"); err != nil {
 		return nil, err
@@ -482,9 +476,7 @@ func (e *fleetEnv) Close() error {
 			e.detach(n)
 		}
 	}
-	if e.bpffs != "" {
-		unix.Unmount(e.bpffs, unix.MNT_DETACH)
-	}
+	unmountBPFFS(e.bpffs)
 	if e.bird != nil {
 		e.bird.Process.Signal(syscall.SIGKILL)
 		<-e.birdDone

@@ -31,6 +31,11 @@ type Scenario struct {
 	// Fleet makes this a fleet scenario (fleet.go): several lbc nodes
 	// behind a BGP router with ECMP; it has events instead of steps.
 	Fleet *Fleet `yaml:"fleet"`
+	// Controller is how the controller runs: ControllerInProcess (the
+	// default: controller.New in the testbench's process) or
+	// ControllerProcess (an lbc run process the testbench starts; kill:
+	// controller SIGKILLs it).
+	Controller string `yaml:"controller"`
 
 	file string
 }
@@ -110,6 +115,12 @@ type Fault struct {
 	// default 0, restarted at once).
 	For Duration `yaml:"for"`
 }
+
+// The ways a scenario's controller runs (Scenario.Controller).
+const (
+	ControllerInProcess = "in-process"
+	ControllerProcess   = "process"
+)
 
 // Allowed values of the fault kinds that name a component.
 var (
@@ -382,6 +393,15 @@ func (sc *Scenario) validate() error {
 		if w < 0 || w > 1000 {
 			bad("weights: %s: %d out of range 0..1000", n, w)
 		}
+	}
+	switch {
+	case sc.Controller == "" && sc.Fleet == nil:
+		sc.Controller = ControllerInProcess
+	case sc.Fleet != nil && sc.Controller != "":
+		bad("controller: a fleet scenario's nodes are always lbc run processes; remove the field")
+	case sc.Fleet == nil && sc.Controller != ControllerInProcess && sc.Controller != ControllerProcess:
+		bad("controller: %q: want %s (the default: the controller runs inside the testbench) or %s (an lbc run process, SIGKILLed by kill: controller)",
+			sc.Controller, ControllerInProcess, ControllerProcess)
 	}
 	if sc.Fleet != nil {
 		if len(sc.Steps) > 0 {

@@ -49,6 +49,7 @@ func needNetns(t *testing.T) {
 // assertion to pass. Progress and every check are printed.
 func TestScenariosNetns(t *testing.T) {
 	needNetns(t)
+	lbc := buildLBC(t) // controller: process scenarios run it
 	for i, name := range scenarios.Names() {
 		t.Run(name, func(t *testing.T) {
 			data, _ := scenarios.Get(name)
@@ -61,10 +62,11 @@ func TestScenariosNetns(t *testing.T) {
 			}
 			out := t.TempDir()
 			res, err := Run(t.Context(), sc, Options{Topology: "netns", OutDir: out, Progress: &logWriter{t: t},
-				Prefix: fmt.Sprintf("lbcsc%d%c", os.Getpid(), 'a'+i)})
+				Prefix: fmt.Sprintf("lbcsc%d%c", os.Getpid(), 'a'+i), LBC: lbc})
 			if err != nil {
 				t.Fatalf("scenario %s: %v", name, err)
 			}
+			checkProcessKills(t, sc, res)
 			checks := 0
 			for _, s := range res.Steps {
 				checks += len(s.Checks)
@@ -151,6 +153,7 @@ func TestScenariosMininet(t *testing.T) {
 		}
 		t.Skipf("mininet + BMv2 testbench: %v (%s)", err, covered)
 	}
+	lbc := buildLBC(t) // controller: process scenarios run it
 	for i, name := range scenarios.Names() {
 		t.Run(name, func(t *testing.T) {
 			data, _ := scenarios.Get(name)
@@ -163,10 +166,11 @@ func TestScenariosMininet(t *testing.T) {
 			}
 			out := t.TempDir()
 			res, err := Run(t.Context(), sc, Options{Topology: "mininet", OutDir: out, Progress: &logWriter{t: t},
-				Prefix: fmt.Sprintf("lbcmn%d%c", os.Getpid(), 'a'+i)})
+				Prefix: fmt.Sprintf("lbcmn%d%c", os.Getpid(), 'a'+i), LBC: lbc})
 			if err != nil {
 				t.Fatalf("scenario %s on mininet: %v", name, err)
 			}
+			checkProcessKills(t, sc, res)
 			if res.Datapaths["switch"] == 0 {
 				t.Errorf("the switch carried no packet: %v", res.Datapaths)
 			}
@@ -181,5 +185,43 @@ func TestScenariosMininet(t *testing.T) {
 			}
 			t.Logf("scenario %s passed on mininet; packets by datapath: %s", name, datapathShares(res.Datapaths))
 		})
+	}
+}
+
+// checkProcessKills: in a controller: process scenario every kill:
+// controller fault killed an lbc run process with SIGKILL and a new
+// process (another PID) took over, and the fault's note says so; at least
+// one such kill happened when the scenario has one.
+func checkProcessKills(t *testing.T, sc *Scenario, res *Result) {
+	t.Helper()
+	if sc.Controller != ControllerProcess {
+		return
+	}
+	want := 0
+	for _, st := range sc.Steps {
+		for _, f := range st.Faults {
+			if f.Kill == "controller" {
+				want++
+			}
+		}
+	}
+	got := 0
+	for _, ev := range res.Faults {
+		if ev.Kind != "kill" || ev.What != "controller" {
+			continue
+		}
+		got++
+		k := ev.Killed
+		if k == nil || k.PID == 0 || k.NewPID == 0 || k.NewPID == k.PID || k.Died != diedOfSIGKILL {
+			t.Errorf("%s: not a process kill: %+v", ev.Fault, k)
+			continue
+		}
+		if wantNote := fmt.Sprintf("lbc run (pid %d) killed with SIGKILL", k.PID); !strings.Contains(ev.Note, wantNote) {
+			t.Errorf("%s: note %q lacks %q", ev.Fault, ev.Note, wantNote)
+		}
+		t.Logf("%s: lbc run pid %d %s, pid %d took over", ev.Fault, k.PID, k.Died, k.NewPID)
+	}
+	if got != want {
+		t.Errorf("%d kill: controller faults happened, the scenario has %d", got, want)
 	}
 }

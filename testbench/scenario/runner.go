@@ -18,8 +18,6 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/controller"
-	"github.com/lbc-dev/lbc/controller/health"
-	"github.com/lbc-dev/lbc/targets"
 )
 
 // Options tune Run.
@@ -38,8 +36,9 @@ type Options struct {
 	Prefix string
 	// Seed makes the traffic's choices repeatable (default 1).
 	Seed uint64
-	// LBC is the lbc binary fleet scenarios run as nodes (default: this
-	// executable when it is lbc, else lbc on PATH).
+	// LBC is the lbc binary fleet scenarios run as nodes, and scenarios
+	// with controller: process as their controller (default: lbcBinary's
+	// search).
 	LBC string
 }
 
@@ -81,6 +80,8 @@ type Result struct {
 	Failures  []Failure         `json:"failures"`
 	Datapaths map[string]uint64 `json:"datapathPackets"`
 	Files     []string          `json:"files"`
+	// Controller is how the controller ran: in-process or process.
+	Controller string `json:"controller,omitempty"`
 	// NotJudged says why earlier runs of a fleet scenario were run again
 	// (the machine was too slow for the scenario's timers).
 	NotJudged []string `json:"notJudged,omitempty"`
@@ -132,6 +133,8 @@ type FaultEvent struct {
 	// switch accepted connections again, the block was lifted, the
 	// controller was started again, the program was detached.
 	End time.Duration `json:"end,omitempty"`
+	// Killed is how a kill: controller fault ended the controller.
+	Killed *ControllerKill `json:"killed,omitempty"`
 }
 
 // TargetsState is the controller's view of its targets, sampled every
@@ -193,16 +196,10 @@ type runner struct {
 	removed  map[string]bool
 	cfgPath  string
 
-	cmu sync.Mutex
-	// statusMu: a Status call on the controller (it reads the targets'
-	// counters, through memory views of the XDP maps) holds it for
-	// reading; stopController holds it while it closes the targets.
-	statusMu sync.RWMutex
-	ctrl     *controller.Controller
-	tgts     []targets.Target
-	stopC    context.CancelFunc
-	doneC    chan error
-	gen      int
+	cmu sync.Mutex // guards ctl and gen
+	ctl scenarioController
+	gen int
+	lbc string // controller: process: the lbc binary
 
 	probe *schedProbe
 
@@ -242,6 +239,13 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Result, error) {
 		return runFleet(ctx, sc, opts)
 	}
 	r := &runner{sc: sc, opts: opts, backends: map[string]*backend{}, removed: map[string]bool{}, notes: map[int][]string{}}
+	if sc.Controller == ControllerProcess {
+		lbc, err := lbcBinary(opts.LBC)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s (controller: process): %w", sc.file, err)
+		}
+		r.lbc = lbc
+	}
 	if opts.OutDir == "" {
 		d, err := os.MkdirTemp("", "lbc-scenario-")
 		if err != nil {
@@ -256,14 +260,15 @@ func Run(ctx context.Context, sc *Scenario, opts Options) (*Result, error) {
 		r.out = opts.OutDir
 	}
 	var err error
-	if r.logf, err = os.Create(filepath.Join(r.out, "controller.log")); err != nil {
+	// Appended to: in process mode each lbc run appends its own output.
+	if r.logf, err = os.OpenFile(filepath.Join(r.out, "controller.log"), os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return nil, err
 	}
 	defer r.logf.Close()
 	r.log = slog.New(slog.NewTextHandler(r.logf, nil))
 
 	names := sc.BackendNames()
-	r.progress("scenario %q (%s): %d backends, %d steps, topology %s", sc.Name, sc.file, len(names), len(sc.Steps), opts.Topology)
+	r.progress("scenario %q (%s): %d backends, %d steps, topology %s, controller %s", sc.Name, sc.file, len(names), len(sc.Steps), opts.Topology, sc.Controller)
 	switch opts.Topology {
 	case "netns":
 		r.env, err = NewNetnsEnv(ctx, opts.Prefix, len(names), sc.Clients)
@@ -336,7 +341,7 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 	go func() { defer wg.Done(); r.tr.pinger(pctx, 500*time.Millisecond) }()
 	defer func() { stopPoll(); wg.Wait(); r.tr.closeAll() }()
 
-	res := &Result{Scenario: sc.Name, File: sc.file, Topology: r.env.Name(), Env: r.env.Describe(), Started: r.tr.start, Backends: names}
+	res := &Result{Scenario: sc.Name, File: sc.file, Topology: r.env.Name(), Controller: sc.Controller, Env: r.env.Describe(), Started: r.tr.start, Backends: names}
 	for i := range sc.Steps {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -544,83 +549,6 @@ func (r *runner) config() ([]byte, error) {
 	return append([]byte(head), out...), nil
 }
 
-func (r *runner) startController(ctx context.Context) error {
-	tgts, err := r.env.OpenTargets(ctx)
-	if err != nil {
-		return err
-	}
-	c, err := controller.New(controller.Options{
-		ConfigPath: r.cfgPath, Targets: tgts, Logger: r.log,
-		Prober:   &health.NetProber{Dialer: nsDialer{r.env.ProbeNS()}},
-		Debounce: 50 * time.Millisecond,
-		// The verify finds an XDP program another tool took off the
-		// interface (detach faults): every second here, where lbc run's
-		// default is a minute, so that a step bounds it in seconds.
-		WatchInterval: -1, VerifyInterval: time.Second, RetryInterval: 500 * time.Millisecond,
-	})
-	if err != nil {
-		closeTargets(tgts)
-		return err
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(cctx) }()
-	select {
-	case <-c.Ready():
-	case err := <-done:
-		cancel()
-		closeTargets(tgts)
-		if err == nil {
-			err = errors.New("stopped before it was ready")
-		}
-		return fmt.Errorf("controller: %w (log: %s)", err, r.logf.Name())
-	case <-time.After(30 * time.Second):
-		cancel()
-		<-done
-		closeTargets(tgts)
-		return fmt.Errorf("controller not ready within 30 s (log: %s)", r.logf.Name())
-	}
-	r.cmu.Lock()
-	r.ctrl, r.tgts, r.stopC, r.doneC = c, tgts, cancel, done
-	r.gen++
-	r.cmu.Unlock()
-	return nil
-}
-
-func (r *runner) stopController() {
-	r.statusMu.Lock() // no Status call reads targets being closed
-	defer r.statusMu.Unlock()
-	r.cmu.Lock()
-	c, tgts, stop, done := r.ctrl, r.tgts, r.stopC, r.doneC
-	r.ctrl, r.tgts, r.stopC, r.doneC = nil, nil, nil, nil
-	r.cmu.Unlock()
-	if c == nil {
-		return
-	}
-	stop()
-	<-done
-	closeTargets(tgts)
-}
-
-// status reads the running controller's status and its generation.
-func (r *runner) status(ctx context.Context) (controller.Status, int, bool) {
-	r.statusMu.RLock()
-	defer r.statusMu.RUnlock()
-	r.cmu.Lock()
-	c, gen := r.ctrl, r.gen
-	r.cmu.Unlock()
-	if c == nil {
-		return controller.Status{}, 0, false
-	}
-	return c.Status(ctx), gen, true
-}
-
-func closeTargets(ts []targets.Target) {
-	for _, t := range ts {
-		t.Close()
-	}
-}
-
 // currentRing reads the controller's status.
 func (r *runner) currentRing(ctx context.Context) (RingState, bool) {
 	st, _, ok := r.status(ctx)
@@ -772,22 +700,19 @@ func (r *runner) inject(ctx context.Context, step int, f Fault) {
 		err = r.writeConfig()
 		r.cfgMu.Unlock()
 		if err == nil {
-			r.cmu.Lock()
-			c := r.ctrl
-			r.cmu.Unlock()
-			if c == nil {
-				err = errors.New("no controller running")
-			} else {
-				err = c.Reload(ctx)
-			}
+			err = r.reload(ctx, f.Remove)
 		}
 	case "restart":
 		switch f.Restart {
 		case "controller":
+			old := r.controllerPID()
 			r.stopController()
 			err = r.startController(ctx)
 			ev.Took = time.Since(start)
 			ev.Note = fmt.Sprintf("controller stopped and started again in %s (read back, then pushed the difference)", ev.Took.Round(time.Millisecond))
+			if old != 0 {
+				ev.Note = fmt.Sprintf("lbc run (pid %d) stopped with SIGTERM, started again (pid %d) in %s (read back, then pushed the difference)", old, r.controllerPID(), ev.Took.Round(time.Millisecond))
+			}
 		case "switch":
 			if !r.env.HasSwitch() {
 				ev.Note = fmt.Sprintf("skipped: %v (the %s topology runs the XDP datapath alone)", ErrNoSwitch, r.env.Name())
@@ -854,14 +779,24 @@ func (r *runner) disturb(ctx context.Context, f Fault, ev *FaultEvent, start tim
 		ev.Took = time.Since(start)
 		ev.Note = fmt.Sprintf("simple_switch_grpc killed (SIGKILL) and started again empty; it accepted P4Runtime connections %s later; the controller was left running", ev.Took.Round(time.Millisecond))
 	case f.Kill == "controller":
-		r.stopController()
+		c := r.takeController()
+		if c == nil {
+			return errors.New("no controller running to kill")
+		}
+		k, kerr := c.Kill()
+		ev.Killed = &k
+		if kerr != nil {
+			return kerr
+		}
 		if err = wait(f.For.D()); err != nil {
 			return err
 		}
 		ev.End = r.tr.since()
 		err = r.startController(ctx)
 		ev.Took = time.Since(start)
-		ev.Note = fmt.Sprintf("controller stopped without a clean shutdown, started again after %s (in-process: its context cancelled; the switch sees the session close as on a kill -9); %s until it was ready", f.For.D(), ev.Took.Round(time.Millisecond))
+		k.NewPID = r.controllerPID()
+		ev.Killed = &k
+		ev.Note = killNote(k, f.For.D(), ev.Took)
 	case f.Block != "":
 		if !r.env.HasSwitch() {
 			skip()
