@@ -18,8 +18,9 @@ import (
 const testbenchUsage = "run load-balancer scenarios end to end on a namespace or mininet testbench"
 
 var testbenchDescription = `A scenario (YAML) is a service, steps of traffic and faults, and assertions.
-The testbench builds a topology, starts the controller (as lbc run does) with
-real HTTP health checks against backends that answer with their name, drives
+The testbench builds a topology, starts the controller (in its own process,
+with lbc run's code, or as an lbc run process when the scenario says
+controller: process) with real HTTP health checks against backends that answer with their name, drives
 real TCP, UDP and fragmented UDP from a client, injects the faults, checks the
 assertions, and writes a report (report.md with a table per step, report.json,
 connections.png, ring-shares.png, and a plot per kill, block or detach fault).
@@ -31,7 +32,7 @@ Examples:
    sudo lbc-testbench run seed001-failover --out /tmp/seed001
    sudo lbc-testbench run ./my-scenario.yaml --topology mininet --out report/
    sudo lbc-testbench run fleet-ecmp --out /tmp/fleet   # 3 lbc run nodes, BIRD, ECMP (docs/fleet.md)
-   sudo lbc-testbench run switch-faults --topology mininet --out /tmp/faults   # kill BMv2, block P4Runtime, kill the controller
+   sudo lbc-testbench run switch-faults --topology mininet --out /tmp/faults   # kill -9 BMv2, block P4Runtime, kill -9 lbc run
 From a source tree: go run ./cmd/lbc-testbench run seed001-failover (or make testbench).
 
 Exit status: 0 when every assertion held, 1 when one failed or the run could
@@ -78,6 +79,7 @@ the backend and the numbers.`,
 		&cli.StringFlag{Name: "out", Usage: "report `DIR` (default ./testbench-out/<scenario>)"},
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "traffic `SEED` (client and protocol choices)"},
 		&cli.BoolFlag{Name: "allow-skip", Usage: "exit 0 (not 77) when the topology cannot run on this machine"},
+		&cli.StringFlag{Name: "lbc", Usage: "the lbc `BINARY` that fleet scenarios and scenarios with controller: process run (default: $LBC_BINARY, an lbc beside lbc-testbench, lbc on PATH)"},
 	},
 	Action: func(c *cli.Context) error {
 		if err := trailingFlags(c); err != nil {
@@ -108,7 +110,7 @@ the backend and the numbers.`,
 		// Ctrl-C stops the run and still removes the namespaces.
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		res, err := scenario.Run(ctx, sc, scenario.Options{Topology: topo, OutDir: out, Progress: c.App.Writer, Seed: c.Uint64("seed")})
+		res, err := scenario.Run(ctx, sc, scenario.Options{Topology: topo, OutDir: out, Progress: c.App.Writer, Seed: c.Uint64("seed"), LBC: c.String("lbc")})
 		var ae *scenario.AssertionError
 		switch {
 		case errors.As(err, &ae):

@@ -136,9 +136,9 @@ func (r *fleetRunner) progress(format string, a ...any) {
 	}
 }
 
-// lbcBinary finds the lbc executable the nodes run: Options.LBC, then
-// $LBC_BINARY, this executable when it is lbc, an lbc beside it, lbc on
-// PATH.
+// lbcBinary finds the lbc executable that fleet nodes and a controller:
+// process scenario run: Options.LBC, then $LBC_BINARY, this executable
+// when it is lbc, an lbc beside it, lbc on PATH.
 func lbcBinary(opt string) (string, error) {
 	if opt == "" {
 		opt = os.Getenv("LBC_BINARY")
@@ -157,7 +157,7 @@ func lbcBinary(opt string) (string, error) {
 	if p, err := exec.LookPath("lbc"); err == nil {
 		return p, nil
 	}
-	return "", errors.New("fleet scenario: no lbc binary to run as nodes: go build -o lbc ./cmd/lbc, then put it on PATH or set LBC_BINARY=path/to/lbc")
+	return "", errors.New("no lbc binary to run (fleet nodes, controller: process): go build -o lbc ./cmd/lbc, then put it on PATH, set LBC_BINARY=path/to/lbc or give lbc-testbench run --lbc")
 }
 
 // fleetAttempts bounds the runs of a fleet scenario: a run is repeated
