@@ -94,7 +94,9 @@ type Fault struct {
 	// empty, as after a reboot, while the controller runs on: it must
 	// notice and push the pipeline and every table by itself) or
 	// "controller" (the controller stops at once, without a clean
-	// shutdown, and starts again after For: the switch forwards alone
+	// shutdown: with controller: process its lbc run gets SIGKILL; in
+	// process its context is cancelled; it starts again after For: the
+	// switch forwards alone
 	// meanwhile, and the new controller reads back and writes only the
 	// difference). Switch faults are skipped with a note where there is
 	// no switch.
