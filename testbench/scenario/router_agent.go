@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +11,7 @@ import (
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -75,7 +75,14 @@ func newRouterAgent(sock, p4info string, routes []route, progress func(string, .
 		a.routes = append(a.routes, en)
 		a.table = en.TableId
 	}
-	if a.conn, err = grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+	// gRPC's default reconnect backoff grows to 120 s; a switch restarts
+	// in a fraction of a second (as runtime.Dial, 100 ms to 1 s).
+	if a.conn, err = grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 5 * time.Second,
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}}),
+		// A switch just started again is waited for (up to the call's
+		// deadline), not failed at once with the channel's last error.
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true))); err != nil {
 		return nil, fmt.Errorf("router agent: %w", err)
 	}
 	a.rt = p4v1.NewP4RuntimeClient(a.conn)
@@ -184,7 +191,9 @@ func (a *routerAgent) report(n int, err error) {
 		a.progress("  router agent: the switch's forward table lacked routes; wrote %d of %d (P4Runtime, under the primary controller's election ID)", n, len(a.routes))
 	}
 	msg := ""
-	if err != nil && status.Code(err) != codes.Unavailable && status.Code(err) != codes.FailedPrecondition && !errors.Is(err, context.Canceled) {
+	switch status.Code(err) {
+	case codes.OK, codes.Unavailable, codes.FailedPrecondition, codes.Canceled, codes.DeadlineExceeded:
+	default:
 		msg = err.Error()
 	}
 	if msg != "" && msg != a.lastErr {
