@@ -54,6 +54,9 @@ func writeMarkdown(w io.Writer, sc *Scenario, res *Result, plots []string) {
 	}
 	fmt.Fprintf(w, "- file: `%s`\n- topology: %s — %s\n- started %s, took %.1f s; %d flows\n",
 		res.File, res.Topology, res.Env, res.Started.UTC().Format("2006-01-02 15:04:05Z"), res.Took.Seconds(), len(res.Flows))
+	if res.Controller == ControllerProcess {
+		fmt.Fprintf(w, "- controller: an lbc run process (controller: process); its output in controller.log\n")
+	}
 	fmt.Fprintf(w, "- datapath packets of the service: %s\n\n", datapathShares(res.Datapaths))
 	if len(res.Failures) > 0 {
 		fmt.Fprintf(w, "## Failed assertions\n\n")
