@@ -230,10 +230,12 @@ check-generated-testgen:
 # Scenario testbench (root): run one scenario end to end and write its report.
 #   make testbench SCENARIO=seed001-failover [TOPOLOGY=netns|mininet] [OUT=dir]
 # SCENARIO is a shipped name (testbench/scenarios/*.yaml) or a YAML file.
+# Both binaries are built: fleet and controller: process scenarios run the
+# lbc beside lbc-testbench.
 SCENARIO ?= seed001-failover
 TOPOLOGY ?= netns
-testbench:
-	$(GO) run ./cmd/lbc-testbench run $(SCENARIO) --topology $(TOPOLOGY) $(if $(OUT),--out $(OUT))
+testbench: build
+	./lbc-testbench run $(SCENARIO) --topology $(TOPOLOGY) $(if $(OUT),--out $(OUT))
 	
 # Flaky-test hunt: the packages whose tests run goroutines, servers and
 # clocks (P4Runtime client and test server, controller, the P4 targets,

@@ -33,7 +33,9 @@ Examples:
    sudo lbc-testbench run ./my-scenario.yaml --topology mininet --out report/
    sudo lbc-testbench run fleet-ecmp --out /tmp/fleet   # 3 lbc run nodes, BIRD, ECMP (docs/fleet.md)
    sudo lbc-testbench run switch-faults --topology mininet --out /tmp/faults   # kill -9 BMv2, block P4Runtime, kill -9 lbc run
-From a source tree: go run ./cmd/lbc-testbench run seed001-failover (or make testbench).
+From a source tree: go run ./cmd/lbc-testbench run seed001-failover, or make
+testbench, which builds lbc beside lbc-testbench for the scenarios that run it
+(fleet-ecmp, switch-faults: controller: process; else give --lbc).
 
 Exit status: 0 when every assertion held, 1 when one failed or the run could
 not be done, 77 when the topology cannot run on this machine (not root, no
