@@ -74,7 +74,13 @@ type Extern struct {
 	// (TNA's Register(size, init)); InitSet says whether it does.
 	Init    int64
 	InitSet bool
-	Unit    string // a counter's: PACKETS, BYTES or BOTH (P4Info's names)
+	// Fields are the halves of a register whose value is a struct (a TNA
+	// register pair, one stateful ALU reading and updating both), in
+	// order; Width is then their sum, and Inits their initial values when
+	// the source gives them ({lo, hi}; Init is the first).
+	Fields []Param
+	Inits  []int64
+	Unit   string // a counter's: PACKETS, BYTES or BOTH (P4Info's names)
 }
 
 // Table returns the table with the given full name.
@@ -150,6 +156,7 @@ type parser struct {
 type typeDef struct {
 	width  int
 	fields map[string]string // field → type as written
+	order  []string          // the fields in declaration order
 }
 
 // Parse reads the declarations of preprocessed source.
@@ -381,6 +388,7 @@ func (p *parser) structure() error {
 			return err
 		}
 		td.fields[f] = t
+		td.order = append(td.order, f)
 		if err := p.expect(";"); err != nil {
 			return err
 		}
@@ -761,16 +769,41 @@ func (p *parser) instance() error {
 		if len(args) < 1 || len(targs) < 1 {
 			return fmt.Errorf("%s: %s %s: want a size and a value type", pos, typ, name)
 		}
-		w, err := p.width(p.text(targs[0][0], targs[0][1]))
+		vt := p.text(targs[0][0], targs[0][1])
+		w, err := p.width(vt)
 		if err != nil {
 			return err
+		}
+		if td, ok := p.types[vt]; ok && td.fields != nil {
+			for _, f := range td.order {
+				fw, err := p.width(td.fields[f])
+				if err != nil || fw == 0 {
+					return fmt.Errorf("%s: %s %s: field %s of %s: not a bit type this reader knows (%v)", pos, typ, name, f, vt, err)
+				}
+				e.Fields = append(e.Fields, Param{Name: f, Width: fw})
+				w += fw
+			}
 		}
 		e.Width = w
 		if e.Size, err = p.eval(args[0][0], args[0][1]); err != nil {
 			return err
 		}
 		if len(args) > 1 {
-			if e.Init, err = p.eval(args[1][0], args[1][1]); err != nil {
+			from, to := args[1][0], args[1][1]
+			if p.toks[from].text == "{" && p.toks[to-1].text == "}" {
+				parts := splitArgs(p.toks, from+1, to-1, false)
+				if len(parts) != len(e.Fields) {
+					return fmt.Errorf("%s: %s %s: %d initial values for a value of %d fields", pos, typ, name, len(parts), len(e.Fields))
+				}
+				for _, a := range parts {
+					v, err := p.eval(a[0], a[1])
+					if err != nil {
+						return err
+					}
+					e.Inits = append(e.Inits, v)
+				}
+				e.Init = e.Inits[0]
+			} else if e.Init, err = p.eval(from, to); err != nil {
 				return err
 			}
 			e.InitSet = true

@@ -140,7 +140,10 @@ func TestReadRefusesWhatItCannotRead(t *testing.T) {
 		name, file, text, want string
 	}{
 		{"missing include", "prog/lb.p4", `#include "nowhere.p4"`, "prog/nowhere.p4: no such file"},
-		{"function-like macro", "prog/include/define.p4", `#define SQ(x) ((x)*(x))`, "prog/include/define.p4:1: #define SQ: function-like macros"},
+		{"stringizing macro", "prog/include/define.p4", `#define STR(x) #x`, "prog/include/define.p4:1: #define STR: stringizing #"},
+		{"variadic macro", "prog/include/define.p4", `#define V(...) __VA_ARGS__`, "#define V: parameter \"...\" is not an identifier"},
+		{"macro call over lines", "prog/include/define.p4", "#define SQ(x) ((x)*(x))\ntypedef bit<SQ(\n2)> t;\n", "no closing ) on the line"},
+		{"macro call with too many arguments", "prog/include/define.p4", "#define SQ(x) ((x)*(x))\n#define N 1\ntypedef bit<SQ(2, 3)> t;\n", "SQ: 2 arguments, the macro takes 1"},
 		{"unterminated #if", "prog/include/define.p4", "#ifdef X\n#define Y 1\n", "prog/include/define.p4:1: #if without #endif"},
 		{"#else without #if", "prog/include/define.p4", "#else\n", "#else without #if"},
 		{"#error", "prog/include/define.p4", "#if 1 + 1 == 2\n#error too big\n#endif\n", "#error too big"},
@@ -153,6 +156,34 @@ func TestReadRefusesWhatItCannotRead(t *testing.T) {
 				t.Fatalf("Read: %v, want an error saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestFunctionLikeMacros: a macro with parameters is expanded as cpp does:
+// arguments expanded first unless beside ##, which pastes; the name alone
+// is not a call. The TNA program declares its conntrack ways so.
+func TestFunctionLikeMacros(t *testing.T) {
+	way := `#define CT_WAY(W) \
+    Register<bit<32>, ct_index_t>(CT_SLOTS, CT_EMPTY) ct_sig##W; \
+    Register<bit<32>, ct_index_t>(SQ(W + 1), 0) ct_backend##W;
+#define SQ(x) ((x) * (x))
+control Ing(inout meta_t md) {
+    CT_WAY(0)
+    CT_WAY ( 3 )
+    Register<bit<32>, ct_index_t>(SQ(CT_INDEX_BITS), 0) CT_WAY;
+    apply { }
+}
+`
+	p, err := Read("prog/lb.p4", map[string]string{"__TARGET_TOFINO__": "1"}, memFS(map[string]string{"prog/control/ingress.p4": way}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range p.Registers {
+		got = append(got, fmt.Sprintf("%s %d", r.Name, r.Size))
+	}
+	if want := "[Ing.ct_sig0 65536 Ing.ct_backend0 1 Ing.ct_sig3 65536 Ing.ct_backend3 16 Ing.CT_WAY 256]"; fmt.Sprint(got) != want {
+		t.Errorf("registers %v, want %s", got, want)
 	}
 }
 

@@ -11,8 +11,10 @@
 // fails `go test` on a machine without p4c.
 //
 // It reads the subset of P4-16 lbc's programs are written in, and says so
-// when it meets something outside it (a function-like macro, an #include
-// that is not found) rather than guessing.
+// when it meets something outside it (stringizing #, a macro call whose
+// arguments span lines, an #include that is not found) rather than
+// guessing. Function-like macros are expanded as cpp does, with ## pasting
+// (the TNA program declares its conntrack ways with one).
 package p4source
 
 import (
@@ -36,6 +38,10 @@ type Macro struct {
 	Name  string
 	Value string // the replacement text, as written
 	Pos   Pos    // where it was defined (zero for a predefined one)
+	// Params are a function-like macro's parameters (Func set); such a
+	// macro is expanded only where its name is followed by arguments.
+	Params []string
+	Func   bool
 }
 
 // Source is a program after preprocessing: its lines with where each came
@@ -176,7 +182,26 @@ func (p *preprocessor) directive(dir, arg, file string, pos Pos, depth int) erro
 		}
 		rest := arg[len(name):]
 		if strings.HasPrefix(rest, "(") {
-			return fmt.Errorf("#define %s: function-like macros are not read here (p4/p4source)", name)
+			end := strings.IndexByte(rest, ')')
+			if end < 0 {
+				return fmt.Errorf("#define %s: no ) after the parameters", name)
+			}
+			var params []string
+			if list := strings.TrimSpace(rest[1:end]); list != "" {
+				for _, q := range strings.Split(list, ",") {
+					q = strings.TrimSpace(q)
+					if identRe.FindString(q) != q {
+						return fmt.Errorf("#define %s: parameter %q is not an identifier (variadic macros are not read here)", name, q)
+					}
+					params = append(params, q)
+				}
+			}
+			body := strings.TrimSpace(rest[end+1:])
+			if stringizeRe.MatchString(body) {
+				return fmt.Errorf("#define %s: stringizing # is not read here (p4/p4source)", name)
+			}
+			p.src.Macros[name] = Macro{Name: name, Value: body, Pos: pos, Params: params, Func: true}
+			return nil
 		}
 		p.src.Macros[name] = Macro{Name: name, Value: strings.TrimSpace(rest), Pos: pos}
 	case "undef":
@@ -189,6 +214,9 @@ func (p *preprocessor) directive(dir, arg, file string, pos Pos, depth int) erro
 	}
 	return nil
 }
+
+// stringizeRe finds a # that is not half of ##.
+var stringizeRe = regexp.MustCompile(`(^|[^#])#([^#]|$)`)
 
 var definedRe = regexp.MustCompile(`\bdefined\s*(\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)|([A-Za-z_][A-Za-z0-9_]*))`)
 
@@ -253,17 +281,41 @@ func (p *preprocessor) expand(text string, busy map[string]bool) (string, error)
 			m, ok := p.src.Macros[name]
 			if !ok || busy[name] {
 				b.WriteString(name)
-			} else {
-				inner := map[string]bool{name: true}
-				for k := range busy {
-					inner[k] = true
+				i = j
+				break
+			}
+			inner := map[string]bool{name: true}
+			for k := range busy {
+				inner[k] = true
+			}
+			body := m.Value
+			if m.Func {
+				k := j
+				for k < len(text) && (text[k] == ' ' || text[k] == '\t') {
+					k++
 				}
-				v, err := p.expand(m.Value, inner)
+				if k >= len(text) || text[k] != '(' {
+					b.WriteString(name) // the name alone is not a call
+					i = j
+					break
+				}
+				args, end, err := macroArgs(text, k)
 				if err != nil {
+					return "", fmt.Errorf("%s(...): %w", name, err)
+				}
+				if len(args) != len(m.Params) && !(len(m.Params) == 0 && len(args) == 1 && args[0] == "") {
+					return "", fmt.Errorf("%s: %d arguments, the macro takes %d", name, len(args), len(m.Params))
+				}
+				if body, err = p.substitute(m, args, busy); err != nil {
 					return "", err
 				}
-				b.WriteString(v)
+				j = end
 			}
+			v, err := p.expand(body, inner)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(v)
 			i = j
 		default:
 			b.WriteByte(c)
@@ -272,6 +324,84 @@ func (p *preprocessor) expand(text string, busy map[string]bool) (string, error)
 	}
 	return b.String(), nil
 }
+
+// macroArgs splits the arguments of a macro call whose ( is at text[open]
+// at its top-level commas; end is just after the closing ).
+func macroArgs(text string, open int) (args []string, end int, err error) {
+	depth, start := 0, open+1
+	for i := open; i < len(text); i++ {
+		switch text[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth == 0 {
+				return append(args, strings.TrimSpace(text[start:i])), i + 1, nil
+			}
+		case ',':
+			if depth == 1 {
+				args = append(args, strings.TrimSpace(text[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	return nil, 0, fmt.Errorf("no closing ) on the line (arguments spanning lines are not read here)")
+}
+
+// substitute puts a call's arguments in m's body as cpp does: an
+// argument beside ## as written, any other fully expanded first; then
+// ## pastes its neighbours together.
+func (p *preprocessor) substitute(m Macro, args []string, busy map[string]bool) (string, error) {
+	idx := map[string]int{}
+	for i, q := range m.Params {
+		idx[q] = i
+	}
+	body := m.Value
+	var b strings.Builder
+	for i := 0; i < len(body); {
+		if !isIdentByte(body[i]) || (body[i] >= '0' && body[i] <= '9') {
+			if body[i] >= '0' && body[i] <= '9' { // a number, or an identifier's digits
+				j := i
+				for j < len(body) && isIdentByte(body[j]) {
+					j++
+				}
+				b.WriteString(body[i:j])
+				i = j
+				continue
+			}
+			b.WriteByte(body[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(body) && isIdentByte(body[j]) {
+			j++
+		}
+		word := body[i:j]
+		n, isParam := idx[word]
+		if !isParam {
+			b.WriteString(word)
+			i = j
+			continue
+		}
+		pasted := strings.HasSuffix(strings.TrimRight(body[:i], " \t"), "##") ||
+			strings.HasPrefix(strings.TrimLeft(body[j:], " \t"), "##")
+		arg := args[n]
+		if !pasted {
+			v, err := p.expand(arg, busy)
+			if err != nil {
+				return "", err
+			}
+			arg = v
+		}
+		b.WriteString(arg)
+		i = j
+	}
+	return pasteRe.ReplaceAllString(b.String(), ""), nil
+}
+
+// pasteRe is ## and the blanks around it.
+var pasteRe = regexp.MustCompile(`[ \t]*##[ \t]*`)
 
 func isIdentByte(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
