@@ -192,10 +192,11 @@ TESTGEN_SPECS ?= bmv2:v1model:p4/lb.p4:1-3 tofino:tna:p4/tna/lb.p4:1-3:1 tofino2
 # reads a CRCPolynomial argument from the call instead of the declaration
 # and crashes (targets/tofino/shared_expr_stepper.cpp, "Hash.get"), and
 # Resubmit.emit is not implemented. The TNA tests are generated from a copy
-# with the predefined CRC32 (the same polynomial, reflection, init and
-# final XOR as the program's CRCPolynomial) and resubmit.emit commented out;
-# docs/tofino.md says what that leaves out.
-TESTGEN_TNA_EDIT = s/Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32)/Hash<bit<32>>(HashAlgorithm_t.CRC32)/; s|^\([[:space:]]*\)resubmit.emit(md.resub);|\1// resubmit.emit(md.resub); (not implemented by P4Testgen)|
+# of p4/include and p4/tna in which every CUSTOM hash is the predefined
+# CRC32 (the R-HASH hashes' own polynomial, reflection, init and final XOR;
+# the conntrack ways' other polynomials are lost) and resubmit.emit is
+# commented out; docs/tofino.md says what that leaves out.
+TESTGEN_TNA_EDIT = s/(HashAlgorithm_t.CUSTOM, [a-z_0-9]*)/(HashAlgorithm_t.CRC32)/; s|^\([[:space:]]*\)resubmit.emit(md.resub);|\1// resubmit.emit(md.resub); (not implemented by P4Testgen)|
 testgen:
 	@command -v $(P4TESTGEN) >/dev/null || { echo "testgen: $(P4TESTGEN) not on PATH; skipped (docs/toolchain.md builds it)"; exit 0; }; \
 	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
@@ -203,16 +204,17 @@ testgen:
 		target=$$(echo $$spec | cut -d: -f1); arch=$$(echo $$spec | cut -d: -f2); src=$$(echo $$spec | cut -d: -f3); \
 		ports=$$(echo $$spec | cut -d: -f4); tofino=$$(echo $$spec | cut -d: -f5); \
 		out=$$tmp/$$target; mkdir -p $$out; flags="$(TESTGEN_FLAGS) --port-ranges $$(echo $$ports | tr - :)"; \
-		if [ -n "$$tofino" ]; then mkdir -p $$tmp/src-$$target; sed '$(TESTGEN_TNA_EDIT)' $$src > $$tmp/src-$$target/lb.p4; \
-			src=$$tmp/src-$$target/lb.p4; flags="-D__TARGET_TOFINO__=$$tofino $$flags"; fi; \
+		if [ -n "$$tofino" ]; then mkdir -p $$tmp/src-$$target/p4; cp -r p4/include p4/tna $$tmp/src-$$target/p4/; rm -rf $$tmp/src-$$target/p4/tna/build; \
+			find $$tmp/src-$$target/p4 -name '*.p4' -exec sed -i '$(TESTGEN_TNA_EDIT)' {} +; \
+			src=$$tmp/src-$$target/$$src; flags="-D__TARGET_TOFINO__=$$tofino $$flags"; fi; \
 		cmd="$(P4TESTGEN) --target $$target --arch $$arch $$flags --out-dir OUT $${src#$$tmp/}"; \
 		echo "testgen: $$target ($$arch)"; \
 		if ! $(P4TESTGEN) --target $$target --arch $$arch $$flags --out-dir $$out $$src >$$tmp/$$target.log 2>&1; then \
 			tail -20 $$tmp/$$target.log; echo "testgen: $$target: p4testgen failed; $(TESTGEN_OUT)/$$target left as it was"; continue; fi; \
 		for f in $$out/*.stf; do sed -i '/^# Date generated:/d; /^# \[/d' $$f; done; \
-		{ echo "$$cmd" | sed 's/[[:space:]][[:space:]]*/ /g'; echo "p4testgen of $$(p4c --version 2>/dev/null | tail -1)$${tofino:+; source: p4/tna/lb.p4 edited by the Makefile's TESTGEN_TNA_EDIT (CRC32 hashes, resubmit.emit commented out)}"; \
+		{ echo "$$cmd" | sed 's/[[:space:]][[:space:]]*/ /g'; echo "p4testgen of $$(p4c --version 2>/dev/null | tail -1)$${tofino:+; source: p4/include and p4/tna edited by the Makefile's TESTGEN_TNA_EDIT (CRC32 hashes, resubmit.emit commented out)}"; \
 		  grep 'Nodes covered' $$tmp/$$target.log | tail -1 | sed 's/=//g; s/^ *//; s/ *$$//'; \
-		  awk '/Not covered program nodes/{n=NR} {l[NR]=$$0} END{if(n) for(i=n;i<=NR;i++) if(l[i] ~ /^\t/) print l[i]}' $$tmp/$$target.log | grep -E '^\s' | sed 's/^[[:space:]]*/not covered: /; s|^not covered: $$tmp/src-[a-z0-9]*/|not covered: p4/tna/|'; } > $$out/COMMAND; \
+		  awk '/Not covered program nodes/{n=NR} {l[NR]=$$0} END{if(n) for(i=n;i<=NR;i++) if(l[i] ~ /^\t/) print l[i]}' $$tmp/$$target.log | grep -E '^\s' | sed "s/^[[:space:]]*/not covered: /; s|^not covered: $$tmp/src-[a-z0-9]*/|not covered: |"; } > $$out/COMMAND; \
 		rm -rf $(TESTGEN_OUT)/$$target; mkdir -p $(TESTGEN_OUT)/$$target; cp $$out/*.stf $$out/COMMAND $(TESTGEN_OUT)/$$target/; \
 		echo "testgen: $$target: $$(ls $$out/*.stf | wc -l) tests in $(TESTGEN_OUT)/$$target"; \
 	done

@@ -2,12 +2,12 @@ package testgen
 
 import (
 	"fmt"
-	"math/bits"
 
 	"github.com/lbc-dev/lbc/p4"
 	"github.com/lbc-dev/lbc/runtime"
 	bmv2live "github.com/lbc-dev/lbc/targets/bmv2/live"
 	"github.com/lbc-dev/lbc/targets/sim"
+	"github.com/lbc-dev/lbc/targets/tofino"
 )
 
 // Program is one of lbc's P4 programs with the model that claims to
@@ -40,25 +40,16 @@ func V1Model() (Program, error) {
 }
 
 // TNA is p4/tna/lb.p4 with the P4Info p4info (Tofino 1's or 2's build) and
-// the reference datapath with sim.TNA's geometry as the P4Info has it: the
-// direct-mapped build's ct_sig register is one way of its size.
+// the reference datapath with sim.TNA's geometry as the P4Info has it
+// (tofino.ConntrackGeometry).
 func TNA(p4info []byte) (Program, error) {
 	s, err := schemaOf(p4info)
 	if err != nil {
 		return Program{}, err
 	}
-	slots := 0
-	for _, r := range s.Info.Registers {
-		if r.Preamble.Name == "LbIngress.ct_sig" {
-			slots = int(r.Size)
-		}
-	}
-	if slots <= 0 || slots&(slots-1) != 0 {
-		return Program{}, fmt.Errorf("TNA P4Info: LbIngress.ct_sig: %d slots; want a power of two (the direct-mapped build)", slots)
-	}
-	geometry := sim.TNAGeometry{Ways: 1, WayBits: bits.TrailingZeros(uint(slots))}
-	if _, err := sim.NewTNA(geometry, 0); err != nil {
-		return Program{}, fmt.Errorf("TNA P4Info: LbIngress.ct_sig: %w", err)
+	geometry, err := tofino.ConntrackGeometry(s.Info)
+	if err != nil {
+		return Program{}, fmt.Errorf("TNA %w", err)
 	}
 	return Program{Name: "p4/tna/lb.p4 on sim.TNA", Schema: s, TNA: true, Sim: func() (sim.Options, error) {
 		g, err := sim.NewTNA(geometry, 0)

@@ -2,7 +2,6 @@ package tofino
 
 import (
 	"fmt"
-	"math/bits"
 	"sync"
 
 	"github.com/lbc-dev/lbc/compiler"
@@ -38,11 +37,9 @@ func flowsHeld(g sim.TNAGeometry) (int, error) {
 // flows it holds at ≤ 1 % entry loss (R-CT-CAP), as the model of its
 // geometry measures them (`lbc validate --target tofino`).
 //
-// The geometry is the committed program's, read from the same P4Info: a
-// build with the one direct-mapped ct_sig register holds what one way of
-// its size holds; a build without it is the 4-way program
-// (sim.TNATofino1). So the figure never describes a program other than the
-// one `lbc push --target tofino` pushes.
+// The geometry is the committed program's, read from the same P4Info
+// (ConntrackGeometry), so the figure never describes a program other than
+// the one `lbc push --target tofino` pushes.
 func Capacity() (compiler.Capacity, error) {
 	info, err := runtime.ParseP4Info(p4.TNAP4Info)
 	if err != nil {
@@ -52,17 +49,19 @@ func Capacity() (compiler.Capacity, error) {
 	if err != nil {
 		return c, err
 	}
-	g, raise, layout := sim.TNATofino1, "more slots need a recompile of p4/tna/lb.p4 with -DCT_WAY_BITS=N (docs/tofino.md, Conntrack geometry)", ""
+	g, err := ConntrackGeometry(info)
+	if err != nil {
+		return c, fmt.Errorf("p4/tna/build/lb.p4info.txtpb: %w", err)
+	}
+	raise, layout := "more slots need a recompile of p4/tna/lb.p4 with -DCT_WAY_BITS=N (docs/tofino.md, Conntrack geometry)", ""
+	if g.Ways == 1 {
+		raise = "recompile p4/tna/lb.p4 with -DCT_INDEX_BITS=N (2^N direct-mapped slots; docs/tofino.md)"
+		layout = "direct-mapped, "
+	}
 	tables := c.Tables[:0]
 	for _, t := range c.Tables {
 		if t.Holds != compiler.HoldsConnections { // the P4Info's register size is slots, not flows held
 			tables = append(tables, t)
-			continue
-		}
-		if t.Size > 0 && t.Size&(t.Size-1) == 0 { // the direct-mapped build: one way of 2^CT_INDEX_BITS
-			g = sim.TNAGeometry{Ways: 1, WayBits: bits.TrailingZeros(uint(t.Size))}
-			raise = "recompile p4/tna/lb.p4 with -DCT_INDEX_BITS=N (2^N direct-mapped slots; docs/tofino.md)"
-			layout = "direct-mapped, "
 		}
 	}
 	n, err := flowsHeld(g)

@@ -1,0 +1,67 @@
+package tofino
+
+import (
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+
+	"github.com/lbc-dev/lbc/targets/sim"
+)
+
+// ConntrackGeometry is the conntrack geometry of a build of p4/tna/lb.p4,
+// read from its P4Info: the N-way program declares LbIngress.ct_key0 …
+// ct_key(N-1), one register pair per way, all of 2^CT_WAY_BITS slots; the
+// direct-mapped program it replaced declares LbIngress.ct_sig, one way.
+// What the figures of `lbc validate --target tofino` and the model the
+// generated tests run on describe is then always the program in the P4Info.
+func ConntrackGeometry(info *p4configv1.P4Info) (sim.TNAGeometry, error) {
+	ways := map[int]int64{}
+	var direct int64
+	for _, r := range info.GetRegisters() {
+		name := r.GetPreamble().GetName()
+		if name == "LbIngress.ct_sig" {
+			direct = int64(r.GetSize())
+		}
+		if w, ok := strings.CutPrefix(name, "LbIngress.ct_key"); ok {
+			n, err := strconv.Atoi(w)
+			if err != nil {
+				continue
+			}
+			ways[n] = int64(r.GetSize())
+		}
+	}
+	var g sim.TNAGeometry
+	switch {
+	case len(ways) > 0 && direct > 0:
+		return g, fmt.Errorf("P4Info declares both LbIngress.ct_sig (direct-mapped) and LbIngress.ct_key0..%d (ways): not a build of one p4/tna/lb.p4", len(ways)-1)
+	case len(ways) > 0:
+		size := ways[0]
+		for w := range len(ways) {
+			s, ok := ways[w]
+			if !ok {
+				return g, fmt.Errorf("P4Info: LbIngress.ct_key%d missing among %d conntrack ways", w, len(ways))
+			}
+			if s != size {
+				return g, fmt.Errorf("P4Info: LbIngress.ct_key%d holds %d slots, ct_key0 %d: the ways must be equal", w, s, size)
+			}
+		}
+		g = sim.TNAGeometry{Ways: len(ways), WayBits: bits.TrailingZeros64(uint64(size))}
+		if size <= 0 || size&(size-1) != 0 {
+			return g, fmt.Errorf("P4Info: LbIngress.ct_key0 holds %d slots: want a power of two (2^CT_WAY_BITS)", size)
+		}
+	case direct > 0:
+		if direct&(direct-1) != 0 {
+			return g, fmt.Errorf("P4Info: LbIngress.ct_sig holds %d slots: want a power of two (2^CT_INDEX_BITS)", direct)
+		}
+		g = sim.TNAGeometry{Ways: 1, WayBits: bits.TrailingZeros64(uint64(direct))}
+	default:
+		return g, fmt.Errorf("P4Info: no conntrack registers (LbIngress.ct_key0.. or LbIngress.ct_sig): not a build of p4/tna/lb.p4")
+	}
+	if _, err := sim.NewTNA(g, 0); err != nil {
+		return g, fmt.Errorf("P4Info conntrack geometry: %w", err)
+	}
+	return g, nil
+}
