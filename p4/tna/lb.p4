@@ -101,10 +101,17 @@ typedef bit<CT_INDEX_BITS> ct_index_t;
 #define IDLE_TICKS_TABLE_SIZE 256
 #endif
 
-/* The CPU (PCIe) port of P4Runtime packet-out and packet-in: 320 on a
- * 4-pipe Tofino and the Tofino model, 192 on a 2-pipe Tofino. */
+/* The CPU (PCIe) port of P4Runtime packet-out and packet-in, as the driver
+ * gives it (bf_pcie_cpu_port_get: lld_get_pcie_cpu_port in open-p4studio's
+ * bf-drivers, src/lld/lld_sku.c): on Tofino 1, 320 with 4 pipes (and the
+ * Tofino model), 192 with 2; on Tofino 2, port 0 of the CPU pipe, that is
+ * 0, or 128 on a 3-pipe part (-DCPU_PORT=128). */
 #ifndef CPU_PORT
+#if __TARGET_TOFINO__ == 2
+#define CPU_PORT 0
+#else
 #define CPU_PORT 320
+#endif
 #endif
 
 /* The egress MTU before the control plane sets one (compiler.DefaultMTU). */
@@ -401,6 +408,9 @@ parser LbIngressParser(packet_in pkt, out headers_t hdr, out meta_t md,
     }
     state parse_resubmit {
         pkt.extract(md.resub);
+        // The resubmit data fills the port metadata on Tofino 1 (64 bits);
+        // on Tofino 2 (192) the rest is skipped before Ethernet.
+        pkt.advance(PORT_METADATA_SIZE - sizeInBits(md.resub));
         md.ct_bypass = md.resub.ct_bypass;
         md.now32 = md.resub.now32;
         transition parse_ethernet;
@@ -1123,6 +1133,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         md.to_fallback = 0;
         md.trk_fallback = 0;
         md.ring_hit = 0;
+        md.ring_backend = 0; // defined on a ring miss: an entry created then records 0, no backend
         md.idle_ticks = 0;
         md.ct_creating = 0;
         md.ct_sig = 0; // bit 31 stays 0: only CT_EMPTY has it

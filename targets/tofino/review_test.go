@@ -1,0 +1,78 @@
+package tofino
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/lbc-dev/lbc/p4/p4source"
+)
+
+// The bugs a review of p4/tna/lb.p4 found (issue 21), each checked in the
+// source as the compiler reads it, so that these tests hold without any
+// P4 compiler; the compiled outputs follow from `make p4-tna`
+// (TestTNABuildMatchesSource).
+
+func tnaText(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(tnaSource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestTNAReviewResubmitSkipsPortMetadata: after the resubmit header the
+// parser skips what is left of the port metadata (PORT_METADATA_SIZE: 64
+// bits on Tofino 1, 192 on Tofino 2, as the public TNA examples do);
+// before the fix it went straight to Ethernet, so every resubmitted packet
+// on Tofino 2 (R-DRAIN, R-PERSIST, R-PERSIST-CAP re-selection) was parsed
+// 128 bits early.
+func TestTNAReviewResubmitSkipsPortMetadata(t *testing.T) {
+	src := tnaText(t)
+	i := strings.Index(src, "state parse_resubmit {")
+	if i < 0 {
+		t.Fatal("p4/tna/lb.p4 has no state parse_resubmit")
+	}
+	state := src[i : i+strings.Index(src[i:], "\n    }")]
+	if !regexp.MustCompile(`pkt\.extract\(md\.resub\);(\s*//[^\n]*)*\s*pkt\.advance\(PORT_METADATA_SIZE - sizeInBits\(md\.resub\)\);`).MatchString(state) {
+		t.Errorf("parse_resubmit does not skip the rest of the port metadata after the resubmit header:\n%s", state)
+	}
+}
+
+// TestTNAReviewCPUPort: the PCIe CPU port the driver reports
+// (bf_pcie_cpu_port_get) is 320 on a 4-pipe Tofino 1 and port 0 of the
+// CPU pipe on Tofino 2; the program used 320 for both, so on Tofino 2 the
+// clock probe (R-DRAIN and R-PERSIST-CAP deadlines) was never answered.
+func TestTNAReviewCPUPort(t *testing.T) {
+	for target, want := range map[string]string{"1": "320", "2": "0"} {
+		src, err := p4source.Preprocess(tnaSource, map[string]string{"__TARGET_TOFINO__": target}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := src.Macros["CPU_PORT"].Value; got != want {
+			t.Errorf("Tofino %s: CPU_PORT %q, want %s", target, got, want)
+		}
+	}
+}
+
+// TestTNAReviewRingMissDefinedBackend: an entry created while the ring
+// misses (a slot not written) records ring_backend, which is defined (0,
+// no backend: the flow's next packet re-selects) before the ring is looked
+// up; before the fix it recorded whatever the container held.
+func TestTNAReviewRingMissDefinedBackend(t *testing.T) {
+	src := tnaText(t)
+	ing := src[strings.Index(src, "control LbIngress("):]
+	if end := strings.Index(ing[1:], "\ncontrol "); end > 0 {
+		ing = ing[:end+1]
+	}
+	apply := ing[strings.LastIndex(ing, "    apply {"):]
+	init, ring := strings.Index(apply, "md.ring_backend = 0;"), strings.Index(apply, "ring.apply();")
+	if init < 0 || ring < 0 || init > ring {
+		t.Errorf("ring_backend is not set to 0 before ring.apply() (at %d, ring at %d)", init, ring)
+	}
+	if !strings.Contains(src, "value = md.ring_backend;") {
+		t.Error("ct_backend_write no longer writes md.ring_backend: update this test to what it writes")
+	}
+}
