@@ -359,21 +359,12 @@ func (p *preprocessor) substitute(m Macro, args []string, busy map[string]bool) 
 	body := m.Value
 	var b strings.Builder
 	for i := 0; i < len(body); {
-		if !isIdentByte(body[i]) || (body[i] >= '0' && body[i] <= '9') {
-			if body[i] >= '0' && body[i] <= '9' { // a number, or an identifier's digits
-				j := i
-				for j < len(body) && isIdentByte(body[j]) {
-					j++
-				}
-				b.WriteString(body[i:j])
-				i = j
-				continue
-			}
+		if !isIdentByte(body[i]) {
 			b.WriteByte(body[i])
 			i++
 			continue
 		}
-		j := i
+		j := i // a word: an identifier, or a number (never a parameter)
 		for j < len(body) && isIdentByte(body[j]) {
 			j++
 		}
