@@ -34,32 +34,29 @@ func ConntrackGeometry(info *p4configv1.P4Info) (sim.TNAGeometry, error) {
 		}
 	}
 	var g sim.TNAGeometry
+	n, size, reg, macro := len(ways), ways[0], "LbIngress.ct_key0", "CT_WAY_BITS"
 	switch {
-	case len(ways) > 0 && direct > 0:
-		return g, fmt.Errorf("P4Info declares both LbIngress.ct_sig (direct-mapped) and LbIngress.ct_key0..%d (ways): not a build of one p4/tna/lb.p4", len(ways)-1)
-	case len(ways) > 0:
-		size := ways[0]
-		for w := range len(ways) {
+	case n > 0 && direct > 0:
+		return g, fmt.Errorf("P4Info declares both LbIngress.ct_sig (direct-mapped) and LbIngress.ct_key0..%d (ways): not a build of one p4/tna/lb.p4", n-1)
+	case n > 0:
+		for w := range n {
 			s, ok := ways[w]
 			if !ok {
-				return g, fmt.Errorf("P4Info: LbIngress.ct_key%d missing among %d conntrack ways", w, len(ways))
+				return g, fmt.Errorf("P4Info: LbIngress.ct_key%d missing among %d conntrack ways", w, n)
 			}
 			if s != size {
 				return g, fmt.Errorf("P4Info: LbIngress.ct_key%d holds %d slots, ct_key0 %d: the ways must be equal", w, s, size)
 			}
 		}
-		g = sim.TNAGeometry{Ways: len(ways), WayBits: bits.TrailingZeros64(uint64(size))}
-		if size <= 0 || size&(size-1) != 0 {
-			return g, fmt.Errorf("P4Info: LbIngress.ct_key0 holds %d slots: want a power of two (2^CT_WAY_BITS)", size)
-		}
 	case direct > 0:
-		if direct&(direct-1) != 0 {
-			return g, fmt.Errorf("P4Info: LbIngress.ct_sig holds %d slots: want a power of two (2^CT_INDEX_BITS)", direct)
-		}
-		g = sim.TNAGeometry{Ways: 1, WayBits: bits.TrailingZeros64(uint64(direct))}
+		n, size, reg, macro = 1, direct, "LbIngress.ct_sig", "CT_INDEX_BITS"
 	default:
 		return g, fmt.Errorf("P4Info: no conntrack registers (LbIngress.ct_key0.. or LbIngress.ct_sig): not a build of p4/tna/lb.p4")
 	}
+	if size <= 0 || size&(size-1) != 0 {
+		return g, fmt.Errorf("P4Info: %s holds %d slots: want a power of two (2^%s)", reg, size, macro)
+	}
+	g = sim.TNAGeometry{Ways: n, WayBits: bits.TrailingZeros64(uint64(size))}
 	if _, err := sim.NewTNA(g, 0); err != nil {
 		return g, fmt.Errorf("P4Info conntrack geometry: %w", err)
 	}
