@@ -195,8 +195,13 @@ TESTGEN_SPECS ?= bmv2:v1model:p4/lb.p4:1-3 tofino:tna:p4/tna/lb.p4:1-3:1 tofino2
 # of p4/include and p4/tna in which every CUSTOM hash is the predefined
 # CRC32 (the R-HASH hashes' own polynomial, reflection, init and final XOR;
 # the conntrack ways' other polynomials are lost) and resubmit.emit is
-# commented out; docs/tofino.md says what that leaves out.
-TESTGEN_TNA_EDIT = s/(HashAlgorithm_t.CUSTOM, [a-z_0-9]*)/(HashAlgorithm_t.CRC32)/; s|^\([[:space:]]*\)resubmit.emit(md.resub);|\1// resubmit.emit(md.resub); (not implemented by P4Testgen)|
+# commented out; docs/tofino.md says what that leaves out. Its Tofino
+# target also crashes on a RegisterAction's this.predicate(c0[, c1]) ("Cast
+# failed: this with type This is not a PathExpression"), so the copy spells
+# the predicate out: one bit set of 4, bit c1*2 + c0 (the same value).
+TESTGEN_TNA_EDIT = s/(HashAlgorithm_t.CUSTOM, [a-z_0-9]*)/(HashAlgorithm_t.CRC32)/; s|^\([[:space:]]*\)resubmit.emit(md.resub);|\1// resubmit.emit(md.resub); (not implemented by P4Testgen)|; \
+	s/p = this\.predicate(\([^,;]*\), \([^;]*\));/if (\1) { if (\2) { p = 8; } else { p = 2; } } else { if (\2) { p = 4; } else { p = 1; } }/; \
+	s/p = this\.predicate(\([^,;]*\));/if (\1) { p = 2; } else { p = 1; }/
 testgen:
 	@command -v $(P4TESTGEN) >/dev/null || { echo "testgen: $(P4TESTGEN) not on PATH; skipped (docs/toolchain.md builds it)"; exit 0; }; \
 	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \

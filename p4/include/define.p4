@@ -1,5 +1,5 @@
 /*
- * Constants common to lbc's P4 programs (p4/lb.p4 for v1model,
+ * Constants both of lbc's P4 programs include (p4/lb.p4 for v1model,
  * p4/tna/lb.p4 for TNA): EtherTypes, IP protocols, tuple kinds, the default
  * MTU. Included by a program's entry file before its own define.p4.
  */

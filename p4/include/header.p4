@@ -1,6 +1,6 @@
 /*
- * Header types common to lbc's P4 programs, and the headers they parse and
- * emit (headers_t). A program's own metadata is in its header.p4.
+ * Header types both of lbc's P4 programs include, and the headers they parse
+ * and emit (headers_t). A program's own metadata is in its header.p4.
  */
 /* Controller header operations. */
 const bit<8> OP_CLOCK_PROBE = 1;

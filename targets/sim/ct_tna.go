@@ -12,8 +12,9 @@ import (
 )
 
 // TNAGeometry is the shape of p4/tna/lb.p4's conntrack: Ways ways
-// (CT_WAYS), each a register pair {signature, expiry} and a backend
-// register of 2^WayBits slots (CT_WAY_BITS). docs/tofino.md
+// (CT_WAYS), each a signature, an expiry and a backend register of
+// 2^WayBits slots (CT_WAY_BITS; on Tofino 2 each held in two arrays of
+// 2^(WayBits-1), which changes nothing here). docs/tofino.md
 // ("Conntrack geometry") gives the reasons and the numbers.
 type TNAGeometry struct {
 	Ways, WayBits int
@@ -47,6 +48,10 @@ func (g TNAGeometry) check() error {
 // with init and final XOR 0xFFFFFFFF, as p4/tna/lb.p4 declares them
 // (CRCPolynomial(poly, true, false, false, ~0, ~0)).
 var tnaWayPolys = [...]uint32{0x04C11DB7, 0x1EDC6F41, 0x741B8CD7, 0x814141AB}
+
+// TNAWayPolynomials returns the ways' CRC-32 polynomials (normal form), in
+// way order, as p4/tna/define.p4's CT_POLY_w must declare them.
+func TNAWayPolynomials() []uint32 { return append([]uint32(nil), tnaWayPolys[:]...) }
 
 var tnaWayTables = func() (t [len(tnaWayPolys)]*crc32.Table) {
 	for i, p := range tnaWayPolys {
@@ -104,7 +109,7 @@ func tnaSig(svc, h, epoch uint32) uint32 {
 
 // TNA is the conntrack of p4/tna/lb.p4 (Tofino), bit for bit: Ways ways of
 // 2^WayBits slots, each slot a signature (TNASig), an expiry tick and a
-// backend ID, 96 bits. A key may live in slot TNAIndex(k, w) of any way w.
+// backend ID (16 bits in the program), 80 bits. A key may live in slot TNAIndex(k, w) of any way w.
 //
 // LookupAt returns the entry of the first way (in way order) whose
 // signature matches with an entry alive, else of the first whose signature

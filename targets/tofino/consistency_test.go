@@ -77,7 +77,7 @@ func TestTNABuildCheckCatchesDrift(t *testing.T) {
 			t.Fatal("no table LbIngress.ring in the source")
 		}
 		ringSize := macro("RING_TABLE_SIZE")
-		ctBits := macro("CT_INDEX_BITS")
+		ctBits := macro("CT_WAY_BITS")
 		vip := macro("VIP_TABLE_SIZE")
 		for _, tc := range []struct {
 			name   string
@@ -89,16 +89,18 @@ func TestTNABuildCheckCatchesDrift(t *testing.T) {
 		}{
 			{name: "RING_TABLE_SIZE halved", source: editLine(t, ringSize.Pos, `(define\s+RING_TABLE_SIZE\s+)\S+`, "${1}("+ringSize.Value+"/2)"),
 				want: []string{"table LbIngress.ring: size"}},
-			{name: "CT_INDEX_BITS plus one", source: editLine(t, ctBits.Pos, `(define\s+CT_INDEX_BITS\s+)\S+`, "${1}17"),
-				want: []string{"register LbIngress.ct_sig: size 65536 in the P4Info, 131072 in the source", "register LbIngress.ct_backend: size"}},
+			// Tofino 1: each way's registers halve; Tofino 2: a way's two
+			// register arrays become one of the same size.
+			{name: "CT_WAY_BITS minus one", source: editLine(t, ctBits.Pos, `(define\s+CT_WAY_BITS\s+)\S+`, "${1}("+ctBits.Value+"-1)"),
+				want: []string{"register LbIngress.ct_sig0", "register LbIngress.ct_backend3"}},
 			{name: "VIP_TABLE_SIZE doubled", source: editLine(t, vip.Pos, `(define\s+VIP_TABLE_SIZE\s+)\S+`, "${1}8192"),
 				want: []string{"table LbIngress.vip_port: size 4096 in the P4Info, 8192", "table LbIngress.vip_addr: size"}},
 			{name: "ring renamed", source: editLine(t, ring.Pos, `\btable\s+ring\b`, "table ring2"),
 				want: []string{"table LbIngress.ring2 (", "not in the P4Info", "table LbIngress.ring: in the P4Info, not in the source"}},
 			{name: "context.json of another ring size", file: "context.json", edit: jsonTable("LbIngress.ring", func(t map[string]any) { t["size"] = 65536 }),
 				want: []string{"context.json: table LbIngress.ring: size 65536, " + fmt.Sprint(ring.Size) + " in the P4Info"}},
-			{name: "context.json of another CT_EMPTY", file: "context.json", edit: jsonTable("LbIngress.ct_sig", func(t map[string]any) { t["initial_value_lo"] = 0 }),
-				want: []string{"context.json: register LbIngress.ct_sig: initial value 0x0, 0x80000000 in the source"}},
+			{name: "context.json of another CT_EMPTY", file: "context.json", edit: jsonTable("LbIngress.ct_sig2", func(t map[string]any) { t["initial_value_lo"] = 0 }),
+				want: []string{"context.json: register LbIngress.ct_sig2: initial value 0x0, 0x80000000 in the source"}},
 			{name: "bf-rt.json ring key in another order", file: "bf-rt.json", edit: jsonTable("pipe.LbIngress.ring", func(t map[string]any) {
 				k := t["key"].([]any)
 				k[0], k[1] = k[1], k[0]

@@ -1,6 +1,7 @@
 package tofino
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -22,8 +23,13 @@ func regs(sizes map[string]int32) *p4configv1.P4Info {
 // build's registers; anything that is not one program's is an error
 // naming the register.
 func TestConntrackGeometryFromP4InfoRCTCAP(t *testing.T) {
-	four := map[string]int32{"LbIngress.ct_key0": 1 << 15, "LbIngress.ct_key1": 1 << 15, "LbIngress.ct_key2": 1 << 15, "LbIngress.ct_key3": 1 << 15,
+	four := map[string]int32{"LbIngress.ct_sig0": 1 << 15, "LbIngress.ct_sig1": 1 << 15, "LbIngress.ct_sig2": 1 << 15, "LbIngress.ct_sig3": 1 << 15,
 		"LbIngress.ct_backend0": 1 << 15, "LbIngress.other": 7}
+	banked := map[string]int32{"LbIngress.ct_exp0": 1 << 16, "LbIngress.ct_exp0b": 1 << 16}
+	for w := range 4 {
+		banked[fmt.Sprintf("LbIngress.ct_sig%d", w)] = 1 << 16
+		banked[fmt.Sprintf("LbIngress.ct_sig%db", w)] = 1 << 16
+	}
 	for _, tc := range []struct {
 		name  string
 		sizes map[string]int32
@@ -31,11 +37,14 @@ func TestConntrackGeometryFromP4InfoRCTCAP(t *testing.T) {
 		err   string
 	}{
 		{"4 ways (Tofino 1)", four, sim.TNATofino1, ""},
+		{"4 ways of two arrays (Tofino 2)", banked, sim.TNATofino2, ""},
+		{"a bank of another size", map[string]int32{"LbIngress.ct_sig0": 1 << 16, "LbIngress.ct_sig0b": 1 << 15}, sim.TNAGeometry{}, "ct_sig0b holds 32768 slots, ct_sig0 65536"},
+		{"banks in some ways only", map[string]int32{"LbIngress.ct_sig0": 1 << 16, "LbIngress.ct_sig0b": 1 << 16, "LbIngress.ct_sig1": 1 << 17}, sim.TNAGeometry{}, "1 of 2 conntrack ways held in two register arrays"},
 		{"direct-mapped", map[string]int32{"LbIngress.ct_sig": 1 << 16, "LbIngress.ct_backend": 1 << 16}, sim.TNAGeometry{Ways: 1, WayBits: 16}, ""},
-		{"both", map[string]int32{"LbIngress.ct_sig": 1 << 16, "LbIngress.ct_key0": 1 << 15}, sim.TNAGeometry{}, "both LbIngress.ct_sig"},
-		{"unequal ways", map[string]int32{"LbIngress.ct_key0": 1 << 15, "LbIngress.ct_key1": 1 << 14}, sim.TNAGeometry{}, "ct_key1 holds 16384 slots, ct_key0 32768"},
-		{"a way missing", map[string]int32{"LbIngress.ct_key0": 1 << 15, "LbIngress.ct_key2": 1 << 15}, sim.TNAGeometry{}, "ct_key1 missing"},
-		{"not a power of two", map[string]int32{"LbIngress.ct_key0": 1000}, sim.TNAGeometry{}, "1000 slots: want a power of two"},
+		{"both", map[string]int32{"LbIngress.ct_sig": 1 << 16, "LbIngress.ct_sig0": 1 << 15}, sim.TNAGeometry{}, "both LbIngress.ct_sig"},
+		{"unequal ways", map[string]int32{"LbIngress.ct_sig0": 1 << 15, "LbIngress.ct_sig1": 1 << 14}, sim.TNAGeometry{}, "ct_sig1 holds 16384 slots, ct_sig0 32768"},
+		{"a way missing", map[string]int32{"LbIngress.ct_sig0": 1 << 15, "LbIngress.ct_sig2": 1 << 15}, sim.TNAGeometry{}, "ct_sig1 missing"},
+		{"not a power of two", map[string]int32{"LbIngress.ct_sig0": 1000}, sim.TNAGeometry{}, "1000 slots: want a power of two"},
 		{"no conntrack", map[string]int32{"LbIngress.x": 1}, sim.TNAGeometry{}, "no conntrack registers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

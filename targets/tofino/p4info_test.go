@@ -40,9 +40,9 @@ func p4testTNAArgs(t *testing.T, p4test string) ([]string, error) {
 	return args, nil
 }
 
-// TestP4testAcceptsTNAProgram: the open-source p4c front end accepts
-// p4/tna/lb.p4 for Tofino 1 (the committed P4Info is the Tofino back end's:
-// TestTofinoCompilerOutputs).
+// TestP4testAcceptsTNAProgram: the open-source p4c front and mid end
+// accept p4/tna/lb.p4 for Tofino 1 (tna.p4) and Tofino 2 (t2na.p4) (the
+// committed P4Info is the Tofino back end's: TestTofinoCompilerOutputs).
 func TestP4testAcceptsTNAProgram(t *testing.T) {
 	p4test, err := exec.LookPath("p4test")
 	if err != nil {
@@ -52,10 +52,13 @@ func TestP4testAcceptsTNAProgram(t *testing.T) {
 	if err != nil {
 		t.Skipf("%v", err)
 	}
-	cmd := exec.Command(p4test, append(args, "p4/tna/lb.p4")...)
-	cmd.Dir = "../.."
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("p4test rejects p4/tna/lb.p4: %v\n%s", err, msg)
+	for _, target := range []string{"1", "2"} {
+		a := append([]string{"-D__TARGET_TOFINO__=" + target}, args[1:]...)
+		cmd := exec.Command(p4test, append(a, "p4/tna/lb.p4")...)
+		cmd.Dir = "../.."
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("p4test rejects p4/tna/lb.p4 for Tofino %s: %v\n%s", target, err, msg)
+		}
 	}
 }
 

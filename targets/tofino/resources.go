@@ -118,7 +118,7 @@ func WriteResources(w io.Writer, logsDir, title string, stages int) error {
 		verdict = fmt.Sprintf("does NOT fit: %d stages over", used-stages)
 	}
 	fmt.Fprintf(&b, "stages used: %d of %d (%s)\n\n", used, stages, verdict)
-	fmt.Fprintln(&b, "| stage | logical tables | SRAM | map RAM | TCAM | stateful ALUs | hash bits | xbar bytes | tables (ours; tbl_lbN is the condition or assignment at line N) |")
+	fmt.Fprintln(&b, "| stage | logical tables | SRAM | map RAM | TCAM | stateful ALUs | hash bits | xbar bytes | tables (ours; tbl_FILEN is the condition or assignment at line N of p4/tna/FILE.p4 or p4/tna/control/FILE.p4) |")
 	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|")
 	var tot [7]int
 	for _, s := range st[:used] {
