@@ -75,14 +75,17 @@ func TestLoadsTofinoCompilerP4Info(t *testing.T) {
 			"hash_v4_5":       {"type.googleapis.com/barefoot.DynHash", dynhash},
 			"$PORT_METADATA":  {"type.googleapis.com/barefoot.PortMetadata", nil},
 		}, 21, 0, 0},
+		// The committed builds: 7 counters (ct_refused among them) and the
+		// 4-way conntrack's registers, 3 per way (Tofino 1) and 6 per way,
+		// two arrays each (Tofino 2).
 		{"../p4/tna/build/lb.p4info.txtpb", map[string]struct {
 			url   string
 			value []byte
-		}{"$PORT_METADATA": {"type.googleapis.com/barefoot.PortMetadata", nil}}, 1, 6, 4},
+		}{"$PORT_METADATA": {"type.googleapis.com/barefoot.PortMetadata", nil}}, 1, 7, 12},
 		{"../p4/tna/build/tofino2/lb.p4info.txtpb", map[string]struct {
 			url   string
 			value []byte
-		}{"$PORT_METADATA": {"type.googleapis.com/barefoot.PortMetadata", nil}}, 1, 6, 4},
+		}{"$PORT_METADATA": {"type.googleapis.com/barefoot.PortMetadata", nil}}, 1, 7, 24},
 	} {
 		s, err := LoadP4Info(c.path)
 		if err != nil {
