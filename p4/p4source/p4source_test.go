@@ -165,6 +165,8 @@ func TestReadRefusesWhatItCannotRead(t *testing.T) {
 func TestFunctionLikeMacros(t *testing.T) {
 	way := `#define CT_WAY(W) \
     Register<bit<32>, ct_index_t>(CT_SLOTS, CT_EMPTY) ct_sig##W; \
+    /* a comment over lines of the macro (spliced before comments are \
+     * removed, as cpp does): the macro goes on */ \
     Register<bit<32>, ct_index_t>(SQ(W + 1), 0) ct_backend##W;
 #define SQ(x) ((x) * (x))
 control Ing(inout meta_t md) {

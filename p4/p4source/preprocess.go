@@ -399,7 +399,10 @@ func isIdentByte(c byte) bool {
 }
 
 // stripComments replaces comments by spaces, keeping every newline, so
-// line numbers stay those of the file.
+// line numbers stay those of the file, and the backslash that ends a line
+// inside a block comment: the C preprocessor splices lines before it
+// removes comments, so a comment in a multi-line #define does not end the
+// macro.
 func stripComments(s string) string {
 	b := []byte(s)
 	for i := 0; i < len(b); i++ {
@@ -417,7 +420,7 @@ func stripComments(s string) string {
 		case b[i] == '/' && i+1 < len(b) && b[i+1] == '*':
 			b[i], b[i+1] = ' ', ' '
 			for i += 2; i < len(b) && !(b[i] == '*' && i+1 < len(b) && b[i+1] == '/'); i++ {
-				if b[i] != '\n' {
+				if b[i] != '\n' && !(b[i] == '\\' && endsLine(b[i+1:])) {
 					b[i] = ' '
 				}
 			}
@@ -428,6 +431,20 @@ func stripComments(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// endsLine says whether b holds only blanks up to its first newline.
+func endsLine(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case '\n':
+			return true
+		case ' ', '\t', '\r':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // logicalLines splits s into lines, joining a line that ends in a
