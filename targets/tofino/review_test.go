@@ -2,6 +2,7 @@ package tofino
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -47,25 +48,34 @@ func TestTNAReviewResubmitSkipsPortMetadata(t *testing.T) {
 	}
 }
 
+// tnaMacros are the macros in effect after preprocessing the TNA program
+// for Tofino target ("1" or "2"), with no -D.
+func tnaMacros(t *testing.T, target string) map[string]p4source.Macro {
+	t.Helper()
+	src, err := p4source.Preprocess(tnaSource, map[string]string{"__TARGET_TOFINO__": target}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src.Macros
+}
+
 // TestTNAReviewCPUPort: the PCIe CPU port the driver reports
 // (bf_pcie_cpu_port_get) is 320 on a 4-pipe Tofino 1 and port 0 of the
 // CPU pipe on Tofino 2; the program used 320 for both, so on Tofino 2 the
 // clock probe (R-DRAIN and R-PERSIST-CAP deadlines) was never answered.
 func TestTNAReviewCPUPort(t *testing.T) {
 	for target, want := range map[string]string{"1": "320", "2": "0"} {
-		src, err := p4source.Preprocess(tnaSource, map[string]string{"__TARGET_TOFINO__": target}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := src.Macros["CPU_PORT"].Value; got != want {
+		if got := tnaMacros(t, target)["CPU_PORT"].Value; got != want {
 			t.Errorf("Tofino %s: CPU_PORT %q, want %s", target, got, want)
 		}
 	}
 }
 
-// TestTNAReviewRingMissDefinedBackend: an entry created while the ring
-// misses (a slot not written) records ring_backend, which is defined (0,
-// no backend: the flow's next packet re-selects) before the ring is looked
+// TestTNAReviewRingMissDefinedBackend (the model's side is sim's
+// TestRMAGLEV1_RingMissDropsWithoutEntry): a conntrack entry is claimed
+// (pass 2 writes it) only when pass 1's ring lookup hit, and ring_backend,
+// which every way's claim writes as the entry's backend, is defined (0, no
+// backend: the flow's next packet re-selects) before the ring is looked
 // up; before the fix it recorded whatever the container held.
 func TestTNAReviewRingMissDefinedBackend(t *testing.T) {
 	src := tnaText(t)
@@ -78,7 +88,27 @@ func TestTNAReviewRingMissDefinedBackend(t *testing.T) {
 	if init < 0 || ring < 0 || init > ring {
 		t.Errorf("ring_backend is not set to 0 before ring.apply() (at %d, ring at %d)", init, ring)
 	}
-	if !regexp.MustCompile(`value = (\(\w+\))?md\.ring_backend;`).MatchString(src) {
-		t.Error("ct_backend_write no longer writes md.ring_backend: update this test to what it writes")
+	claims := regexp.MustCompile(`md\.resub\.ct_claim = ([^;]*);`).FindAllStringSubmatch(apply, -1)
+	if len(claims) == 0 {
+		t.Fatal("no md.resub.ct_claim assignment: how does pass 2 know to write?")
+	}
+	var ok []string // the computed claim, not its initial 0
+	for _, m := range regexp.MustCompile(`md\.ct_claim_ok = ([^;]*);`).FindAllStringSubmatch(apply, -1) {
+		if m[1] != "0" {
+			ok = m
+		}
+	}
+	for _, c := range claims {
+		if c[1] == "md.ct_claim_ok" && ok != nil { // computed beforehand, in its own instruction
+			c[1] = ok[1]
+		}
+		if !strings.Contains(c[1], "md.ring_hit") {
+			t.Errorf("md.resub.ct_claim = %s: a claim that does not depend on the ring's hit", c[1])
+		}
+	}
+	for w := range 4 {
+		if !regexp.MustCompile(`ct_backend_claim` + strconv.Itoa(w) + ` = \{[^}]*value = (\(ct_backend_t\))?md\.ring_backend;`).MatchString(ing) {
+			t.Errorf("way %d's backend claim does not write md.ring_backend", w)
+		}
 	}
 }
