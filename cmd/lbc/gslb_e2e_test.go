@@ -292,7 +292,7 @@ func (g *e2eGSLB) answer(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if u != tc {
-		t.Fatalf("UDP answers %s, TCP %s", u, tc)
+		t.Fatalf("UDP answers %s, TCP %s\n%s", u, tc, g.logs.String())
 	}
 	return u
 }
