@@ -109,15 +109,6 @@ func (cs conntracks) WriteConntrack(ctx context.Context, es []targets.ConntrackE
 	return cs.each(ctx, es, func(t targets.ConntrackTarget) (int, error) { return t.WriteConntrack(ctx, es) })
 }
 
-// ConntrackTick is the coarsest of the targets' ticks.
-func (cs conntracks) ConntrackTick() time.Duration {
-	var tick time.Duration
-	for _, ts := range cs {
-		tick = max(tick, ts.t.(targets.ConntrackTarget).ConntrackTick())
-	}
-	return tick
-}
-
 func (cs conntracks) DeleteConntrack(ctx context.Context, es []targets.ConntrackEntry) (int, error) {
 	return cs.each(ctx, es, func(t targets.ConntrackTarget) (int, error) { return t.DeleteConntrack(ctx, es) })
 }

@@ -21,7 +21,7 @@ func (dp *Datapath) ReadConntrack() ([]targets.ConntrackEntry, error) {
 	var out []targets.ConntrackEntry
 	err := dp.walkLive(nil, func(k *ctKey, v *ctVal, idle uint64) {
 		out = append(out, targets.ConntrackEntry{ServiceID: k.Service, Kind: compiler.TupleKind(k.Kind), Tuple: decodeCTKey(k),
-			BackendID: v.Backend, Epoch: v.Epoch, Idle: time.Duration(idle) * dp.clock.tick})
+			BackendID: v.Backend, Epoch: v.Epoch, Idle: time.Duration(idle) * dp.clock.tick, Copy: v.Flags&ctCopy != 0})
 	})
 	return out, err
 }
@@ -45,11 +45,18 @@ func encodeCTKey(e *targets.ConntrackEntry) ctKey {
 	return k
 }
 
-// WriteConntrack stores each entry as last seen Idle ago (rounded down to
-// a tick: it expires no earlier than at its owner, R-AGE), unless the map
-// holds an entry of the same epoch for its key that was seen at least as
-// recently (the flow is on this node now). An entry on a backend the maps
-// do not hold is skipped. It returns how many it stored.
+// ctCopy is the program's CT_COPY: an entry WriteConntrack stored that no
+// packet has refreshed since (the program clears it on a hit).
+const ctCopy = 1
+
+// WriteConntrack stores each entry as a copy last seen Idle ago (rounded
+// down to a tick: it expires no earlier than at its owner, R-AGE), unless
+// the map holds an entry of the same epoch for its key that was seen at
+// least as recently (the flow is on this node now); over such an entry on
+// the same backend seen less recently it only moves the last-seen time
+// and keeps the entry's flag (an entry this node's traffic refreshed
+// stays its own). An entry on a backend the maps do not hold is skipped.
+// It returns how many it stored.
 func (dp *Datapath) WriteConntrack(es []targets.ConntrackEntry) (int, error) {
 	if err := dp.index(); err != nil {
 		return 0, err
@@ -68,14 +75,20 @@ func (dp *Datapath) WriteConntrack(es []targets.ConntrackEntry) (int, error) {
 		}
 		ls := now - min(now, uint64(e.Idle/dp.clock.tick))
 		k := encodeCTKey(e)
+		flags := uint32(ctCopy)
 		var old ctVal
-		if err := dp.Conntrack.Lookup(&k, &old); err == nil && old.Epoch == e.Epoch && old.LastSeen >= ls {
-			continue
+		if err := dp.Conntrack.Lookup(&k, &old); err == nil && old.Epoch == e.Epoch {
+			if old.LastSeen >= ls {
+				continue
+			}
+			if old.Backend == e.BackendID {
+				flags = old.Flags
+			}
 		} else if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return 0, fmt.Errorf("read conntrack: %w", err)
 		}
 		keys = append(keys, k)
-		vals = append(vals, ctVal{Backend: e.BackendID, Epoch: e.Epoch, LastSeen: ls, Slot: slot})
+		vals = append(vals, ctVal{Backend: e.BackendID, Epoch: e.Epoch, LastSeen: ls, Slot: slot, Flags: flags})
 	}
 	if len(keys) == 0 {
 		return 0, nil
@@ -94,18 +107,10 @@ func (dp *Datapath) WriteConntrack(es []targets.ConntrackEntry) (int, error) {
 	return n, nil
 }
 
-// ConntrackTick is the program's tick: the unit of the entries' last-seen
-// times, which ReadConntrack and WriteConntrack round to.
-func (dp *Datapath) ConntrackTick() time.Duration { return dp.clock.tick }
-
 // DeleteConntrack removes each entry's key when the stored entry is on
-// e.BackendID and was last seen at least e.Idle ago, and returns how many
-// it removed.
+// e.BackendID and is still a copy (no packet refreshed it since
+// WriteConntrack stored it), and returns how many it removed.
 func (dp *Datapath) DeleteConntrack(es []targets.ConntrackEntry) (int, error) {
-	now, err := dp.now()
-	if err != nil {
-		return 0, err
-	}
 	n := 0
 	for i := range es {
 		e := &es[i]
@@ -116,7 +121,7 @@ func (dp *Datapath) DeleteConntrack(es []targets.ConntrackEntry) (int, error) {
 		} else if err != nil {
 			return n, fmt.Errorf("read conntrack: %w", err)
 		}
-		if v.Backend != e.BackendID || now-min(now, v.LastSeen) < uint64(e.Idle/dp.clock.tick) {
+		if v.Backend != e.BackendID || v.Flags&ctCopy == 0 {
 			continue
 		}
 		if err := dp.Conntrack.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {

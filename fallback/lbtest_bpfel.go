@@ -54,7 +54,7 @@ type lbtestCtVal struct {
 	Epoch    uint32
 	LastSeen uint64
 	Slot     uint32
-	Pad      uint32
+	Flags    uint32
 }
 
 type lbtestLbConfig struct {

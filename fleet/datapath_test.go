@@ -79,7 +79,7 @@ func (n simNode) write(t *testing.T, now time.Duration, es []targets.ConntrackEn
 	return n.WriteConntrackAt(now, es)
 }
 func (n simNode) del(t *testing.T, now time.Duration, es []targets.ConntrackEntry) int {
-	k, err := n.DeleteConntrackAt(now, es)
+	k, err := n.DeleteConntrack(context.Background(), es)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,11 +161,12 @@ func tcp(i int, flags uint8) targets.Packet {
 
 // TestSharedExceptionsKeepFlowsRFLEET runs R-FLEET on the datapaths
 // themselves: flows begin on node A; a backend fails; A's exceptions,
-// computed from its live conntrack, are resolved and installed on B; the
-// flows then move to B and keep their backends. Node C, which received
-// nothing, breaks some of them (so the check can fail). Withdrawing the
-// installed entries removes them, except one that B's own traffic
-// refreshed.
+// computed from its live conntrack, are resolved and installed on B as
+// copies; the flows then move to B and keep their backends, and B's
+// traffic makes the entries its own. Node C, which received nothing,
+// breaks some of them (so the check can fail). A write that comes later
+// (the owner's snapshot, late) leaves B's own entries its own, and a
+// withdrawal removes only the entries still copies.
 func TestSharedExceptionsKeepFlowsRFLEET(t *testing.T) {
 	for _, kind := range []string{"sim", "xdp"} {
 		t.Run(kind, func(t *testing.T) {
@@ -215,6 +216,9 @@ func TestSharedExceptionsKeepFlowsRFLEET(t *testing.T) {
 			if got := b.write(t, 2*time.Second, install); got != 0 {
 				t.Fatalf("B stored %d again, want 0 (it holds them, seen as recently)", got)
 			}
+			if cp := copies(b.read(t, 2*time.Second)); cp != len(install) {
+				t.Fatalf("B reads %d copies, want the %d it installed", cp, len(install))
+			}
 			brokenC := 0
 			for i := range flows {
 				if v := b.process(t, tcp(i, targets.FlagACK), 3*time.Second); v.Action != targets.Forward || v.BackendID != chosen[i] {
@@ -227,24 +231,45 @@ func TestSharedExceptionsKeepFlowsRFLEET(t *testing.T) {
 			if brokenC != len(exc) {
 				t.Fatalf("on C, without the exceptions, %d flows changed backend, want %d (the exceptions)", brokenC, len(exc))
 			}
-			// Withdrawal at 10s of what was installed at 2s: removed when
-			// not seen for 8s. B's traffic at 3s refreshed every flow.
-			withdraw := append([]targets.ConntrackEntry(nil), install...)
-			for i := range withdraw {
-				withdraw[i].Idle = 8 * time.Second
+			if cp := copies(b.read(t, 3*time.Second)); cp != 0 {
+				t.Fatalf("B reads %d copies after its own traffic refreshed every flow, want 0", cp)
 			}
-			if got := b.del(t, 10*time.Second, withdraw); got != 0 {
+			// The owner's snapshot again, late: it says A saw the flows at
+			// 3.5s, after B's traffic (a snapshot's idle time falls short by
+			// its time in transit). B's entries take the later last-seen
+			// time and stay B's own.
+			late := append([]targets.ConntrackEntry(nil), install...)
+			for i := range late {
+				late[i].Idle = 500 * time.Millisecond
+			}
+			if got := b.write(t, 4*time.Second, late); got != len(late) {
+				t.Fatalf("B stored %d of %d later last-seen times", got, len(late))
+			}
+			if cp := copies(b.read(t, 4*time.Second)); cp != 0 {
+				t.Fatalf("B reads %d copies after a later write over its own entries, want 0", cp)
+			}
+			if got := b.del(t, 10*time.Second, install); got != 0 {
 				t.Fatalf("withdrawal removed %d entries B's own traffic refreshed, want 0", got)
 			}
 			d := newNodes(t, kind, 1)[0]
 			push(t, d, &compiler.IR{}, v2)
 			d.write(t, 2*time.Second, install)
 			d.process(t, tcp(int(0), targets.FlagACK), 5*time.Second) // refreshes flow 0's entry if installed
-			got := d.del(t, 10*time.Second, withdraw)
+			got := d.del(t, 10*time.Second, install)
 			left := len(d.read(t, 10*time.Second))
 			if got+left != len(install) || left > 1 {
 				t.Fatalf("withdrawal removed %d, left %d of %d (at most the refreshed flow 0 stays)", got, left, len(install))
 			}
 		})
 	}
+}
+
+func copies(es []targets.ConntrackEntry) int {
+	n := 0
+	for _, e := range es {
+		if e.Copy {
+			n++
+		}
+	}
+	return n
 }

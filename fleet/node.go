@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,38 +82,23 @@ type inbound struct {
 	receivedAt time.Time
 	// installedAt is when the install of that snapshot ended.
 	installedAt time.Time
-	installed   map[exception.Key]installed
-	refused     map[string]uint64
+	// installed is this node's entry for each of the peer's exceptions
+	// it installed, in this node's IDs.
+	installed map[exception.Key]targets.ConntrackEntry
+	refused   map[string]uint64
 	// tokens is the peer's snapshot budget (MaxSnapshotsPerSecond).
 	tokens float64
 	last   time.Time
 }
 
-// installed is one of a peer's exceptions in this node's conntrack.
-type installed struct {
-	entry targets.ConntrackEntry // this node's IDs
-	// seen is when the peer last saw the flow, on this node's clock: a
-	// local entry seen later is this node's own (the flow moved here).
-	// It is taken after the write returns, so it is never earlier than
-	// the last-seen time the datapath stored (copyMargin).
-	seen time.Time
-}
-
-// copyMargin is how far an installed copy's idle time, read back from
-// the datapath, may fall short of the time since its seen without a
-// packet of this node's having refreshed it: two of the datapath's
-// ticks (the write rounds the idle time down to a tick, the read counts
-// whole ticks: 8 ms for XDP at HZ=250). The node's own times bracket the
-// datapath's (seen after the write, now before the read or the delete),
-// so the time the node's work takes (a write or walk of 100k entries
-// takes longer than any fixed margin) never enters it. Consequences
-// (docs/fleet.md): a copy whose flow's first packet here came within the
-// margin of its last at the owner is still taken for a copy (this node
-// publishes it once a later packet refreshes it), and a withdrawal
-// deletes such an entry if no later packet came (at most the margin
-// before its own idle timeout, as the owner withdraws when its entry
-// ages out).
-func (n *Node) copyMargin() time.Duration { return 2 * n.ct.ConntrackTick() }
+// What an installed exception is, this node's datapath records: it
+// stores a peer's entry as a copy (targets.ConntrackEntry.Copy), and the
+// first packet of this node that refreshes the entry clears the mark. A
+// copy is the peer's to publish; an entry whose mark this node's traffic
+// cleared is this node's own (the flow moved here) and is published in
+// turn; a withdrawal removes only entries still marked. No clock is
+// compared: the exception's idle time, late by however long the snapshot
+// took to arrive, sets only when the entry ages out.
 
 // New checks the certificates and returns a node; Run starts it.
 func New(opts Options) (*Node, error) {
@@ -134,7 +120,7 @@ func New(opts Options) (*Node, error) {
 		in: map[string]*inbound{}, out: map[string]*sender{}, rejected: map[string]uint64{}}
 	for _, p := range opts.Config.Peers {
 		n.out[p.Name] = newSender(n, p)
-		n.in[p.Name] = &inbound{installed: map[exception.Key]installed{}, refused: map[string]uint64{}, tokens: float64(opts.Config.MaxSnapshotsPerSecond)}
+		n.in[p.Name] = &inbound{installed: map[exception.Key]targets.ConntrackEntry{}, refused: map[string]uint64{}, tokens: float64(opts.Config.MaxSnapshotsPerSecond)}
 		n.m.setConnected(p.Name, false)
 		n.m.installed.WithLabelValues(p.Name).Set(0)
 	}
@@ -306,43 +292,19 @@ func (n *Node) Publish(ctx context.Context, trigger time.Time) {
 	}
 }
 
-// readOwn reads the datapath's conntrack and drops the entries that are
-// copies of a peer's exception no packet has refreshed here: they are
-// the peer's to publish. A copy that this node's traffic refreshed (the
-// flow moved here) is its own now. It holds n.install across the read
-// and the look at what is installed, so that a copy withdrawn or
-// installed meanwhile is never taken for this node's own.
+// readOwn reads the datapath's conntrack and drops the copies of a
+// peer's exceptions that no packet has refreshed here: they are the
+// peer's to publish. A copy that this node's traffic refreshed (the flow
+// moved here) is its own now.
 func (n *Node) readOwn(ctx context.Context) ([]targets.ConntrackEntry, error) {
-	type key struct {
-		svc   uint32
-		kind  compiler.TupleKind
-		tuple compiler.Tuple
-	}
-	n.install.Lock()
-	read := time.Now() // before the datapath reads its clock
 	entries, err := n.ct.ReadConntrack(ctx)
-	copies := map[key]time.Time{}
-	for _, in := range n.in {
-		for _, r := range in.installed {
-			k := key{r.entry.ServiceID, r.entry.Kind, r.entry.Tuple}
-			if t, ok := copies[k]; !ok || r.seen.After(t) {
-				copies[k] = r.seen
-			}
-		}
-	}
-	n.install.Unlock()
-	if err != nil || len(copies) == 0 {
-		return entries, err
-	}
-	margin := n.copyMargin()
 	out := entries[:0]
 	for _, e := range entries {
-		if seen, ok := copies[key{e.ServiceID, e.Kind, e.Tuple}]; ok && e.Idle+margin >= read.Sub(seen) {
-			continue
+		if !e.Copy {
+			out = append(out, e)
 		}
-		out = append(out, e)
 	}
-	return out, nil
+	return out, err
 }
 
 func (n *Node) setProblem(err error) {
@@ -405,27 +367,22 @@ func (n *Node) apply(ctx context.Context, peer string, in *inbound, exc []except
 		n.setProblem(fmt.Errorf("install %d exceptions of %s: %w", len(writes), peer, err))
 	}
 	n.m.installedTot.WithLabelValues(peer).Add(float64(wrote))
-	// After the write: no earlier than the last-seen times it stored. An
-	// entry it skipped (the datapath held it seen as recently) keeps the
-	// time of the write that stored it, if later.
-	written := time.Now()
-	next := make(map[exception.Key]installed, len(writes))
+	next := make(map[exception.Key]targets.ConntrackEntry, len(writes))
 	for i, en := range writes {
-		seen := written.Add(-en.Idle)
-		if old, ok := in.installed[keys[i]]; ok && old.seen.After(seen) {
-			seen = old.seen
-		}
-		next[keys[i]] = installed{entry: en, seen: seen}
+		next[keys[i]] = en
 	}
-	// Before the delete: no later than the datapath's now when it compares.
-	now, margin := time.Now(), n.copyMargin()
+	// Withdraw what the last snapshot held and this one does not, unless
+	// another peer's snapshot still holds the flow on the same backend
+	// (the flow moved there; its copy is the same entry here).
 	var gone []targets.ConntrackEntry
-	for k, r := range in.installed {
+	for k, en := range in.installed {
 		if _, ok := next[k]; !ok {
-			w := r.entry
-			w.Idle = max(0, now.Sub(r.seen)-margin)
-			gone = append(gone, w)
+			gone = append(gone, en)
 		}
+	}
+	if len(gone) > 0 {
+		others := n.heldByOthers(in)
+		gone = slices.DeleteFunc(gone, func(en targets.ConntrackEntry) bool { return others[flowOf(en)] })
 	}
 	if len(gone) > 0 {
 		del, err := n.ct.DeleteConntrack(ctx, gone)
@@ -437,6 +394,31 @@ func (n *Node) apply(ctx context.Context, peer string, in *inbound, exc []except
 	in.installed = next
 	n.m.installed.WithLabelValues(peer).Set(float64(len(next)))
 	return len(next), refused
+}
+
+// flow is an installed entry's key in the datapath, with its backend.
+type flow struct {
+	service, backend uint32
+	kind             compiler.TupleKind
+	tuple            compiler.Tuple
+}
+
+func flowOf(en targets.ConntrackEntry) flow {
+	return flow{en.ServiceID, en.BackendID, en.Kind, en.Tuple}
+}
+
+// heldByOthers returns the flows that peers other than in's hold
+// installed. The caller holds n.install.
+func (n *Node) heldByOthers(in *inbound) map[flow]bool {
+	held := map[flow]bool{}
+	for _, o := range n.in {
+		if o != in {
+			for _, en := range o.installed {
+				held[flowOf(en)] = true
+			}
+		}
+	}
+	return held
 }
 
 // FleetStatus implements controller.FleetSharer.

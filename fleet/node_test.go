@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,7 +60,6 @@ func (s *lockedSim) DeleteConntrack(ctx context.Context, es []targets.ConntrackE
 	defer s.mu.Unlock()
 	return s.d.DeleteConntrack(ctx, es)
 }
-func (s *lockedSim) ConntrackTick() time.Duration { return s.d.ConntrackTick() }
 func (s *lockedSim) apply(t testing.TB, prev, next *compiler.IR) {
 	t.Helper()
 	s.mu.Lock()
@@ -216,9 +216,8 @@ func TestSyncInstallsAndWithdrawsRFLEET(t *testing.T) {
 			t.Fatalf("n%d: n1's snapshot received at %v, installed at %v: want both, installed after received", j+1, p.ReceivedAt, p.InstalledAt)
 		}
 	}
-	// n1 dies; its even flows move to n2, its odd ones to n3, later than
-	// n1 last saw them by more than the margin by which a node tells its
-	// own traffic from a copy (copyMargin: 2 ns, the sim's clock is exact).
+	// n1 dies; its even flows move to n2, its odd ones to n3, whose
+	// traffic makes the copies their own.
 	for i := range flows {
 		j := 1 + i%2
 		if v := f.dps[j].process(t, tcp(i, targets.FlagACK)); v.BackendID != chosen[i] {
@@ -522,5 +521,62 @@ func TestCopiesStayCopiesWhenTheDatapathIsSlowRFLEET(t *testing.T) {
 	}
 	if n := f.dps[0].entries(); n != flows {
 		t.Fatalf("n1's conntrack holds %d entries, want its %d own", n, flows)
+	}
+}
+
+// lateReads returns the conntrack it read late while slow is set, as a
+// loaded owner's snapshot reaches its peers long after the walk that
+// made it: the exceptions' idle times then fall short by that much.
+type lateReads struct {
+	*lockedSim
+	slow *atomic.Bool
+}
+
+func (s lateReads) ReadConntrack(ctx context.Context) ([]targets.ConntrackEntry, error) {
+	es, err := s.lockedSim.ReadConntrack(ctx)
+	if s.slow.Load() {
+		time.Sleep(400 * time.Millisecond)
+	}
+	return es, err
+}
+
+// TestLateSnapshotKeepsMovedFlowsRFLEET: n1's exceptions are installed
+// on n2 and the flows move there; n1's next snapshot arrives 400 ms after
+// the walk that made it, so it says n1 saw the flows later than n2's
+// traffic did. When r3 recovers and n1 withdraws them, n2 keeps every
+// flow: its traffic made them its own, whatever the clocks say. (With
+// the time-based test of the first version, n2 lost the 22 moved flows.)
+func TestLateSnapshotKeepsMovedFlowsRFLEET(t *testing.T) {
+	var slow atomic.Bool
+	f := newTestFleet(t, 2, nil, func(dp *lockedSim) targets.ConntrackTarget { return lateReads{dp, &slow} })
+	v1 := compileLB(t, testLB, nil)
+	f.push(t, &compiler.IR{}, v1)
+	const flows = 100
+	for i := range flows {
+		f.dps[0].process(t, tcp(i, targets.FlagSYN))
+		f.dps[0].process(t, tcp(i, targets.FlagACK))
+	}
+	v2 := compileLB(t, testLB, v1, "r3")
+	f.push(t, v1, v2)
+	live, _ := f.dps[0].ReadConntrack(context.Background())
+	want := len(exception.Compute(v2, live))
+	if want == 0 {
+		t.Fatal("no exception: the test needs some")
+	}
+	waitFor(t, "n2 installs", func() bool { return peerStatus(f.nodes[1].FleetStatus(), "n1").Installed == want })
+	slow.Store(true)
+	first := peerStatus(f.nodes[1].FleetStatus(), "n1").InstalledAt
+	for i := range flows {
+		f.dps[1].process(t, tcp(i, targets.FlagACK))
+	}
+	waitFor(t, "n2 installs a snapshot n1 sent 400 ms after its walk", func() bool {
+		return peerStatus(f.nodes[1].FleetStatus(), "n1").InstalledAt.After(first.Add(300 * time.Millisecond))
+	})
+	slow.Store(false)
+	v3 := compileLB(t, testLB, v2)
+	f.push(t, v2, v3)
+	waitFor(t, "n2 withdraws n1's", func() bool { return peerStatus(f.nodes[1].FleetStatus(), "n1").Installed == 0 })
+	if n := f.dps[1].entries(); n != flows {
+		t.Fatalf("n2 holds %d entries after n1's withdrawal, want the %d flows its traffic refreshed", n, flows)
 	}
 }

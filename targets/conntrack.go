@@ -19,6 +19,11 @@ type ConntrackEntry struct {
 	Epoch     uint32
 	// Idle is how long ago the entry's flow was last seen (R-AGE).
 	Idle time.Duration
+	// Copy: WriteConntrack stored the entry and no packet of this
+	// datapath has hit it since. The datapath clears it on the first hit
+	// that refreshes the entry, so it tells a peer's copy from an entry
+	// whose flow moved here without comparing clocks (R-FLEET).
+	Copy bool
 }
 
 // ConntrackTarget is a datapath whose conntrack can be read and written
@@ -30,19 +35,16 @@ type ConntrackTarget interface {
 	// datapath holds for that service and before its deadline (R-DRAIN,
 	// R-PERSIST-CAP). The walk is not atomic.
 	ReadConntrack(ctx context.Context) ([]ConntrackEntry, error)
-	// WriteConntrack stores each entry (last seen Idle ago) unless the
-	// datapath holds a valid entry for its key that was seen more
-	// recently, and returns how many it stored. Epoch and BackendID must
-	// be the datapath's current ones.
+	// WriteConntrack stores each entry as a copy (Copy set, last seen
+	// Idle ago) and returns how many it stored. Where the datapath holds
+	// a valid entry of the same epoch for the key, it stores nothing if
+	// that entry was seen at least as recently; if that entry is on the
+	// same backend, it only moves its last-seen time to the later one and
+	// leaves Copy as it was (an entry this node's traffic refreshed stays
+	// its own). Epoch and BackendID must be the datapath's current ones.
 	WriteConntrack(ctx context.Context, es []ConntrackEntry) (int, error)
 	// DeleteConntrack removes each entry's key when the stored entry is on
-	// e.BackendID and has been idle at least e.Idle (no packet refreshed
-	// it since it was written), and returns how many it removed.
+	// e.BackendID and is still a copy (no packet refreshed it since a
+	// write stored it), and returns how many it removed.
 	DeleteConntrack(ctx context.Context, es []ConntrackEntry) (int, error)
-	// ConntrackTick is the unit of the datapath's last-seen times: a
-	// written Idle is rounded down to it, a read one is whole ticks (the
-	// XDP program's jiffies, 4 ms at HZ=250; 1 ns for the sim). An Idle
-	// read back differs from the one written plus the time since by less
-	// than two ticks.
-	ConntrackTick() time.Duration
 }

@@ -131,8 +131,10 @@ static __always_inline int lb_process(struct xdp_md *ctx)
 					// R-PERSIST, R-PERSIST-LR
 					ct = CT_HIT;
 					be_id = id;
-					if (!icmp_error)
+					if (!icmp_error) {
 						e->last_seen = now;
+						e->flags = 0; // this node's own now (R-FLEET)
+					}
 				} else {
 					be = NULL;
 				}

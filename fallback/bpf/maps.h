@@ -119,8 +119,13 @@ struct ct_val {
 	__u32 epoch;
 	__u64 last_seen; // clock ticks
 	__u32 slot;      // the backend's index in `backends` when the entry was made
-	__u32 pad;
+	__u32 flags;     // CT_COPY: a fleet peer's entry no packet has refreshed yet
 };
+
+// CT_COPY marks an entry user space wrote for a fleet peer (R-FLEET); the
+// first packet that refreshes it clears it, so user space can tell a
+// copy from an entry whose flow moved here without comparing clocks.
+#define CT_COPY 1
 
 #define CFG_HAVE_SRC4 1
 #define CFG_HAVE_SRC6 2

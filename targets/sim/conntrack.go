@@ -49,6 +49,9 @@ type Entry struct {
 	// stores that instead of a last-seen time (TNA); set by the
 	// geometry's lookup, zero elsewhere.
 	Expiry uint32 `json:"-"`
+	// Copy marks an entry WriteConntrack stored (a fleet peer's, R-FLEET)
+	// that no packet has refreshed since.
+	Copy bool `json:"copy,omitempty"`
 }
 
 // Conntrack is a conntrack table geometry. It only stores: the datapath

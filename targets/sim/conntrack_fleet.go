@@ -74,16 +74,18 @@ func (d *Datapath) ConntrackAt(now time.Duration) ([]targets.ConntrackEntry, err
 	var out []targets.ConntrackEntry
 	r.Range(func(k Key, e Entry) bool {
 		if d.live(k, e, now) {
-			out = append(out, targets.ConntrackEntry{ServiceID: k.ServiceID, Kind: k.Kind, Tuple: k.Tuple, BackendID: e.BackendID, Epoch: e.Epoch, Idle: now - e.LastSeen})
+			out = append(out, targets.ConntrackEntry{ServiceID: k.ServiceID, Kind: k.Kind, Tuple: k.Tuple, BackendID: e.BackendID, Epoch: e.Epoch, Idle: now - e.LastSeen, Copy: e.Copy})
 		}
 		return true
 	})
 	return out, nil
 }
 
-// WriteConntrackAt stores each entry as last seen Idle before now, unless
-// a live entry of the same epoch for its key was seen at least as
-// recently, or its backend is not held; it returns how many it stored.
+// WriteConntrackAt stores each entry as a copy last seen Idle before now,
+// unless its backend is not held or a live entry of the same epoch for
+// its key was seen at least as recently; over a live entry on the same
+// backend it only moves the last-seen time and keeps the entry's Copy. It
+// returns how many it stored.
 func (d *Datapath) WriteConntrackAt(now time.Duration, es []targets.ConntrackEntry) int {
 	n := 0
 	for _, e := range es {
@@ -92,31 +94,17 @@ func (d *Datapath) WriteConntrackAt(now time.Duration, es []targets.ConntrackEnt
 		}
 		k := MakeKey(e.ServiceID, e.Kind, e.Tuple)
 		ls := now - e.Idle
-		if old, ok := d.ct.Lookup(k); ok && old.Epoch == e.Epoch && old.LastSeen >= ls && d.live(k, old, now) {
-			continue
+		copied := true
+		if old, ok := d.ct.Lookup(k); ok && old.Epoch == e.Epoch && d.live(k, old, now) {
+			if old.LastSeen >= ls {
+				continue
+			}
+			copied = old.Copy || old.BackendID != e.BackendID
 		}
-		d.ct.Store(k, Entry{BackendID: e.BackendID, Epoch: e.Epoch, LastSeen: ls})
+		d.ct.Store(k, Entry{BackendID: e.BackendID, Epoch: e.Epoch, LastSeen: ls, Copy: copied})
 		n++
 	}
 	return n
-}
-
-// DeleteConntrackAt removes each entry's key when the stored entry is on
-// e.BackendID and was last seen at least e.Idle before now.
-func (d *Datapath) DeleteConntrackAt(now time.Duration, es []targets.ConntrackEntry) (int, error) {
-	r, err := d.ranger()
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, e := range es {
-		k := MakeKey(e.ServiceID, e.Kind, e.Tuple)
-		if old, ok := d.ct.Lookup(k); ok && old.BackendID == e.BackendID && now-old.LastSeen >= e.Idle {
-			r.Delete(k)
-			n++
-		}
-	}
-	return n, nil
 }
 
 // ReadConntrack implements targets.ConntrackTarget at Options.Now.
@@ -140,15 +128,21 @@ func (d *Datapath) WriteConntrack(ctx context.Context, es []targets.ConntrackEnt
 	return d.WriteConntrackAt(now, es), nil
 }
 
-// ConntrackTick implements targets.ConntrackTarget: the sim's clock is
-// exact.
-func (d *Datapath) ConntrackTick() time.Duration { return time.Nanosecond }
-
-// DeleteConntrack implements targets.ConntrackTarget at Options.Now.
+// DeleteConntrack implements targets.ConntrackTarget: it removes each
+// entry's key when the stored entry is on e.BackendID and is still a
+// copy.
 func (d *Datapath) DeleteConntrack(ctx context.Context, es []targets.ConntrackEntry) (int, error) {
-	now, err := d.ownNow()
+	r, err := d.ranger()
 	if err != nil {
 		return 0, err
 	}
-	return d.DeleteConntrackAt(now, es)
+	n := 0
+	for _, e := range es {
+		k := MakeKey(e.ServiceID, e.Kind, e.Tuple)
+		if old, ok := d.ct.Lookup(k); ok && old.BackendID == e.BackendID && old.Copy {
+			r.Delete(k)
+			n++
+		}
+	}
+	return n, nil
 }

@@ -212,7 +212,7 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 		} else {
 			r.det.EntryValid = true
 			b := r.d.backends[e.BackendID]
-			e.LastSeen = now
+			e.LastSeen, e.Copy = now, false
 			r.d.storeCT(key, e, idle)
 			r.v.CT = targets.CTHit
 			r.step("R-AGE", "entry hit (last seen %s ago, idle timeout %ds); refreshed", now-ec.LastSeen, svc.IdleTimeoutSec)

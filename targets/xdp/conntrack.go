@@ -3,7 +3,6 @@ package xdp
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/lbc-dev/lbc/targets"
 )
@@ -28,9 +27,6 @@ func (t *Target) WriteConntrack(ctx context.Context, es []targets.ConntrackEntry
 	}
 	return n, nil
 }
-
-// ConntrackTick implements targets.ConntrackTarget: the program's tick.
-func (t *Target) ConntrackTick() time.Duration { return t.dp.ConntrackTick() }
 
 // DeleteConntrack implements targets.ConntrackTarget.
 func (t *Target) DeleteConntrack(ctx context.Context, es []targets.ConntrackEntry) (int, error) {
