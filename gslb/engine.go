@@ -157,6 +157,17 @@ func (e *Engine) Run(ctx context.Context) {
 	}
 }
 
+// Polled is closed once Run's first poll of every site has ended (at
+// once when the engine polls nothing): a server answers from then on.
+func (e *Engine) Polled() <-chan struct{} {
+	if e.poller == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return e.poller.Polled()
+}
+
 // PollOnce polls every site once (explain --poll).
 func (e *Engine) PollOnce(ctx context.Context) {
 	if e.poller != nil {

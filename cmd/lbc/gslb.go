@@ -106,7 +106,9 @@ var gslbServeCommand = &cli.Command{
 	Description: `Serves A and AAAA for the names of gslb.yaml, authoritative for its zones,
 over UDP and TCP on --listen. Polls every site's metrics on metrics.interval;
 a site that misses metrics.unknownAfter polls is unknown, and a slow site never
-delays an answer. NXDOMAIN (with the SOA) for unknown names in the zones,
+delays an answer. It answers once the first poll of every site has ended (at
+most metrics.timeout after it starts), so its first answers already follow the
+sites' reports. NXDOMAIN (with the SOA) for unknown names in the zones,
 REFUSED outside them, no recursion; EDNS Client Subnet is used for G-4 and
 echoed with its scope; answers too large for UDP are truncated (TC); a
 per-source UDP rate limit applies (server.rateLimit).
@@ -142,6 +144,13 @@ Try it:  dig @127.0.0.1 -p 5353 www.example.com A +subnet=203.0.113.0/24`,
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		go eng.Run(ctx)
+		// The first answers follow the sites' first reports, not the
+		// "nothing known, all kept" of a GSLB that has polled nothing.
+		select {
+		case <-eng.Polled():
+		case <-ctx.Done():
+			return nil
+		}
 		log.Info("serving", "config", name, "udp", pc.LocalAddr().String(), "tcp", ln.Addr().String(),
 			"steps", fmt.Sprint(cfg.Steps()), "names", len(cfg.Names), "sites", len(cfg.Sites))
 		return dnsserver.New(eng, log).Serve(ctx, pc, ln)

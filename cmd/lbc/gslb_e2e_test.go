@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,12 +194,21 @@ func waitHealthz(s *e2eSite) error {
 type e2eGSLB struct {
 	addr string
 	logs *syncWriter
+	// first is the first answer it gave (to waitDNS's query), "" if none.
+	first string
 }
 
 func startGSLB(t *testing.T, sites ...*e2eSite) *e2eGSLB {
 	t.Helper()
+	return startGSLBWith(t, e2eGSLBConfig, sites...)
+}
+
+// startGSLBWith runs `lbc gslb serve` on config, a gslb.yaml with a %s
+// for each site's metrics address.
+func startGSLBWith(t *testing.T, config string, sites ...*e2eSite) *e2eGSLB {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "gslb.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(e2eGSLBConfig, sites[0].addr, sites[1].addr)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(config, sites[0].addr, sites[1].addr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	g := &e2eGSLB{logs: &syncWriter{}}
@@ -217,8 +227,14 @@ func startGSLB(t *testing.T, sites ...*e2eSite) *e2eGSLB {
 		go func() {
 			done <- app.RunContext(ctx, []string{"lbc", "gslb", "serve", "-c", cfg, "--listen", g.addr, "--log-level", "debug"})
 		}()
-		err = waitDNS(g.addr, done)
+		var first *dns.Msg
+		first, err = waitDNS(g.addr, done)
 		if err == nil {
+			if len(first.Answer) == 1 {
+				if a, ok := first.Answer[0].(*dns.A); ok {
+					g.first = a.A.String()
+				}
+			}
 			t.Cleanup(func() {
 				cancel()
 				select {
@@ -239,23 +255,23 @@ func startGSLB(t *testing.T, sites ...*e2eSite) *e2eGSLB {
 	}
 }
 
-// waitDNS waits until the server answers over UDP, or returns the
-// command's error if it ended.
-func waitDNS(addr string, done chan error) error {
+// waitDNS waits until the server answers over UDP and returns that first
+// answer, or returns the command's error if it ended.
+func waitDNS(addr string, done chan error) (*dns.Msg, error) {
 	m := new(dns.Msg)
 	m.SetQuestion("www.example.com.", dns.TypeA)
 	deadline := time.Now().Add(e2eDeadline)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-done:
-			return fmt.Errorf("ended: %v", err)
+			return nil, fmt.Errorf("ended: %v", err)
 		default:
 		}
-		if _, _, err := (&dns.Client{Net: "udp", Timeout: 200 * time.Millisecond}).Exchange(m, addr); err == nil {
-			return nil
+		if r, _, err := (&dns.Client{Net: "udp", Timeout: 200 * time.Millisecond}).Exchange(m, addr); err == nil {
+			return r, nil
 		}
 	}
-	return fmt.Errorf("no DNS answer on %s within %s", addr, e2eDeadline)
+	return nil, fmt.Errorf("no DNS answer on %s within %s", addr, e2eDeadline)
 }
 
 // ask queries www.example.com A over net and returns the one address
@@ -349,8 +365,9 @@ func TestE2E_G1_LbcRunSitesFailoverOverDNS(t *testing.T) {
 	g := startGSLB(t, seoul, virginia)
 
 	// Both sites healthy: the preferred one (G-6), every time, on both
-	// transports. Until the first polls land, both sites are unknown and
-	// least-selected alternates: wait for them.
+	// transports. The server answers only once its first polls have ended
+	// (TestE2E_G1_FirstAnswerFollowsTheFirstReports), so this is at once,
+	// unless a first poll missed on a loaded machine: wait for it.
 	deadline := time.Now().Add(e2eDeadline)
 	for {
 		u, uerr := g.ask("udp")
@@ -410,4 +427,37 @@ func TestE2E_G1_LbcRunSitesFailoverOverDNS(t *testing.T) {
 	// Clean shutdown of the sites (the GSLB stops in its cleanup).
 	seoul.stop(t)
 	virginia.stop(t)
+}
+
+// TestE2E_G1_FirstAnswerFollowsTheFirstReports: a GSLB that answered
+// before its first polls ended would give the preferred site seoul (no
+// site known, all kept: G-1 passes them on) although seoul reports no
+// healthy backend. Both sites' reports take 100 ms to come (the poll
+// timeout is 4 s, so a loaded machine does not turn them into misses),
+// so such an answer would be there to see; lbc gslb serve answers only
+// after its first polls, and its first answer is virginia.
+func TestE2E_G1_FirstAnswerFollowsTheFirstReports(t *testing.T) {
+	report := func(site string, healthy int) *e2eSite {
+		body := fmt.Sprintf(`{"schema": %q, "site": %q, "at": "2026-01-01T00:00:00Z", "services": [{"name": "web", "healthyBackends": %d, "backends": 2}]}`, metrics.Schema, site, healthy)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(100 * time.Millisecond)
+			io.WriteString(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return &e2eSite{name: site, addr: srv.Listener.Addr().String()}
+	}
+	seoul, virginia := report("seoul", 0), report("virginia", 2)
+	config := strings.Replace(e2eGSLBConfig, "{interval: 250ms, timeout: 200ms,", "{interval: 5s, timeout: 4s,", 1)
+	if config == e2eGSLBConfig {
+		t.Fatal("e2eGSLBConfig's metrics line changed: update the replacement")
+	}
+	g := startGSLBWith(t, config, seoul, virginia)
+	if g.first != "198.51.100.20" {
+		t.Fatalf("first answer %q, want virginia (198.51.100.20): seoul reports no healthy backend\n%s", g.first, g.logs.String())
+	}
+	for i := 0; i < 3; i++ {
+		if a := g.answer(t); a != "198.51.100.20" {
+			t.Fatalf("query %d: %s, want virginia (198.51.100.20)", i, a)
+		}
+	}
 }

@@ -200,3 +200,48 @@ func TestPollerConnectionSamplesFromRate(t *testing.T) {
 		t.Fatalf("connection load %v, want 120/s", load)
 	}
 }
+
+// TestPollerPolledAfterEveryFirstPoll: Polled closes once every site's
+// first poll has ended, a report or a miss, and not while one is still
+// waiting for its site; a server waits for it before it answers (G-1: a
+// GSLB that has polled nothing keeps every site).
+func TestPollerPolledAfterEveryFirstPoll(t *testing.T) {
+	gate := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+		Handler(NewStore(SiteReport{Site: "gated"}).Report).ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	fast := newSite(t, "fast")
+	p := NewPoller(PollerConfig{Interval: time.Minute, Timeout: 50 * time.Second}, []Target{{"gated", srv.URL + Path}, {"fast", fast.srv.URL + Path}, {"never", "http://127.0.0.1:1" + Path}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Run(ctx)
+	waitFor(t, "the fast site's and the unreachable site's first polls", func() bool {
+		n := 0
+		for _, s := range p.Status() {
+			if s.Site != "gated" && s.Polls == 1 {
+				n++
+			}
+		}
+		return n == 2
+	})
+	select {
+	case <-p.Polled():
+		t.Fatal("Polled closed while the gated site's first poll waits for its answer")
+	default:
+	}
+	close(gate)
+	select {
+	case <-p.Polled():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Polled not closed 5 s after the last first poll could end")
+	}
+	if !p.Metrics("gated", "web").Known || p.Metrics("never", "web").Known {
+		t.Fatalf("after Polled: gated %+v, never %+v; want gated known, never unknown", p.Metrics("gated", "web"), p.Metrics("never", "web"))
+	}
+}

@@ -44,6 +44,8 @@ type Poller struct {
 	targets []Target
 	mu      sync.RWMutex
 	sites   map[string]*siteState
+	// polled is closed once Run's first poll of every site has ended.
+	polled chan struct{}
 }
 
 type siteState struct {
@@ -79,7 +81,7 @@ func NewPoller(cfg PollerConfig, targets []Target) *Poller {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	p := &Poller{cfg: cfg, targets: targets, sites: map[string]*siteState{}}
+	p := &Poller{cfg: cfg, targets: targets, sites: map[string]*siteState{}, polled: make(chan struct{})}
 	for _, t := range targets {
 		p.sites[t.Site] = &siteState{conn: map[string][]policy.ConnSample{}, total: map[string]uint64{}}
 	}
@@ -87,27 +89,39 @@ func NewPoller(cfg PollerConfig, targets []Target) *Poller {
 }
 
 // Run polls every site on the interval, each in its own goroutine, until
-// ctx ends. The first poll of every site starts at once.
+// ctx ends. The first poll of every site starts at once; Polled is closed
+// when they have all ended.
 func (p *Poller) Run(ctx context.Context) {
-	var wg sync.WaitGroup
+	var wg, first sync.WaitGroup
+	first.Add(len(p.targets))
+	go func() { first.Wait(); close(p.polled) }()
 	for _, t := range p.targets {
 		wg.Add(1)
 		go func(t Target) {
 			defer wg.Done()
 			tick := time.NewTicker(p.cfg.Interval)
 			defer tick.Stop()
+			p.poll(ctx, t)
+			first.Done()
 			for {
-				p.poll(ctx, t)
 				select {
 				case <-ctx.Done():
 					return
 				case <-tick.C:
 				}
+				p.poll(ctx, t)
 			}
 		}(t)
 	}
 	wg.Wait()
 }
+
+// Polled is closed once Run's first poll of every site has ended, with a
+// report or a miss (it takes at most the poll timeout): from then on what
+// Metrics returns follows the sites' reports. A server that answered
+// before it would answer as if no site had reported, then change its
+// answer as each first report lands.
+func (p *Poller) Polled() <-chan struct{} { return p.polled }
 
 // PollOnce polls every site once, in parallel, and returns when all are done
 // (for `lbc gslb explain --poll`).
