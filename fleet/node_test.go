@@ -465,16 +465,13 @@ func (s slowConntrack) WriteConntrack(ctx context.Context, es []targets.Conntrac
 	return s.lockedSim.WriteConntrack(ctx, es)
 }
 
-// TestCopiesStayCopiesWhenTheDatapathIsSlowRFLEET: a peer's exception
-// installed here is not this node's own, however long the datapath's
-// write and walk take (a copy that came back would, at the withdrawal,
-// delete the owner's own quiet entries); n1's entries outlive the
-// withdrawal of every copy.
-func TestCopiesStayCopiesWhenTheDatapathIsSlowRFLEET(t *testing.T) {
-	f := newTestFleet(t, 3, nil, func(dp *lockedSim) targets.ConntrackTarget { return slowConntrack{dp, 80 * time.Millisecond} })
+// failR3 pushes testLB, opens flows TCP connections on n1, then takes r3
+// out of the ring on every node; it returns that IR and how many of n1's
+// flows are exceptions of it (some, or the test fails).
+func (f *testFleet) failR3(t *testing.T, flows int) (*compiler.IR, int) {
+	t.Helper()
 	v1 := compileLB(t, testLB, nil)
 	f.push(t, &compiler.IR{}, v1)
-	const flows = 100
 	for i := range flows {
 		f.dps[0].process(t, tcp(i, targets.FlagSYN))
 		f.dps[0].process(t, tcp(i, targets.FlagACK))
@@ -486,6 +483,18 @@ func TestCopiesStayCopiesWhenTheDatapathIsSlowRFLEET(t *testing.T) {
 	if want == 0 {
 		t.Fatal("no exception: the test needs some")
 	}
+	return v2, want
+}
+
+// TestCopiesStayCopiesWhenTheDatapathIsSlowRFLEET: a peer's exception
+// installed here is not this node's own, however long the datapath's
+// write and walk take (a copy that came back would, at the withdrawal,
+// delete the owner's own quiet entries); n1's entries outlive the
+// withdrawal of every copy.
+func TestCopiesStayCopiesWhenTheDatapathIsSlowRFLEET(t *testing.T) {
+	f := newTestFleet(t, 3, nil, func(dp *lockedSim) targets.ConntrackTarget { return slowConntrack{dp, 80 * time.Millisecond} })
+	const flows = 100
+	v2, want := f.failR3(t, flows)
 	for _, j := range []int{1, 2} {
 		waitFor(t, fmt.Sprintf("n%d installs n1's %d exceptions", j+1, want), func() bool {
 			return peerStatus(f.nodes[j].FleetStatus(), "n1").Installed == want
@@ -549,20 +558,8 @@ func (s lateReads) ReadConntrack(ctx context.Context) ([]targets.ConntrackEntry,
 func TestLateSnapshotKeepsMovedFlowsRFLEET(t *testing.T) {
 	var slow atomic.Bool
 	f := newTestFleet(t, 2, nil, func(dp *lockedSim) targets.ConntrackTarget { return lateReads{dp, &slow} })
-	v1 := compileLB(t, testLB, nil)
-	f.push(t, &compiler.IR{}, v1)
 	const flows = 100
-	for i := range flows {
-		f.dps[0].process(t, tcp(i, targets.FlagSYN))
-		f.dps[0].process(t, tcp(i, targets.FlagACK))
-	}
-	v2 := compileLB(t, testLB, v1, "r3")
-	f.push(t, v1, v2)
-	live, _ := f.dps[0].ReadConntrack(context.Background())
-	want := len(exception.Compute(v2, live))
-	if want == 0 {
-		t.Fatal("no exception: the test needs some")
-	}
+	v2, want := f.failR3(t, flows)
 	waitFor(t, "n2 installs", func() bool { return peerStatus(f.nodes[1].FleetStatus(), "n1").Installed == want })
 	slow.Store(true)
 	first := peerStatus(f.nodes[1].FleetStatus(), "n1").InstalledAt
