@@ -219,6 +219,17 @@ func TestSharedExceptionsKeepFlowsRFLEET(t *testing.T) {
 			if cp := copies(b.read(t, 2*time.Second)); cp != len(install) {
 				t.Fatalf("B reads %d copies, want the %d it installed", cp, len(install))
 			}
+			// An ICMP error about a copied flow follows its entry but does
+			// not refresh it: the entry stays a copy.
+			ft := install[0].Tuple
+			icmp := targets.Packet{Src: netip.MustParseAddr("192.0.2.99"), Dst: ft.Dst, Proto: compiler.IPProtoICMP, ICMPType: 3, ICMPCode: 4,
+				Inner: &compiler.Tuple{Src: ft.Dst, Dst: ft.Src, Proto: compiler.IPProtoTCP, SrcPort: ft.DstPort, DstPort: ft.SrcPort}}
+			if v := b.process(t, icmp, 2*time.Second); v.Action != targets.Forward || v.BackendID != install[0].BackendID {
+				t.Fatalf("ICMP error about an installed flow: %v, want its entry's backend %d", v, install[0].BackendID)
+			}
+			if cp := copies(b.read(t, 2*time.Second)); cp != len(install) {
+				t.Fatalf("B reads %d copies after an ICMP error, want %d (an ICMP error does not refresh)", cp, len(install))
+			}
 			brokenC := 0
 			for i := range flows {
 				if v := b.process(t, tcp(i, targets.FlagACK), 3*time.Second); v.Action != targets.Forward || v.BackendID != chosen[i] {
