@@ -577,3 +577,57 @@ func TestLateSnapshotKeepsMovedFlowsRFLEET(t *testing.T) {
 		t.Fatalf("n2 holds %d entries after n1's withdrawal, want the %d flows its traffic refreshed", n, flows)
 	}
 }
+
+// withdrawn is n's lbc_fleet_exceptions_withdrawn_total for peer.
+func (f *testFleet) withdrawn(t *testing.T, n int, peer string) float64 {
+	t.Helper()
+	mfs, err := f.regs[n].Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "lbc_fleet_exceptions_withdrawn_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "peer" && l.GetValue() == peer {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestWithdrawalKeepsWhatAnotherPeerHoldsRFLEET: n1's flows move to n2,
+// whose traffic makes their copies its own, so n3 holds each flow twice
+// over: as n1's exception and as n2's, one entry. When n1 no longer
+// holds them (r3 back on n1 only) n3 withdraws n1's and deletes nothing:
+// n2 still holds every flow on the same backend.
+func TestWithdrawalKeepsWhatAnotherPeerHoldsRFLEET(t *testing.T) {
+	f := newTestFleet(t, 3, nil)
+	const flows = 100
+	v2, want := f.failR3(t, flows)
+	for _, j := range []int{1, 2} {
+		waitFor(t, fmt.Sprintf("n%d installs n1's %d exceptions", j+1, want), func() bool {
+			return peerStatus(f.nodes[j].FleetStatus(), "n1").Installed == want
+		})
+	}
+	for i := range flows {
+		f.dps[1].process(t, tcp(i, targets.FlagACK))
+	}
+	waitFor(t, fmt.Sprintf("n3 installs n2's %d exceptions (the copies n2's traffic made its own)", want), func() bool {
+		return peerStatus(f.nodes[2].FleetStatus(), "n2").Installed == want
+	})
+	v3 := compileLB(t, testLB, v2)
+	f.dps[0].apply(t, v2, v3)
+	f.nodes[0].Pushed(v3)
+	waitFor(t, "n3 withdraws n1's", func() bool { return peerStatus(f.nodes[2].FleetStatus(), "n1").Installed == 0 })
+	if w := f.withdrawn(t, 2, "n1"); w != 0 {
+		t.Fatalf("n3 deleted %v entries at n1's withdrawal, want 0: n2 still holds every one", w)
+	}
+	if n := f.dps[2].entries(); n != want {
+		t.Fatalf("n3 holds %d entries after n1's withdrawal, want n2's %d", n, want)
+	}
+}
