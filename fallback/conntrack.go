@@ -51,14 +51,15 @@ const ctCopy = 1
 
 // WriteConntrack stores each entry as a copy last seen Idle ago (rounded
 // down to a tick: it expires no earlier than at its owner, R-AGE), unless
-// the map holds an entry of the same epoch for its key that was seen at
-// least as recently (the flow is on this node now); over such an entry on
-// the same backend seen less recently it only moves the last-seen time
+// the map holds a live entry of the same epoch for its key that was seen
+// at least as recently (the flow is on this node now); over such an entry
+// on the same backend seen less recently it only moves the last-seen time
 // and keeps the entry's flag (an entry this node's traffic refreshed
 // stays its own). An entry on a backend the maps do not hold is skipped.
 // It returns how many it stored.
 func (dp *Datapath) WriteConntrack(es []targets.ConntrackEntry) (int, error) {
-	if err := dp.index(); err != nil {
+	svcs := map[uint32]serviceVal{}
+	if err := dp.loadIndex(func(v *serviceVal) { svcs[v.Id] = *v }, nil); err != nil {
 		return 0, err
 	}
 	now, err := dp.now()
@@ -77,7 +78,7 @@ func (dp *Datapath) WriteConntrack(es []targets.ConntrackEntry) (int, error) {
 		k := encodeCTKey(e)
 		flags := uint32(ctCopy)
 		var old ctVal
-		if err := dp.Conntrack.Lookup(&k, &old); err == nil && old.Epoch == e.Epoch {
+		if err := dp.Conntrack.Lookup(&k, &old); err == nil && old.Epoch == e.Epoch && dp.live(svcs, &k, &old, now) {
 			if old.LastSeen >= ls {
 				continue
 			}

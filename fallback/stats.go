@@ -112,21 +112,27 @@ func (dp *Datapath) walkLive(services func(map[uint32]serviceVal), fn func(k *ct
 	if err != nil {
 		return err
 	}
-	le := binary.LittleEndian
 	return dp.walkConntrack(func(k *ctKey, v *ctVal) {
-		s, ok := svcs[k.Service]
-		if !ok || now-v.LastSeen >= s.Idle || v.Epoch != s.Epoch || v.Slot >= dp.beMem.n {
-			return
+		if dp.live(svcs, k, v, now) {
+			fn(k, v, now-v.LastSeen)
 		}
-		// The backend row's id, service and deadline (struct backend),
-		// read in place.
-		row := dp.beMem.mem[v.Slot*dp.beMem.stride:]
-		dl := le.Uint64(row[8:])
-		if le.Uint32(row[0:]) != v.Backend || le.Uint32(row[4:]) != k.Service || dl != 0 && now >= dl {
-			return
-		}
-		fn(k, v, now-v.LastSeen)
 	})
+}
+
+// live reports whether a conntrack entry is valid at now by every rule
+// but R-PERSIST, which depends on the packet: its service's idle timeout
+// and epoch (svcs), and its backend row's id, service and deadline.
+func (dp *Datapath) live(svcs map[uint32]serviceVal, k *ctKey, v *ctVal, now uint64) bool {
+	s, ok := svcs[k.Service]
+	if !ok || now-v.LastSeen >= s.Idle || v.Epoch != s.Epoch || v.Slot >= dp.beMem.n {
+		return false
+	}
+	// The backend row's id, service and deadline (struct backend), read
+	// in place.
+	le := binary.LittleEndian
+	row := dp.beMem.mem[v.Slot*dp.beMem.stride:]
+	dl := le.Uint64(row[8:])
+	return le.Uint32(row[0:]) == v.Backend && le.Uint32(row[4:]) == k.Service && (dl == 0 || now < dl)
 }
 
 // walkConntrack calls fn with every stored conntrack entry, in batches of

@@ -166,7 +166,8 @@ func tcp(i int, flags uint8) targets.Packet {
 // traffic makes the entries its own. Node C, which received nothing,
 // breaks some of them (so the check can fail). A write that comes later
 // (the owner's snapshot, late) leaves B's own entries its own, and a
-// withdrawal removes only the entries still copies.
+// withdrawal removes only the entries still copies; once B's entries
+// have aged out, what is written over them is a copy again.
 func TestSharedExceptionsKeepFlowsRFLEET(t *testing.T) {
 	for _, kind := range []string{"sim", "xdp"} {
 		t.Run(kind, func(t *testing.T) {
@@ -261,6 +262,18 @@ func TestSharedExceptionsKeepFlowsRFLEET(t *testing.T) {
 			}
 			if got := b.del(t, 10*time.Second, install); got != 0 {
 				t.Fatalf("withdrawal removed %d entries B's own traffic refreshed, want 0", got)
+			}
+			// B's own entries age out (idle timeout 60s, last seen at 4s);
+			// the owner's entries written over them are copies again.
+			fresh := append([]targets.ConntrackEntry(nil), install...)
+			for i := range fresh {
+				fresh[i].Idle = 0
+			}
+			if got := b.write(t, 70*time.Second, fresh); got != len(fresh) {
+				t.Fatalf("B stored %d of %d over its aged-out entries", got, len(fresh))
+			}
+			if cp := copies(b.read(t, 70*time.Second)); cp != len(fresh) {
+				t.Fatalf("B reads %d copies written over its aged-out own entries, want %d", cp, len(fresh))
 			}
 			d := newNodes(t, kind, 1)[0]
 			push(t, d, &compiler.IR{}, v2)
