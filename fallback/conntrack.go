@@ -58,8 +58,8 @@ const ctCopy = 1
 // stays its own). An entry on a backend the maps do not hold is skipped.
 // It returns how many it stored.
 func (dp *Datapath) WriteConntrack(es []targets.ConntrackEntry) (int, error) {
-	svcs := map[uint32]serviceVal{}
-	if err := dp.loadIndex(func(v *serviceVal) { svcs[v.Id] = *v }, nil); err != nil {
+	svcs, err := dp.serviceRows()
+	if err != nil {
 		return 0, err
 	}
 	now, err := dp.now()

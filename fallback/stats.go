@@ -101,8 +101,8 @@ func (dp *Datapath) Sessions() (map[uint32]uint64, error) {
 // it) and how many ticks ago it was last seen, after calling services
 // with the service rows it judges them by.
 func (dp *Datapath) walkLive(services func(map[uint32]serviceVal), fn func(k *ctKey, v *ctVal, idle uint64)) error {
-	svcs := map[uint32]serviceVal{}
-	if err := dp.loadIndex(func(v *serviceVal) { svcs[v.Id] = *v }, nil); err != nil {
+	svcs, err := dp.serviceRows()
+	if err != nil {
 		return err
 	}
 	if services != nil {
@@ -117,6 +117,14 @@ func (dp *Datapath) walkLive(services func(map[uint32]serviceVal), fn func(k *ct
 			fn(k, v, now-v.LastSeen)
 		}
 	})
+}
+
+// serviceRows reloads the slot index and returns the service rows by ID,
+// what live judges entries by.
+func (dp *Datapath) serviceRows() (map[uint32]serviceVal, error) {
+	svcs := map[uint32]serviceVal{}
+	err := dp.loadIndex(func(v *serviceVal) { svcs[v.Id] = *v }, nil)
+	return svcs, err
 }
 
 // live reports whether a conntrack entry is valid at now by every rule

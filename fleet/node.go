@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"slices"
 	"sync"
 	"time"
 
@@ -375,14 +374,17 @@ func (n *Node) apply(ctx context.Context, peer string, in *inbound, exc []except
 	// another peer's snapshot still holds the flow on the same backend
 	// (the flow moved there; its copy is the same entry here).
 	var gone []targets.ConntrackEntry
+	var others map[flow]bool
 	for k, en := range in.installed {
-		if _, ok := next[k]; !ok {
+		if _, ok := next[k]; ok {
+			continue
+		}
+		if others == nil {
+			others = n.heldByOthers(in)
+		}
+		if !others[flowOf(en)] {
 			gone = append(gone, en)
 		}
-	}
-	if len(gone) > 0 {
-		others := n.heldByOthers(in)
-		gone = slices.DeleteFunc(gone, func(en targets.ConntrackEntry) bool { return others[flowOf(en)] })
 	}
 	if len(gone) > 0 {
 		del, err := n.ct.DeleteConntrack(ctx, gone)
