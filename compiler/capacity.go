@@ -2,7 +2,9 @@ package compiler
 
 import (
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 )
 
 // What a datapath table holds, as CheckCapacity counts it from a
@@ -13,7 +15,7 @@ const (
 	HoldsVIPPorts    = "VIP port rows"     // one per (VIP, protocol, port) of a port list
 	HoldsVIPProtos   = "VIP protocol rows" // one per service with ports: ALL
 	HoldsVIPAddrs    = "VIP address rows"  // one per L3_DEFAULT service
-	HoldsRingEntries = "ring entries"      // 2 × ringSize per service: both halves (design decision 4)
+	HoldsRingEntries = "ring entries"      // 2 × ring size per service: both halves (design decision 4)
 	HoldsBackends    = "backends"          // one row per endpoint of each service (and removed ones while they drain)
 	HoldsIdleTimeout = "idle timeouts"     // one per distinct idleTimeoutSec (TNA's idle_ticks)
 	HoldsConnections = "connections"       // conntrack entries (limits.maxConnections)
@@ -67,34 +69,25 @@ func Usage(cfg *Config) map[string]int {
 // fit, naming the table, its size, what the configuration needs and how to
 // raise it. It runs after Load or Validate.
 //
-// Rings are reported per service, with the ringSize to set: the target's
-// ring rule (CheckTarget: a power of two on tofino) and the ring table's
-// size are met together, by the sizes ringPlan chooses, so one problem per
-// service says everything to change there (validate runs CheckCapacity
-// instead of CheckTarget when it knows the target's tables). Only when no
-// such sizes exist is the ring table reported as a whole, beside
-// CheckTarget's problems.
+// Rings that do not fit are one problem, however many services there are:
+// by how much, the largest rings, and the finest ringPrecision at which the
+// services with ringSize auto fit (ringFit). The target's ring rule
+// (CheckTarget: a power of two on tofino) is reported per service, at the
+// ringSize to change (validate runs CheckCapacity instead of CheckTarget
+// when it knows the target's tables).
 func CheckCapacity(cfg *Config, c Capacity) Problems { return checkCapacity(cfg, c).problems() }
 
 // CheckCapacity is CheckCapacity with each problem's file and line: the
-// ringSize of a service (or the service, when it takes the default),
-// limits.maxConnections, or the services list.
+// ringSize of a service, limits.maxConnections, or the services list.
 func (d *Decoded) CheckCapacity(c Capacity) Problems { return d.place(checkCapacity(d.Config, c)) }
 
 func checkCapacity(cfg *Config, c Capacity) issueList {
 	u := Usage(cfg)
 	var is issueList
 	target := at{label: "--target " + c.Target}
-	ringTable := TableCapacity{Holds: HoldsRingEntries}
-	for _, t := range c.Tables {
-		if t.Holds == HoldsRingEntries {
-			ringTable = t
-		}
-	}
-	plan, fits := ringPlan(cfg, c.Target, ringTable.Size)
 	for _, t := range c.Tables {
 		need := u[t.Holds]
-		if need <= t.Size || t.Holds == HoldsRingEntries && fits {
+		if need <= t.Size {
 			continue
 		}
 		msg := fmt.Sprintf("%d %s, but its %s holds %d", need, t.Holds, t.Table, t.Size)
@@ -104,53 +97,21 @@ func checkCapacity(cfg *Config, c Capacity) issueList {
 			msg = fmt.Sprintf("limits.maxConnections %d, but its %s holds %d %s", need, t.Table, t.Size, t.Holds)
 			where.keys = []any{"limits", "maxConnections"}
 		case HoldsRingEntries:
-			msg += " (" + ringUsers(cfg) + "; no ringSize of at least " + fmt.Sprint(MinSlotsPerBackend) + " slots per endpoint fits)"
+			msg = ringsMsg(cfg, c.Target, t)
 			where.keys = []any{"services"}
 		default:
 			where.keys = []any{"services"}
 		}
-		if t.Raise != "" {
+		switch {
+		case t.Raise == "":
+		case t.Holds == HoldsRingEntries:
+			msg += "; or " + t.Raise // after what fits without it
+		default:
 			msg += "; " + t.Raise
 		}
 		is = append(is, issue{keys: where.keys, path: where.label, msg: msg})
 	}
-	if !fits {
-		// No sizes fit the table: the target's rule still holds per ring.
-		return append(is, checkTarget(cfg, c.Target)...)
-	}
-	total := 0
-	for _, m := range plan {
-		total += 2 * m
-	}
-	for i := range cfg.Services {
-		s := &cfg.Services[i]
-		m := s.Ring()
-		if plan[i] == m {
-			continue
-		}
-		a := serviceAt(cfg, i).field("ringSize")
-		was := fmt.Sprint(m)
-		if s.RingSize == 0 {
-			was += " (the default)"
-		}
-		msg, sep := was, ":"
-		if c.Target == TargetTofino && m&(m-1) != 0 {
-			msg += " is not a power of two: --target tofino takes the ring slot from the hash bits (R-MAGLEV-1)"
-			sep = ", and"
-		}
-		if need := u[HoldsRingEntries]; need > ringTable.Size {
-			msg += fmt.Sprintf("%s the rings need %d entries (2 × ringSize per service: both halves) and --target %s's %s holds %d", sep, need, c.Target, ringTable.Table, ringTable.Size)
-		}
-		msg += fmt.Sprintf("; set ringSize: %d", plan[i])
-		if ringTable.Size > 0 {
-			msg += fmt.Sprintf(" (the rings then take %d of %d entries)", total, ringTable.Size)
-		}
-		if u[HoldsRingEntries] > ringTable.Size && ringTable.Raise != "" {
-			msg += "; or " + ringTable.Raise
-		}
-		is = append(is, issue{keys: a.keys, path: a.label, msg: msg})
-	}
-	return is
+	return append(is, checkTarget(cfg, c.Target)...)
 }
 
 // serviceAt is the position of the i-th service, named as validate names it.
@@ -158,76 +119,124 @@ func serviceAt(cfg *Config, i int) at {
 	return at{}.item("services", i, "service", cfg.Services[i].Name)
 }
 
-// ringPlan returns the ringSize per service that the target takes and that
-// fits entries ring entries (0: any number): each size as it is, made a
-// power of two on tofino (NearestPow2, as CheckTarget says), then the
-// largest ring halved to the power of two below it, again and again,
-// until both halves of every ring fit, no ring going below 16 slots or
-// MinSlotsPerBackend per endpoint. fits is false when no such sizes exist.
-func ringPlan(cfg *Config, target string, entries int) (sizes []int, fits bool) {
-	sizes = make([]int, len(cfg.Services))
-	floor := make([]int, len(cfg.Services))
-	total := 0
+// ringsMsg says by how much the rings overflow t, which are largest, and
+// what fits.
+func ringsMsg(cfg *Config, target string, t TableCapacity) string {
+	need := Usage(cfg)[HoldsRingEntries]
+	msg := fmt.Sprintf("the rings need %d entries (2 × ring size per service: both halves), %d more than its %s holds (%d); %s",
+		need, need-t.Size, t.Table, t.Size, largestRings(cfg, 3))
+	auto, fixed := 0, 0
 	for i := range cfg.Services {
-		s := &cfg.Services[i]
-		m := s.Ring()
-		if target == TargetTofino && m&(m-1) != 0 {
-			m = NearestPow2(m)
+		if s := &cfg.Services[i]; s.RingAuto() {
+			auto++
+		} else {
+			fixed += 2 * ringOn(s, target)
 		}
-		n := 0
-		for _, g := range s.Backends {
-			n += len(g.Endpoints)
-		}
-		sizes[i], floor[i] = m, max(16, MinSlotsPerBackend*n)
-		total += 2 * m
 	}
-	for entries > 0 && total > entries {
-		big := -1
-		for i, m := range sizes {
-			if below := pow2Below(m); below >= floor[i] && (big < 0 || m > sizes[big]) {
-				big = i
+	if auto == 0 {
+		return msg + "; lower ringSize of the largest, or set ringSize: auto"
+	}
+	p, total, ok := ringFit(cfg, target, t.Size)
+	if !ok {
+		msg += fmt.Sprintf("; even at ringPrecision %g the %d services with ringSize auto do not fit", MaxRingPrecision, auto)
+		if fixed > 0 {
+			msg += fmt.Sprintf(" beside the %d entries of the services with an explicit ringSize: lower those, or set them to auto", fixed)
+		}
+		return msg
+	}
+	return msg + fmt.Sprintf("; the finest precision that fits is ringPrecision: %g on the %d services with ringSize auto (every endpoint's share within %g %% of its ideal; the rings then take %d of %d entries)",
+		p, auto, 100*p, total, t.Size)
+}
+
+// ringOn is a service's ring size as target takes it: an explicit size that
+// Tofino cannot take counts as the power of two CheckTarget proposes.
+func ringOn(s *Service, target string) int {
+	m := s.Ring()
+	if target == TargetTofino && m&(m-1) != 0 {
+		return NearestPow2(m)
+	}
+	return m
+}
+
+// ringFit finds the finest ringPrecision p (rounded up to two significant
+// digits, so that the value shown fits too) at which the rings fit entries
+// when every service with ringSize auto uses at least p, the others keeping
+// their sizes. total is the entries the rings then take; ok is false when
+// not even MaxRingPrecision fits.
+func ringFit(cfg *Config, target string, entries int) (p float64, total int, ok bool) {
+	totalAt := func(p float64) int {
+		n := 0
+		for i := range cfg.Services {
+			s := &cfg.Services[i]
+			if s.RingAuto() {
+				n += 2 * AutoRingSize(s.EndpointCount(), max(p, s.Precision()))
+			} else {
+				n += 2 * ringOn(s, target)
 			}
 		}
-		if big < 0 {
-			return sizes, false
-		}
-		below := pow2Below(sizes[big])
-		total -= 2 * (sizes[big] - below)
-		sizes[big] = below
+		return n
 	}
-	return sizes, true
-}
-
-// pow2Below is the largest power of two below n.
-func pow2Below(n int) int {
-	p := 1
-	for p*2 < n {
-		p *= 2
-	}
-	return p
-}
-
-// ringUsers names the services with the largest rings, for the message.
-func ringUsers(cfg *Config) string {
-	type sz struct {
-		name string
-		m    int
-	}
-	var all []sz
+	// An auto ring's size changes only where p crosses n/m for a power of
+	// two m: those are the candidates, and total falls as p grows.
+	var cands []float64
 	for i := range cfg.Services {
-		all = append(all, sz{cfg.Services[i].Name, cfg.Services[i].Ring()})
+		s := &cfg.Services[i]
+		if !s.RingAuto() {
+			continue
+		}
+		n := s.EndpointCount()
+		for m := AutoRingSize(n, s.Precision()); m >= 1; m /= 2 {
+			if c := roundUp2(PrecisionOf(n, m)); c <= MaxRingPrecision {
+				cands = append(cands, c)
+			}
+		}
 	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].m > all[j].m })
-	out := ""
-	for i, x := range all {
-		if i == 3 {
-			out += fmt.Sprintf(", and %d more", len(all)-3)
+	cands = append(cands, MaxRingPrecision)
+	sort.Float64s(cands)
+	i := sort.Search(len(cands), func(i int) bool { return totalAt(cands[i]) <= entries })
+	if i == len(cands) {
+		return 0, 0, false
+	}
+	return cands[i], totalAt(cands[i]), true
+}
+
+// roundUp2 rounds p up to two significant digits.
+func roundUp2(p float64) float64 {
+	if p <= 0 {
+		return p
+	}
+	e := math.Pow(10, math.Floor(math.Log10(p))-1)
+	r := math.Ceil(p/e-1e-9) * e
+	// Print-stable: 0.0078125 becomes 0.0079, not 0.007900000000000001.
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(r, 'g', 2, 64), 64)
+	if v < p {
+		v = r
+	}
+	return v
+}
+
+// largestRings names the services with the largest rings, for messages.
+func largestRings(cfg *Config, k int) string {
+	idx := make([]int, len(cfg.Services))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return cfg.Services[idx[a]].Ring() > cfg.Services[idx[b]].Ring() })
+	out := "the largest rings: "
+	for j, i := range idx {
+		if j == k {
+			out += fmt.Sprintf(", and %d more", len(idx)-k)
 			break
 		}
-		if i > 0 {
+		if j > 0 {
 			out += ", "
 		}
-		out += fmt.Sprintf("%q ringSize %d", x.name, x.m)
+		s := &cfg.Services[i]
+		how := "ringSize"
+		if s.RingAuto() {
+			how = fmt.Sprintf("auto: %d endpoints at %g %%", s.EndpointCount(), 100*s.Precision())
+		}
+		out += fmt.Sprintf("%q %d slots (%s)", s.Name, s.Ring(), how)
 	}
-	return "the largest rings: " + out
+	return out
 }

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -9,11 +10,11 @@ import (
 // its size, what the configuration needs and how to raise it; rings count
 // both halves.
 func TestCheckCapacity(t *testing.T) {
-	cfg := loadExample(t, "failover.yaml") // 1 service, ports 80 and 443, 8 endpoints, ring 65537
+	cfg := loadExample(t, "failover.yaml") // 1 service, ports 80 and 443, 8 endpoints, ringSize auto: 1024
 	cfg.Limits.MaxConnections = 100000
 	u := Usage(cfg)
 	for k, want := range map[string]int{HoldsServices: 1, HoldsVIPs: 2, HoldsVIPPorts: 2, HoldsVIPProtos: 0, HoldsVIPAddrs: 0,
-		HoldsRingEntries: 2 * 65537, HoldsBackends: 8, HoldsIdleTimeout: 1, HoldsConnections: 100000} {
+		HoldsRingEntries: 2 * 1024, HoldsBackends: 8, HoldsIdleTimeout: 1, HoldsConnections: 100000} {
 		if u[k] != want {
 			t.Errorf("usage %s = %d, want %d", k, u[k], want)
 		}
@@ -21,7 +22,7 @@ func TestCheckCapacity(t *testing.T) {
 	c := Capacity{Target: "x", Tables: []TableCapacity{
 		{Table: "svc", Holds: HoldsServices, Size: 1, Raise: "grow svc"},
 		{Table: "vip", Holds: HoldsVIPs, Size: 1, Raise: "grow vip"},
-		{Table: "ring", Holds: HoldsRingEntries, Size: 131073, Raise: "grow ring"},
+		{Table: "ring", Holds: HoldsRingEntries, Size: 2047, Raise: "grow ring"},
 		{Table: "be", Holds: HoldsBackends, Size: 8},
 		{Table: "ct", Holds: HoldsConnections, Size: 65536, Raise: "grow ct"},
 	}}
@@ -29,7 +30,8 @@ func TestCheckCapacity(t *testing.T) {
 	got := ps.Error()
 	for _, want := range []string{
 		`--target x: 2 VIP rows, but its vip holds 1; grow vip`,
-		`service "web": ringSize: 65537 (the default): the rings need 131074 entries (2 × ringSize per service: both halves) and --target x's ring holds 131073; set ringSize: 65536 (the rings then take 131072 of 131073 entries); or grow ring`,
+		// 8 endpoints at 512 slots: one slot is 1.5625 % of a share, shown rounded up.
+		`--target x: the rings need 2048 entries (2 × ring size per service: both halves), 1 more than its ring holds (2047); the largest rings: "web" 1024 slots (auto: 8 endpoints at 1 %); the finest precision that fits is ringPrecision: 0.016 on the 1 services with ringSize auto (every endpoint's share within 1.6 % of its ideal; the rings then take 1024 of 2047 entries); or grow ring`,
 		`--target x: limits.maxConnections 100000, but its ct holds 65536 connections; grow ct`,
 	} {
 		if !strings.Contains(got, want) {
@@ -41,42 +43,45 @@ func TestCheckCapacity(t *testing.T) {
 	}
 }
 
-// TestCheckCapacityRingSizesToSet (issue 21): on --target tofino, a
-// configuration whose rings do not fit gets, at the line of each ringSize
-// to change (the service's line when it takes the default), the power of
-// two to set so that every ring is one Tofino takes and all fit the ring
-// table; a ring that cannot shrink below its endpoints' need is reported
-// for the table as a whole.
-func TestCheckCapacityRingSizesToSet(t *testing.T) {
+// manyServices is a configuration of n services of eps endpoints each,
+// every ringSize set to ring (0: auto).
+func manyServices(n, eps, ring int) string {
+	var b strings.Builder
+	b.WriteString("tunnel: {sourceIPv4: 192.0.2.1}\nlimits: {maxServices: 100000}\nservices:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - name: s%d\n    vip: 10.%d.%d.1\n    protocol: TCP\n    ports: [80]\n", i, i/250, i%250)
+		if ring != 0 {
+			fmt.Fprintf(&b, "    ringSize: %d\n", ring)
+		}
+		b.WriteString("    backends: [{name: g, endpoints: [")
+		for e := range eps {
+			if e > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "{name: s%d-e%d, ip: 10.200.%d.%d}", i, e, i%250, e+1)
+		}
+		b.WriteString("]}]\n")
+	}
+	return b.String()
+}
+
+// TestCheckCapacityRings (issue 35): rings that do not fit are one
+// problem, whatever the number of services, saying by how much, which
+// rings are largest, and the finest ringPrecision that fits; a ringSize
+// Tofino cannot take is reported at its line with the size to set.
+func TestCheckCapacityRings(t *testing.T) {
 	tofino := Capacity{Target: TargetTofino, Tables: []TableCapacity{{Table: "LbIngress.ring", Holds: HoldsRingEntries, Size: 131072, Raise: "recompile with -DRING_TABLE_SIZE=N"}}}
 	for _, tc := range []struct {
 		name, yaml string
 		c          Capacity
 		want       []string // one per problem, in line order
 	}{
-		{"default ring, one service", `tunnel: {sourceIPv4: 192.0.2.1, sourceIPv6: "2001:db8::9"}
-services:
-  - name: web
-    vip: 10.0.0.1
-    protocol: TCP
-    ports: [80]
-    backends: [{name: g, endpoints: [{name: a, ip: 10.1.0.1}]}]
-`, tofino, []string{`lb.yaml:3: service "web": ringSize: 65537 (the default) is not a power of two: --target tofino takes the ring slot from the hash bits (R-MAGLEV-1), and the rings need 131074 entries (2 × ringSize per service: both halves) and --target tofino's LbIngress.ring holds 131072; set ringSize: 65536 (the rings then take 131072 of 131072 entries); or recompile with -DRING_TABLE_SIZE=N`}},
-		{"two services: the larger halves", `tunnel: {sourceIPv4: 192.0.2.1, sourceIPv6: "2001:db8::9"}
-services:
-  - name: api
-    vip: 10.0.0.1
-    protocol: TCP
-    ports: [443]
-    backends: [{name: g, endpoints: [{name: a, ip: 10.1.0.1}]}]
-  - name: api6
-    vip: "2001:db8::1"
-    protocol: TCP
-    ports: [443]
-    ringSize: 16384
-    backends: [{name: g, endpoints: [{name: a, ip: "2001:db8:1::1"}]}]
-`, tofino, []string{`lb.yaml:3: service "api": ringSize: 65537 (the default) is not a power of two: --target tofino takes the ring slot from the hash bits (R-MAGLEV-1), and the rings need 163842 entries (2 × ringSize per service: both halves) and --target tofino's LbIngress.ring holds 131072; set ringSize: 32768 (the rings then take 98304 of 131072 entries)`}},
-		{"a prime that fits gets only the power of two", `tunnel: {sourceIPv4: 192.0.2.1, sourceIPv6: "2001:db8::9"}
+		{"100 auto services of 8 endpoints: one problem", manyServices(100, 8, 0), tofino, []string{
+			`lb.yaml:3: --target tofino: the rings need 204800 entries (2 × ring size per service: both halves), 73728 more than its LbIngress.ring holds (131072); the largest rings: "s0" 1024 slots (auto: 8 endpoints at 1 %), "s1" 1024 slots (auto: 8 endpoints at 1 %), "s2" 1024 slots (auto: 8 endpoints at 1 %), and 97 more; the finest precision that fits is ringPrecision: 0.016 on the 100 services with ringSize auto (every endpoint's share within 1.6 % of its ideal; the rings then take 102400 of 131072 entries); or recompile with -DRING_TABLE_SIZE=N`}},
+		{"65 explicit rings of 1024: one problem", manyServices(65, 16, 1024), tofino, []string{
+			`lb.yaml:3: --target tofino: the rings need 133120 entries (2 × ring size per service: both halves), 2048 more than its LbIngress.ring holds (131072); the largest rings: "s0" 1024 slots (ringSize), "s1" 1024 slots (ringSize), "s2" 1024 slots (ringSize), and 62 more; lower ringSize of the largest, or set ringSize: auto; or recompile with -DRING_TABLE_SIZE=N`}},
+		{"auto fits", manyServices(64, 8, 0), tofino, nil},
+		{"a prime that fits gets only the power of two", `tunnel: {sourceIPv4: 192.0.2.1}
 services:
   - name: media
     vip: 10.0.0.1
@@ -84,34 +89,31 @@ services:
     ports: [53]
     ringSize: 4099
     backends: [{name: g, endpoints: [{name: a, ip: 10.1.0.1}]}]
-`, tofino, []string{`lb.yaml:7: service "media": ringSize: 4099 is not a power of two: --target tofino takes the ring slot from the hash bits (R-MAGLEV-1); set ringSize: 4096 (the rings then take 8192 of 131072 entries)`}},
-		{"fits as it is", `tunnel: {sourceIPv4: 192.0.2.1, sourceIPv6: "2001:db8::9"}
+`, tofino, []string{`lb.yaml:7: service "media": ringSize: 4099 is not a power of two; --target tofino takes the ring slot from the hash bits and needs a power-of-two ringSize (R-MAGLEV-1); set ringSize: 4096 (or auto)`}},
+		{"bmv2 keeps a prime that fits", `tunnel: {sourceIPv4: 192.0.2.1}
 services:
   - name: web
     vip: 10.0.0.1
     protocol: TCP
     ports: [80]
-    ringSize: 32768
-    backends: [{name: g, endpoints: [{name: a, ip: 10.1.0.1}]}]
-`, tofino, nil},
-		{"bmv2 keeps a prime that fits", `tunnel: {sourceIPv4: 192.0.2.1, sourceIPv6: "2001:db8::9"}
-services:
-  - name: web
-    vip: 10.0.0.1
-    protocol: TCP
-    ports: [80]
+    ringSize: 65537
     backends: [{name: g, endpoints: [{name: a, ip: 10.1.0.1}]}]
 `, Capacity{Target: "bmv2", Tables: []TableCapacity{{Table: "LbIngress.ring", Holds: HoldsRingEntries, Size: 1 << 20}}}, nil},
-		{"no size fits the endpoints", `tunnel: {sourceIPv4: 192.0.2.1, sourceIPv6: "2001:db8::9"}
+		{"auto cannot shrink enough beside an explicit ring", `tunnel: {sourceIPv4: 192.0.2.1}
 services:
   - name: web
     vip: 10.0.0.1
     protocol: TCP
     ports: [80]
     ringSize: 64
-    backends: [{name: g, endpoints: [{name: a, ip: 10.1.0.1}, {name: b, ip: 10.1.0.2}, {name: c, ip: 10.1.0.3}, {name: d, ip: 10.1.0.4}]}]
-`, Capacity{Target: TargetTofino, Tables: []TableCapacity{{Table: "LbIngress.ring", Holds: HoldsRingEntries, Size: 64, Raise: "grow it"}}},
-			[]string{`lb.yaml:2: --target tofino: 128 ring entries, but its LbIngress.ring holds 64 (the largest rings: "web" ringSize 64; no ringSize of at least 10 slots per endpoint fits); grow it`}},
+    backends: [{name: g, endpoints: [{name: a, ip: 10.1.0.1}]}]
+  - name: api
+    vip: 10.0.0.2
+    protocol: TCP
+    ports: [80]
+    backends: [{name: g, endpoints: [{name: b, ip: 10.1.0.2}]}]
+`, Capacity{Target: TargetTofino, Tables: []TableCapacity{{Table: "LbIngress.ring", Holds: HoldsRingEntries, Size: 128, Raise: "grow it"}}},
+			[]string{`lb.yaml:2: --target tofino: the rings need 384 entries (2 × ring size per service: both halves), 256 more than its LbIngress.ring holds (128); the largest rings: "api" 128 slots (auto: 1 endpoints at 1 %), "web" 64 slots (ringSize); even at ringPrecision 0.25 the 1 services with ringSize auto do not fit beside the 128 entries of the services with an explicit ringSize: lower those, or set them to auto; or grow it`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := Load("lb.yaml", []byte(tc.yaml))
@@ -128,5 +130,41 @@ services:
 				}
 			}
 		})
+	}
+}
+
+// TestRingFitIsFinestThatFits: the precision ringFit proposes fits, and
+// the next finer candidate does not (the search is over a monotone total).
+func TestRingFitIsFinestThatFits(t *testing.T) {
+	for _, tc := range []struct {
+		services, eps, entries int
+		fits                   bool
+	}{
+		{100, 8, 131072, true}, {1000, 8, 1 << 20, true}, {300, 3, 80000, true}, {300, 3, 300000, true},
+		// The floor (32 slots an endpoint: 8192 slots for 250) does not fit.
+		{10, 250, 100000, false}, {300, 3, 70000, false},
+	} {
+		d, err := Load("lb.yaml", []byte(manyServices(tc.services, tc.eps, 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, total, ok := ringFit(d.Config, TargetTofino, tc.entries)
+		if !tc.fits {
+			if ok {
+				t.Errorf("%+v: ringFit = %g, %d entries; want no fit below the floor", tc, p, total)
+			}
+			continue
+		}
+		if !ok || total > tc.entries {
+			t.Fatalf("%+v: ringFit = %g, %d, %v", tc, p, total, ok)
+		}
+		m := AutoRingSize(tc.eps, p)
+		if PrecisionOf(tc.eps, m) > p {
+			t.Errorf("%+v: at ringPrecision %g a ring of %d slots has precision %g", tc, p, m, PrecisionOf(tc.eps, m))
+		}
+		// Twice the ring (the next finer size) must not fit.
+		if finer := 2 * m * 2 * tc.services; finer <= tc.entries && PrecisionOf(tc.eps, 2*m) >= DefaultRingPrecision {
+			t.Errorf("%+v: ringPrecision %g gives %d slots, but %d slots would fit too", tc, p, m, 2*m)
+		}
 	}
 }

@@ -309,6 +309,8 @@ func (c *serviceCompiler) serviceRow() ServiceRow {
 		Decision:       c.dec.Kind,
 		Rule:           c.dec.Rule,
 		RingKey:        c.ringKey,
+		RingAuto:       s.RingAuto(),
+		ShareError:     ShareError(c.ring, c.s.Weighted() && !c.dec.Unweighted),
 	}
 	if s.Encap() == EncapL2DSR {
 		row.Encap = EncapKindL2DSR

@@ -61,9 +61,13 @@ type Service struct {
 	FailoverPolicy           *FailoverPolicy           `yaml:"failoverPolicy" json:"failoverPolicy,omitempty"`
 	ConnectionDraining       *ConnectionDraining       `yaml:"connectionDraining" json:"connectionDraining,omitempty"`
 	HealthCheck              *HealthCheck              `yaml:"healthCheck" json:"healthCheck,omitempty"`
-	RingSize                 int                       `yaml:"ringSize" json:"ringSize,omitempty"`
-	RingFill                 RingFill                  `yaml:"ringFill" json:"ringFill,omitempty"`
-	Encapsulation            string                    `yaml:"encapsulation" json:"encapsulation,omitempty"`
+	RingSize                 RingSizeSpec              `yaml:"ringSize" json:"ringSize,omitempty"`
+	// RingPrecision bounds each backend's ring share error under ringSize
+	// auto (the default): 0.01 means every endpoint's share is within 1 %
+	// of its ideal. Zero means DefaultRingPrecision.
+	RingPrecision float64  `yaml:"ringPrecision" json:"ringPrecision,omitempty"`
+	RingFill      RingFill `yaml:"ringFill" json:"ringFill,omitempty"`
+	Encapsulation string   `yaml:"encapsulation" json:"encapsulation,omitempty"`
 	// LoadBalancingScheme is EXTERNAL (the default) or INTERNAL; INTERNAL
 	// caps persistence outside the eligible set at PersistCap (R-PERSIST-CAP).
 	LoadBalancingScheme string         `yaml:"loadBalancingScheme" json:"loadBalancingScheme,omitempty"`
@@ -276,7 +280,12 @@ const PersistCap = 300 * time.Second
 
 // Defaults applied when a field is absent.
 const (
-	DefaultRingSize       = 65537
+	// OldDefaultRingSize was the default ringSize before auto (the
+	// capacity tables compare against it).
+	OldDefaultRingSize    = 65537
+	DefaultRingPrecision  = 0.01
+	MinRingPrecision      = 0.0001
+	MaxRingPrecision      = 0.25
 	DefaultIdleTimeoutSec = 60
 	DefaultMaxServices    = 4096 // lb.p4's service table; XDP holds 16384
 	DefaultMaxEndpoints   = 250
@@ -320,12 +329,33 @@ func (s *Service) IdleTimeout() int {
 	return *s.ConnectionTrackingPolicy.IdleTimeoutSec
 }
 
-// Ring returns ringSize with its default.
+// Ring returns the ring size: ringSize, or under auto (the default) the
+// size AutoRingSize picks for the service's endpoints and precision.
 func (s *Service) Ring() int {
 	if s.RingSize == 0 {
-		return DefaultRingSize
+		return AutoRingSize(s.EndpointCount(), s.Precision())
 	}
-	return s.RingSize
+	return int(s.RingSize)
+}
+
+// RingAuto reports whether the service's ring size is chosen by auto.
+func (s *Service) RingAuto() bool { return s.RingSize == 0 }
+
+// Precision returns ringPrecision with its default.
+func (s *Service) Precision() float64 {
+	if s.RingPrecision == 0 {
+		return DefaultRingPrecision
+	}
+	return s.RingPrecision
+}
+
+// EndpointCount is the number of endpoints in all of the service's groups.
+func (s *Service) EndpointCount() int {
+	n := 0
+	for _, g := range s.Backends {
+		n += len(g.Endpoints)
+	}
+	return n
 }
 
 // DrainingTimeout returns connectionDraining.drainingTimeoutSec (0 = off).

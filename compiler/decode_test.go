@@ -34,7 +34,8 @@ func TestLoadGood(t *testing.T) {
 	if got := s.Ports.List; len(got) != 4 || got[0] != 80 || got[3] != 8002 {
 		t.Fatalf("ports %v, want [80 8000 8001 8002]", got)
 	}
-	if s.Ring() != DefaultRingSize || s.IdleTimeout() != 60 || s.Affinity() != AffinityNone || s.TrackingMode() != TrackPerConnection {
+	// ringSize auto: 2 endpoints at 1 % need 200 slots, a power of two: 256.
+	if s.Ring() != 256 || !s.RingAuto() || s.IdleTimeout() != 60 || s.Affinity() != AffinityNone || s.TrackingMode() != TrackPerConnection {
 		t.Fatalf("defaults not applied: ring %d idle %d affinity %s mode %s", s.Ring(), s.IdleTimeout(), s.Affinity(), s.TrackingMode())
 	}
 }
@@ -80,7 +81,7 @@ func TestLoadErrors(t *testing.T) {
     backends: [{name: g, endpoints: [{name: x, ip: 10.0.0.1}]}]
 `, []string{
 			`lb.yaml:1: tunnel: sourceIPv4: missing; 1 IPv4 endpoint uses IP-in-IP (service "web": group "g": endpoint "x"), which needs an outer source address: set tunnel.sourceIPv4 at the top level`,
-			`lb.yaml:3: service "web": ringSize: "big" is text, but this field wants a whole number`,
+			`lb.yaml:3: service "web": ringSize: "big" is text, but this field wants auto or a whole number`,
 		}, 2},
 		{"every problem at once", `tunnel: {sourceIPv4: 192.0.2.1}
 services:

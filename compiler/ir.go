@@ -183,6 +183,11 @@ type ServiceRow struct {
 	// instead of rebuilding it. Zero means unknown (e.g. read back from a
 	// target that does not keep it): the ring is rebuilt.
 	RingKey uint64 `json:"ringKey,omitempty"`
+	// RingAuto: the size was picked by ringSize auto (AutoRingSize).
+	// ShareError is the ring's worst relative share error (ShareError),
+	// for compile and explain; unknown (zero) when read back.
+	RingAuto   bool    `json:"ringAuto,omitempty"`
+	ShareError float64 `json:"shareError,omitempty"`
 }
 
 // RingRows is one service's double-buffered ring: Halves[h][slot] is a

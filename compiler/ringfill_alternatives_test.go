@@ -409,24 +409,40 @@ func TestAlternativeFillsExactShares(t *testing.T) {
 // floors first) and the next-choice bound, beside EARLIEST_RANK. The ratios are
 // exact; the time is not meaningful (13–17 minutes in all here, mostly
 // min-cost at N = 1000). Run it with -benchtime 1x.
+//
+// With -short (CI runs every benchmark once that way) it builds rings of
+// 8191 slots for N = 10 and 100 only (the sub-benchmarks are named with
+// M=8191), in seconds: every fill still runs, but the ratios are not the
+// ones README → Performance reports for 65537 slots.
 func BenchmarkDisruptionAlternatives(b *testing.B) {
+	m, ns, suffix := 65537, []int{10, 100, 250, 1000}, ""
+	if testing.Short() {
+		m, ns, suffix = 8191, []int{10, 100}, "/M=8191"
+	}
 	mincost := func(fixed bool) func([]RingMember, bool) *Ring {
 		return func(ms []RingMember, weighted bool) *Ring {
-			r, err := minCostRing(ms, 65537, weighted, fixed)
+			r, err := minCostRing(ms, m, weighted, fixed)
 			if err != nil {
 				b.Fatal(err)
 			}
 			return r
 		}
 	}
-	greedy := func(ms []RingMember, weighted bool) *Ring { return capacityGreedyRing(ms, 65537, weighted) }
-	floorsFirst := func(ms []RingMember, weighted bool) *Ring { return floorsFirstRing(ms, 65537, weighted) }
+	earliest := func(ms []RingMember, weighted bool) *Ring {
+		r, err := BuildRing(ms, m, weighted, FillEarliestRank)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	greedy := func(ms []RingMember, weighted bool) *Ring { return capacityGreedyRing(ms, m, weighted) }
+	floorsFirst := func(ms []RingMember, weighted bool) *Ring { return floorsFirstRing(ms, m, weighted) }
 	for _, c := range changes {
-		for _, n := range []int{10, 100, 250, 1000} {
-			b.Run(fmt.Sprintf("%s/N=%d", c.name, n), func(b *testing.B) {
+		for _, n := range ns {
+			b.Run(fmt.Sprintf("%s/N=%d%s", c.name, n, suffix), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					ms := backends(n)
-					before := lbcBuild(FillEarliestRank)(ms, c.weighted)
+					before := earliest(ms, c.weighted)
 					moved, minimum := 0, 0
 					for k := 0; k < 5; k++ {
 						mv, mn := nextChoiceThenFix(before, c.after(ms, k), c.weighted)
@@ -434,7 +450,7 @@ func BenchmarkDisruptionAlternatives(b *testing.B) {
 						minimum += mn
 					}
 					b.ReportMetric(float64(moved)/float64(minimum), "bound-moved/min")
-					b.ReportMetric(disruptionRatio(n, c, lbcBuild(FillEarliestRank)), "earliest-moved/min")
+					b.ReportMetric(disruptionRatio(n, c, earliest), "earliest-moved/min")
 					b.ReportMetric(disruptionRatio(n, c, greedy), "greedy-moved/min")
 					b.ReportMetric(disruptionRatio(n, c, floorsFirst), "floors-first-moved/min")
 					b.ReportMetric(disruptionRatio(n, c, mincost(false)), "mincost-flex-moved/min")

@@ -13,8 +13,9 @@ const TargetTofino = "tofino"
 // slot from the low bits of the R-HASH CRC32, which equals hash mod M only
 // when M is a power of two (R-MAGLEV-1 allows Maglev over a power-of-two
 // ring with odd skips). A service there therefore needs a power-of-two
-// ringSize; the error names the service and the nearest power of two.
-// Other targets take every size Validate accepts.
+// ringSize; the error names the service and the nearest power of two
+// (ringSize auto always picks one). Other targets take every size Validate
+// accepts.
 func CheckTarget(cfg *Config, target string) Problems { return checkTarget(cfg, target).problems() }
 
 // CheckTarget is CheckTarget with each problem's file and line (the
@@ -33,16 +34,11 @@ func checkTarget(cfg *Config, target string) issueList {
 			continue
 		}
 		a := serviceAt(cfg, i).field("ringSize")
-		n := NearestPow2(m)
-		how := "set"
-		if s.RingSize == 0 {
-			how = fmt.Sprintf("the default ringSize is %d; set", DefaultRingSize)
-		}
 		is = append(is, issue{
 			keys: a.keys,
 			path: a.label,
-			msg: fmt.Sprintf("%d is not a power of two; --target tofino takes the ring slot from the hash bits and needs a power-of-two ringSize (R-MAGLEV-1): %s ringSize: %d",
-				m, how, n),
+			msg: fmt.Sprintf("%d is not a power of two; --target tofino takes the ring slot from the hash bits and needs a power-of-two ringSize (R-MAGLEV-1); set ringSize: %d (or auto)",
+				m, NearestPow2(m)),
 		})
 	}
 	return is

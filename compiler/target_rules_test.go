@@ -15,7 +15,8 @@ func TestRMAGLEV1_TofinoNeedsPow2Ring(t *testing.T) {
 		target   string
 		want     []string // substrings of the one error; nil: accepted
 	}{
-		{"default prime ring", 0, TargetTofino, []string{`service "web": ringSize`, "65537 is not a power of two", "default ringSize is 65537", "ringSize: 65536"}},
+		{"auto is a power of two", 0, TargetTofino, nil},
+		{"the old default prime", 65537, TargetTofino, []string{`service "web": ringSize`, "65537 is not a power of two", "set ringSize: 65536 (or auto)"}},
 		{"prime 4099", 4099, TargetTofino, []string{"4099 is not a power of two", "ringSize: 4096"}},
 		{"prime 6151 nearer 8192", 6151, TargetTofino, []string{"ringSize: 8192"}},
 		{"power of two", 65536, TargetTofino, nil},
@@ -24,7 +25,7 @@ func TestRMAGLEV1_TofinoNeedsPow2Ring(t *testing.T) {
 		{"prime on sim", 4099, "sim", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := &Config{Services: []Service{{Name: "other", RingSize: 1024}, {Name: "web", RingSize: tc.ringSize}}}
+			cfg := &Config{Services: []Service{{Name: "other", RingSize: 1024}, {Name: "web", RingSize: RingSizeSpec(tc.ringSize)}}}
 			ps := CheckTarget(cfg, tc.target)
 			if tc.want == nil {
 				if len(ps) != 0 {

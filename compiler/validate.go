@@ -316,7 +316,7 @@ func (v *validator) service(a at, s *Service, cfg *Config) {
 	v.enum(a.field("encapsulation"), s.Encapsulation, EncapIPIP, EncapL2DSR)
 	v.enum(a.field("loadBalancingScheme"), s.LoadBalancingScheme, SchemeExternal, SchemeInternal)
 	v.backends(a, s, cfg)
-	v.ring(a.field("ringSize"), s)
+	v.ring(a, s)
 	v.enum(a.field("ringFill"), string(s.RingFill), string(FillEarliestRank), string(FillProbeStride))
 	if s.Protocol == ProtoUDP || s.Protocol == ProtoL3Default {
 		aff := s.Affinity()
@@ -479,24 +479,36 @@ func orDefault(v, def int) int {
 // have; fewer and weights can no longer be honoured.
 const MinSlotsPerBackend = 10
 
-func (v *validator) ring(a at, s *Service) {
+// ring checks ringSize and ringPrecision of the service at sa.
+func (v *validator) ring(sa at, s *Service) {
+	n := s.EndpointCount()
+	a, pa := sa.field("ringSize"), sa.field("ringPrecision")
+	if p := s.RingPrecision; p != 0 && !(p >= MinRingPrecision && p <= MaxRingPrecision) {
+		v.errf(pa, "%g out of range %g..%g (a fraction: 0.01 means every endpoint's ring share within 1 %% of its ideal; default %g)", p, MinRingPrecision, MaxRingPrecision, DefaultRingPrecision)
+		return
+	}
+	if s.RingAuto() {
+		if m := s.Ring(); PrecisionOf(n, m) > s.Precision()+1e-12 {
+			v.errf(a, "auto: %d endpoints at ringPrecision %g need more than the largest ring, %d slots; raise ringPrecision to %.2g", n, s.Precision(), MaxRingSize, PrecisionOf(n, m))
+		}
+		return
+	}
+	if s.RingPrecision != 0 {
+		v.warnf(pa, "ringPrecision applies to ringSize auto only; this service sets ringSize %d (precision %.2g for %d endpoints)", s.RingSize, PrecisionOf(n, s.Ring()), n)
+	}
 	m := s.Ring()
 	if m < 13 || m > MaxRingSize {
-		v.errf(a, "%d out of range 13..%d (default %d)", m, MaxRingSize, DefaultRingSize)
+		v.errf(a, "%d out of range 13..%d; or write auto (the default)", m, MaxRingSize)
 		return
 	}
 	if !isPrime(m) && m&(m-1) != 0 {
 		v.errf(a, "%d is neither prime nor a power of two (R-MAGLEV-1); nearest usable: %d or %d", m, nextPrime(m), nextPow2(m))
 		return
 	}
-	n := 0
-	for _, g := range s.Backends {
-		n += len(g.Endpoints)
-	}
 	if m < MinSlotsPerBackend*n {
-		v.errf(a, "%d is too small for %d endpoints (need at least %d slots each); use ringSize %d or more", m, n, MinSlotsPerBackend, nextPrime(MinSlotsPerBackend*n))
-	} else if m < 100*n {
-		v.warnf(a, "%d slots for %d endpoints: weights are honoured only to 1 slot in %d; a ring of at least %d is recommended", m, n, m/n, nextPrime(100*n))
+		v.errf(a, "%d is too small for %d endpoints (need at least %d slots each); use ringSize %d or more, or auto", m, n, MinSlotsPerBackend, nextPrime(MinSlotsPerBackend*n))
+	} else if p := PrecisionOf(n, m); p > DefaultRingPrecision {
+		v.warnf(a, "%d slots for %d endpoints: weights are honoured only to 1 slot in %d (share error up to %.2g %%); ringSize auto picks %d (1 %%)", m, n, m/n, 100*p, AutoRingSize(n, DefaultRingPrecision))
 	}
 }
 

@@ -17,13 +17,18 @@ var compileCommand = &cli.Command{
 	UsageText: "lbc compile [-c lb.yaml] [--health health.yaml] [--format text|json]",
 	Description: `Compiles the configuration for the given health state: for each service the
 eligible set and the rule that chose it (R-ELIG), the weighted Maglev ring
-(its size and the fill that built it: EARLIEST_RANK by default, PROBE_STRIDE
-when the service sets ringFill) and each backend's share of its slots, and the
-target-independent tables (VIP, service, ring, backend) that 'lbc push' writes.
+(its size, whether ringSize auto chose it, its worst share error, and the fill
+that built it: EARLIEST_RANK by default, PROBE_STRIDE when the service sets
+ringFill) and each backend's share of its slots, and the target-independent
+tables (VIP, service, ring, backend) that 'lbc push' writes.
+
+ringSize auto (the default) picks the smallest power of two at which every
+endpoint's share is within ringPrecision (default 0.01, 1 %) of its ideal:
+1024 slots for 8 endpoints, 2048 for 16 (docs/semantics.md, "ringSize auto").
 
 Without -c, the embedded examples/failover.yaml is compiled. --format json
-prints, per service, eligible, decision, rule, ring {size, activeHalf, fill,
-counts}, epoch, and the IR tables under "ir".`,
+prints, per service, eligible, decision, rule, ring {size, auto, shareError,
+activeHalf, fill, counts}, epoch, and the IR tables under "ir".`,
 	Flags: []cli.Flag{configFlag, healthFlag,
 		&cli.StringFlag{Name: "format", Value: "text", Usage: "output `FORMAT`: text (for people) or json"},
 	},
@@ -49,7 +54,11 @@ counts}, epoch, and the IR tables under "ir".`,
 }
 
 type ringJSON struct {
-	Size       int            `json:"size"`
+	Size int `json:"size"`
+	// Auto: ringSize auto chose the size; ShareError is the ring's worst
+	// relative share error (0.004 = 0.4 %).
+	Auto       bool           `json:"auto"`
+	ShareError float64        `json:"shareError"`
 	ActiveHalf uint8          `json:"activeHalf"`
 	Fill       string         `json:"fill"`
 	Counts     map[string]int `json:"counts"`
@@ -74,7 +83,7 @@ func writeCompileJSON(w io.Writer, l *loaded, res *compiler.Result) error {
 	for i, sr := range res.Services {
 		row := x.ServiceByName(sr.Name)
 		sj := serviceJSON{Name: sr.Name, VIP: l.Config.Services[i].VIP, Eligible: row.Eligible, Decision: sr.Decision.Kind, Rule: sr.Decision.Rule, Epoch: row.Epoch,
-			Ring: ringJSON{Size: len(sr.Ring.Slots), ActiveHalf: row.ActiveHalf, Fill: string(sr.Ring.Fill), Counts: map[string]int{}}}
+			Ring: ringJSON{Size: len(sr.Ring.Slots), Auto: row.RingAuto, ShareError: row.ShareError, ActiveHalf: row.ActiveHalf, Fill: string(sr.Ring.Fill), Counts: map[string]int{}}}
 		if sj.Eligible == nil {
 			sj.Eligible = []string{}
 		}
@@ -109,7 +118,12 @@ func writeCompileText(w io.Writer, l *loaded, res *compiler.Result) {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "service %s  %s %s/%s  %s  affinity %s  %s\n", s.Name, s.VIP, s.Protocol, ports, lb, s.Affinity(), s.TrackingMode())
-		fmt.Fprintf(w, "  decision %s (%s), epoch %d, ring %d slots (half %d, fill %s)\n", sr.Decision.Kind, sr.Decision.Rule, row.Epoch, len(sr.Ring.Slots), row.ActiveHalf, sr.Ring.Fill)
+		size := "ringSize"
+		if s.RingAuto() {
+			size = fmt.Sprintf("auto: %d endpoints at ringPrecision %g", s.EndpointCount(), s.Precision())
+		}
+		fmt.Fprintf(w, "  decision %s (%s), epoch %d, ring %d slots (%s; worst share error %.2f%%; half %d, fill %s)\n",
+			sr.Decision.Kind, sr.Decision.Rule, row.Epoch, len(sr.Ring.Slots), size, 100*row.ShareError, row.ActiveHalf, sr.Ring.Fill)
 		counts := map[string]int{}
 		for k, m := range sr.Ring.Members {
 			counts[m.Name] = sr.Ring.Counts[k]

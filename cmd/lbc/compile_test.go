@@ -44,8 +44,10 @@ func TestCompileJSON(t *testing.T) {
 			Decision string   `json:"decision"`
 			Rule     string   `json:"rule"`
 			Ring     struct {
-				Size   int            `json:"size"`
-				Counts map[string]int `json:"counts"`
+				Size       int            `json:"size"`
+				Auto       bool           `json:"auto"`
+				ShareError *float64       `json:"shareError"`
+				Counts     map[string]int `json:"counts"`
 			} `json:"ring"`
 		} `json:"services"`
 		IR struct {
@@ -63,7 +65,7 @@ func TestCompileJSON(t *testing.T) {
 	for _, n := range s.Ring.Counts {
 		total += n
 	}
-	if total != s.Ring.Size || s.Ring.Size != 65537 || len(got.IR.Backends) != 8 {
+	if total != s.Ring.Size || s.Ring.Size != 1024 || !s.Ring.Auto || s.Ring.ShareError == nil || *s.Ring.ShareError != 0 || len(got.IR.Backends) != 8 {
 		t.Fatalf("ring counts sum %d of %d, %d backends", total, s.Ring.Size, len(got.IR.Backends))
 	}
 }

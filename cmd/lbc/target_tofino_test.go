@@ -17,27 +17,28 @@ import (
 )
 
 // lbc push --target tofino against the in-process P4Runtime server loaded
-// through Open with the TNA P4Info and a packed device config: the default
-// prime ring is refused naming the service, a power-of-two ring is pushed
+// through Open with the TNA P4Info and a packed device config: a prime
+// ring is refused naming the service, the default (auto) ring is pushed
 // with its idle_ticks row, a second push writes nothing, status reads back.
 func TestPushTofino(t *testing.T) {
 	srv := startP4RT(t)
 	args := []string{"--target", "tofino", "--addr", srv.Addr(), "--p4info", "../../p4/tna/build/lb.p4info.txtpb",
 		"--device-config", "../../targets/tofino/testdata/bfp4c/lb.conf", "--device-config-format", "stratum"}
 
-	_, _, err := runLBC(t, append([]string{"push", "-c", "../../examples/failover.yaml"}, args...)...)
-	if err == nil || !strings.Contains(err.Error(), `service "web"`) || !strings.Contains(err.Error(), "ringSize: 65536") {
-		t.Fatalf("push of the 65537-slot example: %v, want the power-of-two error naming web", err)
-	}
-
 	data, err := os.ReadFile("../../examples/failover.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := filepath.Join(t.TempDir(), "lb.yaml")
-	if err := os.WriteFile(cfg, []byte(strings.Replace(string(data), "    sessionAffinity: NONE\n", "    sessionAffinity: NONE\n    ringSize: 1024\n", 1)), 0o644); err != nil {
+	prime := filepath.Join(t.TempDir(), "lb.yaml")
+	if err := os.WriteFile(prime, []byte(strings.Replace(string(data), "    sessionAffinity: NONE\n", "    sessionAffinity: NONE\n    ringSize: 65537\n", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	_, _, err = runLBC(t, append([]string{"push", "-c", prime}, args...)...)
+	if err == nil || !strings.Contains(err.Error(), `service "web"`) || !strings.Contains(err.Error(), "ringSize: 65536") {
+		t.Fatalf("push of a 65537-slot ring: %v, want the power-of-two error naming web", err)
+	}
+	// The example as it is: ringSize auto picks 1024 slots, a power of two.
+	cfg := "../../examples/failover.yaml"
 	push := func() string {
 		t.Helper()
 		out, errw, err := runLBC(t, append([]string{"push", "-c", cfg, "--fallback-port", "3"}, args...)...)

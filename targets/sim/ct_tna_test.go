@@ -298,16 +298,21 @@ func TestRCTCAP_TNAEmptyAcrossHalfPeriod(t *testing.T) {
 
 // TestRMAGLEV1_TNASlotIsHashBits: the ring-size rule. With a power-of-two
 // ring the TNA program's slot, the low bits of the CRC32, is the slot the
-// reference takes (hash mod M) for every packet; the default prime ring is
-// rejected for --target tofino, naming the service.
+// reference takes (hash mod M) for every packet; the default ring (auto)
+// is a power of two, and a prime ring is rejected for --target tofino,
+// naming the service.
 func TestRMAGLEV1_TNASlotIsHashBits(t *testing.T) {
 	dec, err := compiler.Load("failover.yaml", examples.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ps := compiler.CheckTarget(dec.Config, compiler.TargetTofino); len(ps) != 0 {
+		t.Fatalf("default ring (auto) on tofino: %v, want none", ps)
+	}
+	dec.Config.Services[0].RingSize = compiler.OldDefaultRingSize
 	ps := compiler.CheckTarget(dec.Config, compiler.TargetTofino)
 	if len(ps) != 1 || !strings.Contains(ps.Error(), `service "web"`) || !strings.Contains(ps.Error(), "ringSize: 65536") {
-		t.Fatalf("default ring on tofino: %v, want one error naming service web and 65536", ps)
+		t.Fatalf("ring 65537 on tofino: %v, want one error naming service web and 65536", ps)
 	}
 	d, _ := tnaDatapath(t, TNATofino1, 0)
 	for i := 0; i < 2000; i++ {
