@@ -1,10 +1,163 @@
 package fallback
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+)
+
+// Sizes are the sizes (max_entries) of the maps whose size is chosen when
+// they are created: LoadOptions sets them, and a map keeps its size for
+// as long as it lives (pinned maps across pushes and restarts). The
+// program has no bound of its own on them: every index it reads from a
+// map is checked by the kernel's lookup against the map's max_entries.
+type Sizes struct {
+	// ServiceEntries sizes `services` and `service_stats` (indexed by the
+	// same slot): one row per service.
+	ServiceEntries uint32
+	// BackendEntries sizes `backends` and `backend_stats`: one row per
+	// endpoint of each service, and per removed one while it drains.
+	BackendEntries uint32
+	// RingEntries sizes `rings`: both halves of every service's ring
+	// (2 × ringSize per service, rings.go).
+	RingEntries uint32
+	// ConntrackEntries sizes the LRU `conntrack`: the connections held
+	// before the least recently used one is evicted.
+	ConntrackEntries uint32
+}
+
+// The default sizes of the commands that create the maps (`lbc push` and
+// `lbc run --target xdp`): they hold Katran's default scale, 512 services
+// at 65,537 ring slots (CH_RINGS_SIZE = MAX_VIPS × RING_SIZE), with both
+// halves of every ring, and 16,384 services of 8 endpoints at ringSize
+// 1,024 (ringSize auto's 1 % precision for 8 endpoints). The rings then
+// take 512 MiB of kernel memory (8 bytes an entry); docs/xdp.md has the
+// costs. A load that gives no size takes the program's own
+// (CompiledSizes, bpf/lb.c's MAX_*): rings of 2^20 entries (8 MiB) and
+// 65,536 backends, what tests load.
+const (
+	KatranServices          = 512
+	KatranRingSize          = 65537
+	DefaultServiceEntries   = 16384
+	DefaultBackendEntries   = 8 * DefaultServiceEntries           // 131,072
+	DefaultRingEntries      = KatranServices * 2 * KatranRingSize // 67,109,888
+	DefaultConntrackEntries = 262144
+)
+
+// DefaultSizes are the Default* sizes.
+func DefaultSizes() Sizes {
+	return Sizes{ServiceEntries: DefaultServiceEntries, BackendEntries: DefaultBackendEntries,
+		RingEntries: DefaultRingEntries, ConntrackEntries: DefaultConntrackEntries}
+}
+
+// MaxMapEntries bounds every size: the kernel sizes arrays by a power of
+// two mask of 32 bits. Memory runs out long before (the rings take 16 GiB
+// there).
+const MaxMapEntries = 1 << 31
+
+// Check reports a size out of range: 0 takes the compiled size, so only
+// the upper bound is checked.
+func (s Sizes) Check() error {
+	for _, f := range s.fields() {
+		if *f.v > MaxMapEntries {
+			return fmt.Errorf("%s: %d entries, more than %d", f.name, *f.v, uint32(MaxMapEntries))
+		}
+	}
+	return nil
+}
+
+// Or returns s with every zero field taken from d.
+func (s Sizes) Or(d Sizes) Sizes {
+	out := s
+	df := d.fields()
+	for i, f := range out.fields() {
+		if *f.v == 0 {
+			*f.v = *df[i].v
+		}
+	}
+	return out
+}
+
+type sizeField struct {
+	name string // the map it sizes
+	v    *uint32
+}
+
+func (s *Sizes) fields() []sizeField {
+	return []sizeField{{"services", &s.ServiceEntries}, {"backends", &s.BackendEntries}, {"rings", &s.RingEntries}, {"conntrack", &s.ConntrackEntries}}
+}
+
+// SizedMaps names, for each map of the program whose size Sizes sets,
+// the map whose size it follows (itself for the four that Sizes names).
+var SizedMaps = map[string]string{
+	"services": "services", "service_stats": "services",
+	"backends": "backends", "backend_stats": "backends",
+	"rings": "rings", "conntrack": "conntrack",
+}
+
+// get returns the size of map name (one of SizedMaps's).
+func (s Sizes) get(name string) uint32 {
+	for _, f := range s.fields() {
+		if f.name == SizedMaps[name] {
+			return *f.v
+		}
+	}
+	return 0
+}
+
+// sizesOf reads the sizes from the maps (their max_entries).
+func sizesOf(services, backends, rings, conntrack *ebpf.Map) Sizes {
+	return Sizes{ServiceEntries: services.MaxEntries(), BackendEntries: backends.MaxEntries(),
+		RingEntries: rings.MaxEntries(), ConntrackEntries: conntrack.MaxEntries()}
+}
+
+// Sizes returns the sizes of the maps dp holds, as the kernel made them.
+func (dp *Datapath) Sizes() Sizes {
+	return sizesOf(dp.Services, dp.Backends, dp.Rings, dp.Conntrack)
+}
+
+// PinnedSizes returns the sizes of the maps pinned in dir; ok is false
+// when dir holds none of them (a zero field: that map is not pinned).
+func PinnedSizes(dir string) (s Sizes, ok bool, err error) {
+	for _, f := range s.fields() {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, f.name), &ebpf.LoadPinOptions{ReadOnly: true})
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return Sizes{}, false, fmt.Errorf("open pinned map %s/%s: %w", dir, f.name, err)
+		}
+		*f.v, ok = m.MaxEntries(), true
+		m.Close()
+	}
+	return s, ok, nil
+}
+
+// CompiledSizes returns the sizes the production program declares
+// (bpf/lb.c's MAX_*): those of the maps a load creates when LoadOptions
+// gives no size.
+func CompiledSizes() (Sizes, error) {
+	spec, err := loadLb()
+	if err != nil {
+		return Sizes{}, fmt.Errorf("read the XDP program's maps: %w", err)
+	}
+	var s Sizes
+	for _, f := range s.fields() {
+		m, ok := spec.Maps[f.name]
+		if !ok {
+			return Sizes{}, fmt.Errorf("the XDP program has no %q map (has fallback/bpf/lb.c changed?)", f.name)
+		}
+		*f.v = m.MaxEntries
+	}
+	return s, nil
+}
 
 // MapSizes returns max_entries of every map of the production program, as
-// fallback/bpf/lb.c sets them (MAX_*) (LoadOptions may raise conntrack and
-// rings at load time).
+// fallback/bpf/lb.c sets them (MAX_*); LoadOptions sets those of
+// SizedMaps at load time.
 func MapSizes() (map[string]uint32, error) {
 	spec, err := loadLb()
 	if err != nil {
@@ -15,4 +168,55 @@ func MapSizes() (map[string]uint32, error) {
 		out[name] = m.MaxEntries
 	}
 	return out, nil
+}
+
+// FullError says that a map has no room for a row or a ring: its size
+// was set when it was created (Sizes), and only a new map is larger.
+type FullError struct {
+	Map string // services, backends or rings
+	// Size is the map's max_entries; Used the entries in use (rings) or
+	// rows; Need the entries the write needed (rings: both halves).
+	Size, Used, Need uint32
+	What             string // what did not fit: "service 5's ring of 2×65537 slots"
+}
+
+func (e *FullError) Error() string {
+	if e.Map == "rings" {
+		return fmt.Sprintf("rings map: no room for %s (%d of %d entries in use; the map's size is set when it is created)", e.What, e.Used, e.Size)
+	}
+	return fmt.Sprintf("%s map: no room for %s: all %d rows in use (the map's size is set when it is created)", e.Map, e.What, e.Size)
+}
+
+// fullOf names the map and the row of a FullError from a slot allocation.
+func fullOf(err error, m, what string) error {
+	var fe *FullError
+	if errors.As(err, &fe) {
+		fe.Map, fe.What = m, what
+		return fe
+	}
+	return fmt.Errorf("%s map: %w", m, err)
+}
+
+// Sizes returns the sizes of the maps a load with these options creates:
+// those asked, else the program's own (CompiledSizes). Maps pinned in
+// PinDir are reused with their own sizes instead (PinnedSizes).
+func (o LoadOptions) Sizes() (Sizes, error) {
+	want := Sizes{ServiceEntries: o.ServiceEntries, BackendEntries: o.BackendEntries, RingEntries: o.RingEntries, ConntrackEntries: o.ConntrackEntries}
+	if err := want.Check(); err != nil {
+		return Sizes{}, err
+	}
+	compiled, err := CompiledSizes()
+	if err != nil {
+		return Sizes{}, err
+	}
+	return want.Or(compiled), nil
+}
+
+// RingEntriesInUse returns the entries of `rings` that the services'
+// regions take (both halves of each).
+func (dp *Datapath) RingEntriesInUse() (uint32, error) {
+	if err := dp.index(); err != nil {
+		return 0, err
+	}
+	return dp.regions.used(), nil
 }

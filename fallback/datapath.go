@@ -32,12 +32,18 @@ type LoadOptions struct {
 	// Bench loads the lbbench object: the production program plus the
 	// input-restoring wrappers Bench and BenchPass (benchmarks only).
 	Bench bool
-	// ConntrackEntries and RingEntries override the map sizes (0: the
-	// defaults in bpf/lb.c, MAX_CONNS 262144 and MAX_RING_SLOTS 1<<20; the ring table holds both
-	// halves of every service's ring). They take effect only when the maps
-	// are created, not when pinned maps are reused.
+	// ConntrackEntries, RingEntries, ServiceEntries and BackendEntries
+	// size the maps (Sizes says which; 0: the program's own size,
+	// CompiledSizes: bpf/lb.c's MAX_CONNS 262144, MAX_RING_SLOTS 2^20,
+	// MAX_SERVICES 16384, MAX_BACKENDS 65536). The per-slot counters
+	// (service_stats, backend_stats) take the size of the rows they
+	// count. The sizes take effect only when the maps are created: maps
+	// pinned in PinDir are reused with the sizes they have (Datapath.Sizes
+	// tells them), whatever these ask.
 	ConntrackEntries uint32
 	RingEntries      uint32
+	ServiceEntries   uint32
+	BackendEntries   uint32
 	// TestTick is the tick of the test build's virtual clock (default
 	// 1 ns: exact boundaries). Run converts virtual time to whole ticks,
 	// as jiffies count them, so a coarser tick reproduces production's
@@ -131,11 +137,8 @@ func Load(opts LoadOptions) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.ConntrackEntries > 0 {
-		spec.Maps["conntrack"].MaxEntries = opts.ConntrackEntries
-	}
-	if opts.RingEntries > 0 {
-		spec.Maps["rings"].MaxEntries = opts.RingEntries
+	if err := sizeSpec(spec, opts); err != nil {
+		return nil, err
 	}
 	var copts ebpf.CollectionOptions
 	if opts.PinDir != "" {
@@ -176,9 +179,9 @@ func Load(opts LoadOptions) (*Datapath, error) {
 			return nil, fmt.Errorf("the kernel's verifier rejected the XDP program: %+v", ve)
 		}
 		if opts.PinDir != "" {
-			return nil, fmt.Errorf("load XDP program (maps pinned in %s; if they come from an older lbc, run `lbc detach` first): %w", opts.PinDir, err)
+			return nil, fmt.Errorf("load XDP program (maps pinned in %s; if they come from an older lbc, run `lbc detach` first; sizes %s): %w", opts.PinDir, specSizes(spec), err)
 		}
-		return nil, fmt.Errorf("load XDP program: %w", err)
+		return nil, fmt.Errorf("load XDP program (sizes %s): %w", specSizes(spec), err)
 	}
 	dp.Prog, dp.Pass, dp.Decap = o.Prog, o.Pass, o.Decap
 	dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config = o.Vips, o.Services, o.Rings, o.Backends, o.Conntrack, o.Config
@@ -202,6 +205,36 @@ func Load(opts LoadOptions) (*Datapath, error) {
 		return nil, err
 	}
 	return dp, nil
+}
+
+// sizeSpec sets the sizes of spec's maps (SizedMaps): those of the maps
+// pinned in opts.PinDir, so that they are reused as they are, else the
+// sizes opts asks, else the program's own.
+func sizeSpec(spec *ebpf.CollectionSpec, opts LoadOptions) error {
+	want := Sizes{ServiceEntries: opts.ServiceEntries, BackendEntries: opts.BackendEntries, RingEntries: opts.RingEntries, ConntrackEntries: opts.ConntrackEntries}
+	if err := want.Check(); err != nil {
+		return fmt.Errorf("map sizes: %w", err)
+	}
+	if opts.PinDir != "" {
+		pinned, _, err := PinnedSizes(opts.PinDir)
+		if err != nil {
+			return err
+		}
+		want = pinned.Or(want)
+	}
+	for name := range SizedMaps {
+		if n := want.get(name); n > 0 {
+			spec.Maps[name].MaxEntries = n
+		}
+	}
+	return nil
+}
+
+// specSizes describes the sizes a load asks, for its errors (a map too
+// large for the kernel's memory fails the load).
+func specSizes(spec *ebpf.CollectionSpec) string {
+	return fmt.Sprintf("services %d, backends %d, rings %d, conntrack %d entries", spec.Maps["services"].MaxEntries,
+		spec.Maps["backends"].MaxEntries, spec.Maps["rings"].MaxEntries, spec.Maps["conntrack"].MaxEntries)
 }
 
 // unpinStaleCounters removes the pins of counter maps whose layout differs

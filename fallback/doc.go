@@ -31,6 +31,10 @@
 //	backend_stats  per-CPU array, backend slot → packets, new connections
 //	vip_filter     array  65,536-bit set over VIP addresses (clear bit: not ours, no hash lookups)
 //
+// services, rings, backends and conntrack (and the counters of service and
+// backend slots) are sized when they are created (LoadOptions, Sizes in
+// capacity.go; docs/xdp.md#map-sizes); a map keeps its size while pinned.
+//
 // Service and backend rows and ring slots sit in arrays because an array
 // lookup is inlined by the verifier while a hash lookup is a call (slots.go:
 // IDs are never reused, so the loader gives rows reusable slots and every

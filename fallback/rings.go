@@ -95,8 +95,8 @@ func (dp *Datapath) ringRegion(svc, need uint32) (region, error) {
 	}
 	nr, fits := dp.regions.alloc(cap)
 	if !fits {
-		return region{}, fmt.Errorf("rings table: no room for service %d's ring of 2×%d slots (%d of %d slots in use; raise the ring table size, --ring-entries)",
-			svc, cap, dp.regions.used(), dp.regions.size)
+		return region{}, &FullError{Map: "rings", Size: dp.regions.size, Used: dp.regions.used(), Need: 2 * cap,
+			What: fmt.Sprintf("service %d's ring of 2×%d slots", svc, cap)}
 	}
 	dp.ringMem.clearRange(nr.base, 2*nr.cap)
 	if ok {

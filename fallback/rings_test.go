@@ -1,6 +1,7 @@
 package fallback_test
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -105,9 +106,12 @@ func TestRingRegions(t *testing.T) {
 			}
 		}
 	}
-	// A ring that does not fit says so, naming the service and the remedy.
+	// A ring that does not fit says so, naming the service and the map,
+	// with the sizes the command layer's remedy needs (targets/xdp names
+	// the flag).
 	_, err = dp.Apply(compiler.DiffIR(held, build(svc{5, 40, 0, [2][]uint32{fill(40, 51), nil}})).Changes, nil)
-	if err == nil || !strings.Contains(err.Error(), "service 5") || !strings.Contains(err.Error(), "--ring-entries") {
-		t.Fatalf("a ring larger than the table: %v", err)
+	var full *fallback.FullError
+	if !errors.As(err, &full) || !strings.Contains(err.Error(), "service 5") || full.Map != "rings" || full.Size != 80 || full.Need != 80 {
+		t.Fatalf("a ring larger than the table: %v (%+v)", err, full)
 	}
 }

@@ -47,28 +47,32 @@ func (r *rowMem) close() {
 	}
 }
 
+// at is the byte offset of element i, computed in int: a map of more
+// than 4 GiB (2^29 ring entries) has offsets beyond 32 bits.
+func (r *rowMem) at(i uint32) int { return int(i) * int(r.stride) }
+
 // row returns a copy of element i's value bytes.
 func (r *rowMem) row(i uint32) []byte {
-	off := i * r.stride
-	return append([]byte(nil), r.mem[off:off+r.vsize]...)
+	off := r.at(i)
+	return append([]byte(nil), r.mem[off:off+int(r.vsize)]...)
 }
 
-func (r *rowMem) word32(off uint32) *uint32 {
+func (r *rowMem) word32(off int) *uint32 {
 	return (*uint32)(unsafe.Pointer(&r.mem[off]))
 }
 
-func (r *rowMem) word64(off uint32) *uint64 {
+func (r *rowMem) word64(off int) *uint64 {
 	return (*uint64)(unsafe.Pointer(&r.mem[off]))
 }
 
 // load64 reads the aligned 64-bit word at byte offset off of element i.
 func (r *rowMem) load64(i, off uint32) uint64 {
-	return atomic.LoadUint64(r.word64(i*r.stride + off))
+	return atomic.LoadUint64(r.word64(r.at(i) + int(off)))
 }
 
 // store64 writes the aligned 64-bit word at byte offset off of element i.
 func (r *rowMem) store64(i, off uint32, v uint64) {
-	atomic.StoreUint64(r.word64(i*r.stride+off), v)
+	atomic.StoreUint64(r.word64(r.at(i)+int(off)), v)
 }
 
 // writeRow writes element i from val (little-endian bytes of the value)
@@ -77,7 +81,7 @@ func (r *rowMem) store64(i, off uint32, v uint64) {
 // 8-aligned and 8 bytes long), so that a reader sees them change in that
 // order.
 func (r *rowMem) writeRow(i uint32, val []byte, first, last []uint32) {
-	base := i * r.stride
+	base := r.at(i)
 	special := func(off uint32) bool {
 		for _, o := range first {
 			if off >= o && off < o+8 {
@@ -93,23 +97,23 @@ func (r *rowMem) writeRow(i uint32, val []byte, first, last []uint32) {
 	}
 	le := binary.LittleEndian
 	for _, o := range first {
-		atomic.StoreUint64(r.word64(base+o), le.Uint64(val[o:]))
+		atomic.StoreUint64(r.word64(base+int(o)), le.Uint64(val[o:]))
 	}
 	for off := uint32(0); off+4 <= uint32(len(val)); off += 4 {
 		if !special(off) {
-			atomic.StoreUint32(r.word32(base+off), le.Uint32(val[off:]))
+			atomic.StoreUint32(r.word32(base+int(off)), le.Uint32(val[off:]))
 		}
 	}
 	for _, o := range last {
-		atomic.StoreUint64(r.word64(base+o), le.Uint64(val[o:]))
+		atomic.StoreUint64(r.word64(base+int(o)), le.Uint64(val[o:]))
 	}
 }
 
 // clearRange zeroes elements [from, from+count).
 func (r *rowMem) clearRange(from, count uint32) {
 	for i := from; i < from+count; i++ {
-		off := i * r.stride
-		for w := uint32(0); w < r.stride; w += 8 {
+		off := r.at(i)
+		for w := 0; w < int(r.stride); w += 8 {
 			atomic.StoreUint64(r.word64(off+w), 0)
 		}
 	}

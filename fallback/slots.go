@@ -50,7 +50,7 @@ func (s *slots) alloc(id uint32) (slot uint32, fresh bool, err error) {
 		return slot, false, nil
 	}
 	if uint32(len(s.bySlot)+len(s.quarantine)) >= s.size {
-		return 0, false, fmt.Errorf("all %d rows in use", s.size)
+		return 0, false, &FullError{Size: s.size, Used: uint32(len(s.bySlot) + len(s.quarantine)), Need: 1}
 	}
 	slot = id % s.size
 	for {
@@ -114,11 +114,11 @@ func scanArray[V any](m *ebpf.Map, fn func(slot uint32, v *V)) error {
 func scanRows[V any](rm *rowMem, fn func(slot uint32, v *V)) error {
 	var v V
 	for slot := uint32(0); slot < rm.n; slot++ {
-		off := slot * rm.stride
+		off := rm.at(slot)
 		if binary.LittleEndian.Uint32(rm.mem[off:]) == 0 {
 			continue
 		}
-		if _, err := binary.Decode(rm.mem[off:off+rm.vsize], binary.LittleEndian, &v); err != nil {
+		if _, err := binary.Decode(rm.mem[off:off+int(rm.vsize)], binary.LittleEndian, &v); err != nil {
 			return fmt.Errorf("row %d: %w", slot, err)
 		}
 		fn(slot, &v)

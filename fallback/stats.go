@@ -138,7 +138,7 @@ func (dp *Datapath) live(svcs map[uint32]serviceVal, k *ctKey, v *ctVal, now uin
 	// The backend row's id, service and deadline (struct backend), read
 	// in place.
 	le := binary.LittleEndian
-	row := dp.beMem.mem[v.Slot*dp.beMem.stride:]
+	row := dp.beMem.mem[dp.beMem.at(v.Slot):]
 	dl := le.Uint64(row[8:])
 	return le.Uint32(row[0:]) == v.Backend && le.Uint32(row[4:]) == k.Service && (dl == 0 || now < dl)
 }

@@ -136,7 +136,7 @@ func (dp *Datapath) applyOne(c compiler.Change, compileNow func() time.Duration)
 		}
 		slot, fresh, err := dp.svcSlots.alloc(id)
 		if err != nil {
-			return 0, fmt.Errorf("services table: %w", err)
+			return 0, fullOf(err, "services", fmt.Sprintf("service %d", id))
 		}
 		n := 0
 		if fresh {
@@ -167,7 +167,7 @@ func (dp *Datapath) applyOne(c compiler.Change, compileNow func() time.Duration)
 		}
 		slot, fresh, err := dp.beSlots.alloc(id)
 		if err != nil {
-			return 0, fmt.Errorf("backends table: %w", err)
+			return 0, fullOf(err, "backends", fmt.Sprintf("backend %d", id))
 		}
 		n := 1
 		if fresh {

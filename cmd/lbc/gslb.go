@@ -53,8 +53,12 @@ candidate sites, and a step that cannot decide passes them on:
 policy.mode picks the data the GSLB has (G-MODE): gslb+slb (every step), gslb-only
 (no site metrics: health, geo-proximity, preference) or dns (round robin only).
 
-Each site's 'lbc run' serves its metrics at /v1/gslb/metrics and RTT probes at
-/v1/gslb/rtt (see docs/gslb.md for the JSON).
+Each site's 'lbc run --metrics ADDR' serves its metrics at /v1/gslb/metrics and
+RTT probes at /v1/gslb/rtt (see docs/gslb.md for the JSON). A site probes only
+the resolvers its --rtt-allow admits (default: public addresses), on the ports
+of --rtt-ports (default 53: policy.networkProximity.tcpPort must be one), at
+most --rtt-rate a second; a site that refuses, or does not serve the endpoint,
+is named in G-3's note, and G-3 is skipped.
 
 Start with (in the source tree; without -c, the embedded examples/gslb.yaml):
    lbc gslb explain --name www.example.com --client 198.51.100.7 --metrics examples/gslb-sites.json

@@ -137,6 +137,12 @@ func (s *e2eSite) stop(t *testing.T) {
 // shared by the apps of this process.
 func startSite(t *testing.T, name, vip string, ips ...string) *e2eSite {
 	t.Helper()
+	return startSiteWith(t, name, vip, nil, ips...)
+}
+
+// startSiteWith is startSite with more flags for lbc run.
+func startSiteWith(t *testing.T, name, vip string, extra []string, ips ...string) *e2eSite {
+	t.Helper()
 	port, up := loopbackBackends(t, ips...)
 	cfg := filepath.Join(t.TempDir(), name+".yaml")
 	text := fmt.Sprintf(e2eSiteConfig, vip, port, name, ips[0], name, ips[1])
@@ -153,8 +159,8 @@ func startSite(t *testing.T, name, vip string, ips ...string) *e2eSite {
 		app := newApp()
 		app.Writer, app.ErrWriter = s.logs, s.logs
 		go func(done chan error) {
-			done <- app.RunContext(ctx, []string{"lbc", "run", "-c", cfg, "--target", "sim", "--site", name,
-				"--metrics", s.addr, "--debounce", "10ms", "--watch-interval", "0", "--verify-interval", "0"})
+			done <- app.RunContext(ctx, append([]string{"lbc", "run", "-c", cfg, "--target", "sim", "--site", name,
+				"--metrics", s.addr, "--debounce", "10ms", "--watch-interval", "0", "--verify-interval", "0"}, extra...))
 		}(s.done)
 		if err := waitHealthz(s); err == nil {
 			break

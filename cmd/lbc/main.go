@@ -45,6 +45,12 @@ docs/semantics.md. The scenario testbench is a separate program:
 lbc-testbench (go run ./cmd/lbc-testbench).`,
 		Commands: append([]*cli.Command(nil), commands...),
 		Flags:    []cli.Flag{versionFlag},
+		// The command line, for messages that say which command to run
+		// again (rerunWith).
+		Before: func(c *cli.Context) error {
+			c.App.Metadata = map[string]any{argsKey: c.Args().Slice()}
+			return nil
+		},
 	}
 	clihelp.Install(app, func(c *cli.Context) error {
 		if c.Bool(versionFlag.Name) {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lbc-dev/lbc/controller"
@@ -22,15 +23,23 @@ never sees a half-written ring.
 
 --target xdp attaches the XDP program to --iface on the first push (maps and
 link pinned under /sys/fs/bpf/lbc/<iface>; bpffs is mounted if missing) and
-reuses the attachment and the conntrack afterwards. Needs root.
+reuses the attachment and the conntrack afterwards. Needs root. The first
+push creates the maps at the sizes --service-entries, --backend-entries,
+--ring-entries and --conntrack-entries give (the defaults hold 512 services
+at ringSize 65537; docs/xdp.md#map-sizes), and refuses, before it loads
+anything, a configuration the maps cannot hold. Maps that exist keep their
+sizes: when they are too small for the configuration or for a size flag
+given, push refuses and prints the commands that re-create them (lbc detach,
+then the push with the sizes that fit).
 
 Examples:
    lbc push -c lb.yaml --target xdp --iface eth1
    lbc push -c lb.yaml --health health.yaml --target xdp --iface eth1 --mode generic
-   lbc push -c lb.yaml --target xdp --iface eth1 --dry-run     # print the diff only`,
-	Flags: append([]cli.Flag{configFlag, healthFlag, targetFlag,
+   lbc push -c lb.yaml --target xdp --iface eth1 --dry-run     # print the diff only
+   lbc push -c lb.yaml --target xdp --iface eth1 --ring-entries 4194304   # 32 MiB of rings: 2,048 services at ringSize 1024`,
+	Flags: append(append([]cli.Flag{configFlag, healthFlag, targetFlag,
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the writes without performing them"},
-	}, adapterFlags()...),
+	}, adapterFlags()...), xdpSizeFlags...),
 	Action: func(c *cli.Context) error {
 		a, err := selectAdapter(c)
 		if err != nil {
@@ -42,6 +51,9 @@ Examples:
 		}
 		if ps := l.Decoded.CheckTarget(c.String(targetFlag.Name)); len(ps) > 0 {
 			return problemsError(l.Name, ps)
+		}
+		if set := sizeSetFlags(c); len(set) > 0 && c.String(targetFlag.Name) != "xdp" {
+			return fmt.Errorf("%s size the maps of --target xdp; --target %s has none", strings.Join(set, ", "), c.String(targetFlag.Name))
 		}
 		open := a.Open
 		if c.Bool("dry-run") {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/lbc-dev/lbc/examples"
 	"github.com/lbc-dev/lbc/fleet"
 	"github.com/lbc-dev/lbc/gslb/metrics"
+	"github.com/lbc-dev/lbc/gslb/proximity"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/urfave/cli/v2"
@@ -26,7 +28,7 @@ import (
 var (
 	runTargetFlag = &cli.StringSliceFlag{Name: "target", Aliases: []string{"t"}, Value: cli.NewStringSlice("sim"),
 		Usage: "datapath `KIND[=WHERE]` to keep programmed; repeat for several (scale-out: every target gets the same tables). KIND is sim or " + adapterNames() + "; WHERE overrides --addr (bmv2) or --iface (xdp) for that target"}
-	runMetricsFlag  = &cli.StringFlag{Name: "metrics", Usage: "serve /metrics (Prometheus), /healthz, " + controller.StatusPath + " (lbc status --controller) and " + metrics.Path + " (GSLB) on `ADDR`, e.g. 127.0.0.1:9100"}
+	runMetricsFlag  = &cli.StringFlag{Name: "metrics", Usage: "serve /metrics (Prometheus), /healthz, " + controller.StatusPath + " (lbc status --controller), " + metrics.Path + " and " + proximity.Path + " (GSLB; see --rtt-allow) on `ADDR`, e.g. 127.0.0.1:9100"}
 	runSiteFlag     = &cli.StringFlag{Name: "site", Usage: "site `NAME` in the GSLB report (" + metrics.Path + ")"}
 	runDebounceFlag = &cli.DurationFlag{Name: "debounce", Value: 100 * time.Millisecond, Usage: "gather health changes over `DURATION` into one push"}
 	runWatchFlag    = &cli.DurationFlag{Name: "watch-interval", Value: 2 * time.Second, Usage: "check the configuration file for changes every `DURATION` (0: only on SIGHUP)"}
@@ -64,6 +66,12 @@ lbc run waits for it (--connect-timeout per attempt, then longer), with
 /healthz 503 and nothing announced, and pushes once it answers; a
 configuration or flag that can never work fails at once.
 
+--target xdp creates the XDP maps, when none exist, at the sizes of
+--service-entries, --backend-entries, --ring-entries and --conntrack-entries
+(docs/xdp.md#map-sizes); maps that exist keep theirs. lbc run refuses to
+start when the maps are smaller than a size flag given or than the
+configuration needs, and prints the commands that re-create them.
+
 Examples:
    lbc run -c lb.yaml --metrics 127.0.0.1:9100                  # reference datapath (sim)
    lbc run -c lb.yaml --target xdp --iface eth1
@@ -75,7 +83,7 @@ Examples:
 With --bgp, SIGTERM first withdraws every VIP and closes the BGP sessions
 (the routers move traffic to the other nodes at once), then stops; a node
 that dies is withdrawn by its routers when the BGP hold time runs out.`,
-	Flags: append([]cli.Flag{configFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runRetryFlag, runProbesFlag, runLogFlag, runBGPFlag, runFleetFlag}, adapterFlags()...),
+	Flags: append(append([]cli.Flag{configFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runRetryFlag, runProbesFlag, runLogFlag, runBGPFlag, runFleetFlag, runRTTAllowFlag, runRTTPortsFlag, runRTTRateFlag}, adapterFlags()...), xdpSizeFlags...),
 	Action: func(c *cli.Context) error {
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(c.String(runLogFlag.Name))); err != nil {
@@ -84,6 +92,9 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 		log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
 		if d := c.Duration(runRetryFlag.Name); d <= 0 {
 			return fmt.Errorf("--retry-interval %s: give a positive duration, e.g. 5s", d)
+		}
+		if set := sizeSetFlags(c); len(set) > 0 && !slices.ContainsFunc(c.StringSlice(runTargetFlag.Name), func(t string) bool { return t == "xdp" || strings.HasPrefix(t, "xdp=") }) {
+			return fmt.Errorf("%s size the maps of --target xdp, and no --target is xdp", strings.Join(set, ", "))
 		}
 		cfg := c.String(configFlag.Name)
 		var cfgData []byte // the embedded example, without -c
@@ -119,6 +130,10 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 		if err := controller.CheckConfig(cfg, cfgData); err != nil {
 			return err
 		}
+		rtt, err := siteRTTHandler(c, log) // G-3's probes, within --rtt-* (run_rtt.go)
+		if err != nil {
+			return err
+		}
 		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
 		defer stop()
 		c.Context = ctx // the targets' Open waits end with a SIGTERM
@@ -151,6 +166,7 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 			}
 			mux := http.NewServeMux()
 			mux.Handle("/metrics", m.Handler())
+			mux.Handle(proximity.Path, rtt)
 			for _, path := range []string{"/healthz", controller.StatusPath, metrics.Path} {
 				mux.Handle(path, st.handler(path))
 			}

@@ -166,8 +166,10 @@ func TestRunReattachesXDP(t *testing.T) {
 			if tc.foreign {
 				verify = "2s" // the foreign program is attached before lbc looks
 			}
+			// Maps of the compiled sizes: the default rings (512 MiB) are
+			// not what this test is about (TestPushXDPDefaultSizesUnderIPNetnsExec).
 			r := startRunInNetns(t, ns, tc.enter(ns), "-c", "../../examples/failover.yaml", "--target", "xdp", "--iface", "nc0",
-				"--verify-interval", verify, "--watch-interval", "0")
+				"--verify-interval", verify, "--watch-interval", "0", "--ring-entries", "1048576")
 			r.waitHealthz(t, http.StatusOK)
 			show, _ := set.IP(ns, "-d", "link", "show", "nc0")
 			if !runningProg.MatchString(show) {

@@ -52,6 +52,12 @@ counters. --format json prints {"ir": ..., "counters": ...}.`,
 				return fmt.Errorf("%s: counters: %w", tgt.Name(), err)
 			}
 		}
+		var maps []mapUse
+		if a.Maps != nil {
+			if maps, err = a.Maps(tgt, ir); err != nil {
+				return fmt.Errorf("%s: map sizes: %w", tgt.Name(), err)
+			}
+		}
 		if format == "json" {
 			enc := json.NewEncoder(c.App.Writer)
 			enc.SetIndent("", "  ")
@@ -59,9 +65,11 @@ counters. --format json prints {"ir": ..., "counters": ...}.`,
 				Target   string       `json:"target"`
 				IR       *compiler.IR `json:"ir"`
 				Counters *counters    `json:"counters,omitempty"`
-			}{tgt.Name(), ir, cnt})
+				Maps     []mapUse     `json:"maps,omitempty"`
+			}{tgt.Name(), ir, cnt, maps})
 		}
 		writeStatus(c.App.Writer, tgt.Name(), ir, cnt)
+		writeMaps(c.App.Writer, maps)
 		return nil
 	},
 }
@@ -158,4 +166,19 @@ func counterNames(m map[string]uint64) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// writeMaps prints the sizes of the maps, set when they were created.
+func writeMaps(w io.Writer, maps []mapUse) {
+	if len(maps) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nmaps (sized when created: docs/xdp.md#map-sizes):")
+	for _, m := range maps {
+		if m.Used == nil {
+			fmt.Fprintf(w, "  %-10s %10d %s (%s)\n", m.Map, m.Size, m.Holds, m.Flag)
+			continue
+		}
+		fmt.Fprintf(w, "  %-10s %10d of %d %s (%s)\n", m.Map, *m.Used, m.Size, m.Holds, m.Flag)
+	}
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/fallback"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/xdp"
 	"github.com/urfave/cli/v2"
@@ -24,6 +27,231 @@ var (
 	keepFlag   = &cli.BoolFlag{Name: "keep-maps", Usage: "xdp detach: keep the pinned tables and conntrack, so that the next push resumes with them"}
 )
 
+// The sizes of the XDP maps (docs/xdp.md#map-sizes): push and run create
+// the maps with them, and validate checks a configuration against them.
+// A map keeps the size it was created with; the flags do not resize maps
+// that exist (pinned, or held by the attached program).
+var (
+	serviceEntriesFlag = &cli.Uint64Flag{Name: "service-entries", Value: fallback.DefaultServiceEntries,
+		Usage: "xdp: `N` rows of the services map (and of service_stats) when push or run creates it: one per service (" + mapCost("services") + ")"}
+	backendEntriesFlag = &cli.Uint64Flag{Name: "backend-entries", Value: fallback.DefaultBackendEntries,
+		Usage: "xdp: `N` rows of the backends map (and of backend_stats) when push or run creates it: one per endpoint of every service, and per removed endpoint while it drains (" + mapCost("backends") + ")"}
+	ringEntriesFlag = &cli.Uint64Flag{Name: "ring-entries", Value: fallback.DefaultRingEntries,
+		Usage: "xdp: `N` entries of the rings map when push or run creates it: both halves of every service's ring, 2 × ringSize per service (8 bytes each; the default holds 512 services at ringSize 65537 and takes 512 MiB). lbc validate -c lb.yaml --target xdp --ring-entries N tells whether a configuration fits N. Maps that exist keep the sizes they were created with (docs/xdp.md#map-sizes)"}
+	conntrackEntriesFlag = &cli.Uint64Flag{Name: "conntrack-entries", Value: fallback.DefaultConntrackEntries,
+		Usage: "xdp: `N` connections the LRU conntrack map holds when push or run creates it, before it evicts the least recently used (" + mapCost("conntrack") + "); without the flag, limits.maxConnections of the configuration when it is larger than the default"}
+)
+
+// xdpSizeFlags are the flags of push, run and validate that size the XDP
+// maps.
+var xdpSizeFlags = []cli.Flag{serviceEntriesFlag, backendEntriesFlag, ringEntriesFlag, conntrackEntriesFlag}
+
+// mapCost is a map's kernel memory per entry, for the flags' help
+// (measured: docs/xdp.md#map-sizes).
+func mapCost(m string) string {
+	return map[string]string{
+		"services":  "56 bytes each, and 8 + 40 bytes per CPU of counters",
+		"backends":  "40 bytes each, and 8 + 16 bytes per CPU of counters",
+		"conntrack": "about 136 bytes each",
+	}[m]
+}
+
+// sizeFlagOf maps a fallback.Sizes field's map to its flag.
+var sizeFlagOf = map[string]*cli.Uint64Flag{"services": serviceEntriesFlag, "backends": backendEntriesFlag, "rings": ringEntriesFlag, "conntrack": conntrackEntriesFlag}
+
+// xdpSizes returns the sizes the XDP maps are created with (the flags
+// and their defaults; for the conntrack without --conntrack-entries, the
+// configuration's limits.maxConnections when it is larger than the
+// default) and those that the flags give explicitly (a zero field: not
+// given).
+func xdpSizes(c *cli.Context, cfg *compiler.Config) (want, explicit fallback.Sizes, err error) {
+	for _, m := range sizeMaps {
+		f := sizeFlagOf[m]
+		v := c.Uint64(f.Name)
+		if v < 1 || v > fallback.MaxMapEntries {
+			return want, explicit, fmt.Errorf("--%s %d: give 1..%d", f.Name, v, uint64(fallback.MaxMapEntries))
+		}
+		setSize(&want, m, uint32(v))
+		if c.IsSet(f.Name) {
+			setSize(&explicit, m, uint32(v))
+		}
+	}
+	if cfg != nil && explicit.ConntrackEntries == 0 && cfg.Limits.MaxConnections > int(want.ConntrackEntries) {
+		want.ConntrackEntries = uint32(min(cfg.Limits.MaxConnections, fallback.MaxMapEntries))
+	}
+	return want, explicit, nil
+}
+
+func setSize(s *fallback.Sizes, m string, v uint32) {
+	switch m {
+	case "services":
+		s.ServiceEntries = v
+	case "backends":
+		s.BackendEntries = v
+	case "rings":
+		s.RingEntries = v
+	case "conntrack":
+		s.ConntrackEntries = v
+	}
+}
+
+func getSize(s fallback.Sizes, m string) uint32 {
+	switch m {
+	case "services":
+		return s.ServiceEntries
+	case "backends":
+		return s.BackendEntries
+	case "rings":
+		return s.RingEntries
+	case "conntrack":
+		return s.ConntrackEntries
+	}
+	return 0
+}
+
+// sizeMaps lists the sized maps in the order messages name them.
+var sizeMaps = []string{"services", "backends", "rings", "conntrack"}
+
+// sizeSetFlags reports the size flags given although no target in use is
+// xdp.
+func sizeSetFlags(c *cli.Context) []string {
+	var out []string
+	for _, m := range sizeMaps {
+		if f := sizeFlagOf[m]; c.IsSet(f.Name) {
+			out = append(out, "--"+f.Name)
+		}
+	}
+	return out
+}
+
+// xdpNeeds is what a configuration needs of each sized map, by map
+// (compiler.Usage).
+func xdpNeeds(cfg *compiler.Config) fallback.Sizes {
+	u := compiler.Usage(cfg)
+	c := func(n int) uint32 { return uint32(min(n, fallback.MaxMapEntries)) }
+	return fallback.Sizes{ServiceEntries: c(u[compiler.HoldsServices]), BackendEntries: c(u[compiler.HoldsBackends]),
+		RingEntries: c(u[compiler.HoldsRingEntries]), ConntrackEntries: c(u[compiler.HoldsConnections])}
+}
+
+// xdpCapacity is the capacity of XDP maps of sizes have for a
+// configuration, each table's Raise naming the flag and the size that
+// fits it; when the maps exist already, it points at the commands that
+// re-create them (xdpSizeCheck prints them).
+func xdpCapacity(have fallback.Sizes, cfg *compiler.Config, existing bool) (compiler.Capacity, error) {
+	need := xdpNeeds(cfg)
+	return xdp.Capacity(have, func(m, flag string) string {
+		n := max(getSize(need, m), getSize(have, m))
+		if existing {
+			return fmt.Sprintf("re-create the maps with %s %d or more (the commands below: the maps exist, and a map keeps the size it was created with)", flag, n)
+		}
+		return fmt.Sprintf("raise it with %s %d or more (lbc push, lbc run and lbc validate --target xdp take it)", flag, n)
+	})
+}
+
+// xdpSizeCheck is xdp.Options.Check for push and run: the maps the target
+// will use (have: those that exist, or those the flags create) must be as
+// large as the flags ask explicitly and hold the configuration l. When
+// they do not, it refuses with the problems and the commands that create
+// the maps at the sizes that do: lbc detach (the maps exist), then this
+// command again with the size flags set.
+func xdpSizeCheck(c *cli.Context, l *loaded, opts xdp.Options, want, explicit fallback.Sizes) func(fallback.Sizes, bool) error {
+	return func(have fallback.Sizes, existing bool) error {
+		redo := have
+		var short []string
+		if existing {
+			for _, m := range sizeMaps {
+				if e, h := getSize(explicit, m), getSize(have, m); e > h {
+					short = append(short, fmt.Sprintf("--%s %d, but the %s map of xdp %s exists with %d entries, and a map keeps the size it was created with", sizeFlagOf[m].Name, e, m, opts.Iface, h))
+					setSize(&redo, m, e)
+				}
+			}
+		}
+		cp, err := xdpCapacity(have, l.Config, existing)
+		if err != nil {
+			return err
+		}
+		ps := l.Decoded.CheckCapacity(cp)
+		if len(short) == 0 && len(ps) == 0 {
+			if existing && have != want {
+				opts.Logger.Info("xdp maps exist: reused with the sizes they were created with (the size flags and their defaults size the maps a push creates)",
+					"iface", opts.Iface, "services", have.ServiceEntries, "backends", have.BackendEntries, "rings", have.RingEntries, "conntrack", have.ConntrackEntries)
+			}
+			return nil
+		}
+		need := xdpNeeds(l.Config)
+		set := map[string]uint32{}
+		for _, m := range sizeMaps {
+			if n := max(getSize(redo, m), getSize(need, m)); n > getSize(have, m) || getSize(explicit, m) != 0 {
+				set[m] = max(n, getSize(explicit, m))
+			}
+		}
+		var b strings.Builder
+		if existing {
+			fmt.Fprintf(&b, "xdp %s: the maps are too small (they exist already and keep their sizes):", opts.Iface)
+		} else {
+			fmt.Fprintf(&b, "xdp %s: the maps this command would create are too small:", opts.Iface)
+		}
+		for _, s := range short {
+			b.WriteString("\n  " + s)
+		}
+		if len(ps) > 0 {
+			fmt.Fprintf(&b, "\n%s: %d problem(s):\n%s", l.Name, len(ps), ps.Error())
+		}
+		if existing {
+			b.WriteString("\nTo create the maps anew at sizes that fit (the tables are written again; the conntrack goes with the old maps, so established connections are re-selected by the ring), run:\n   " +
+				xdp.DetachCommand(opts) + "\n   " + rerunWith(c, set))
+		} else {
+			b.WriteString("\nRun instead:\n   " + rerunWith(c, set))
+		}
+		return errors.New(b.String())
+	}
+}
+
+// rerunWith is this command's line (as it was given) with the size flags
+// of set given those values: the command to run again.
+func rerunWith(c *cli.Context, set map[string]uint32) string {
+	args, _ := c.App.Metadata[argsKey].([]string)
+	out := []string{"lbc"}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") {
+			name, _, eq := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if m := sizeMapOfFlag(name); m != "" {
+				if _, ok := set[m]; ok {
+					if !eq {
+						i++ // its value
+					}
+					continue
+				}
+			}
+		}
+		out = append(out, shellQuote(a))
+	}
+	for _, m := range sizeMaps {
+		if n, ok := set[m]; ok {
+			out = append(out, "--"+sizeFlagOf[m].Name, fmt.Sprint(n))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func sizeMapOfFlag(name string) string {
+	for m, f := range sizeFlagOf {
+		if f.Name == name {
+			return m
+		}
+	}
+	return ""
+}
+
+// shellQuote quotes a word for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,@+%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 var xdpAdapter = &adapter{
 	Usage:    "XDP program on a Linux interface (fallback-only mode or behind a P4 switch's fallback port)",
 	Flags:    []cli.Flag{ifaceFlag, modeFlag, pinFlag, stateFlag, egressFlag, gwFlag},
@@ -34,10 +262,18 @@ var xdpAdapter = &adapter{
 		if !errors.Is(err, xdp.ErrNotAttached) {
 			return t, err
 		}
-		// Nothing attached yet: the first push writes everything.
+		// Nothing attached yet: the first push writes everything, into
+		// maps of the sizes the flags ask.
 		iface := c.String(ifaceFlag.Name)
 		if _, err := net.InterfaceByName(iface); err != nil {
 			return nil, fmt.Errorf("xdp: interface %q: %w", iface, err)
+		}
+		if opts, err := xdpOptions(c); err != nil {
+			return nil, err
+		} else if opts.Check != nil {
+			if err := opts.Check(fallback.Sizes{ServiceEntries: opts.ServiceEntries, BackendEntries: opts.BackendEntries, RingEntries: opts.RingEntries, ConntrackEntries: opts.ConntrackEntries}, false); err != nil {
+				return nil, err
+			}
 		}
 		return emptyTarget{name: "xdp " + iface + " (nothing attached yet)"}, nil
 	},
@@ -55,6 +291,27 @@ var xdpAdapter = &adapter{
 		}
 		fmt.Fprintf(c.App.Writer, "xdp: detached from %s: %s removed\n", opts.Iface, what)
 		return nil
+	},
+	Maps: func(t targets.Target, ir *compiler.IR) ([]mapUse, error) {
+		xt, ok := t.(*xdp.Target)
+		if !ok {
+			return nil, nil
+		}
+		dp := xt.Datapath()
+		s := dp.Sizes()
+		rings, err := dp.RingEntriesInUse()
+		if err != nil {
+			return nil, err
+		}
+		used := func(n int) *uint32 { u := uint32(n); return &u }
+		return []mapUse{
+			{"services", s.ServiceEntries, used(len(ir.Services)), "rows", "--" + serviceEntriesFlag.Name},
+			{"backends", s.BackendEntries, used(len(ir.Backends)), "rows", "--" + backendEntriesFlag.Name},
+			{"rings", s.RingEntries, used(int(rings)), "entries", "--" + ringEntriesFlag.Name},
+			// Counting the live entries of an LRU map of millions is a
+			// walk of all of them: the size only.
+			{"conntrack", s.ConntrackEntries, nil, "connections", "--" + conntrackEntriesFlag.Name},
+		}, nil
 	},
 	Counters: func(t targets.Target) (*counters, error) {
 		xt, ok := t.(*xdp.Target)
@@ -93,6 +350,21 @@ func xdpOptions(c *cli.Context) (xdp.Options, error) {
 	if os.Geteuid() != 0 {
 		return opts, fmt.Errorf("--target xdp needs root (CAP_BPF and CAP_NET_ADMIN) to load and read BPF maps")
 	}
+	if hasSizeFlags(c) {
+		// push and run: the maps this command creates, and the check
+		// of the maps it will use against the flags and the
+		// configuration.
+		l, err := loadConfigFiles(c.String(configFlag.Name), "", io.Discard)
+		if err != nil {
+			return opts, err
+		}
+		want, explicit, err := xdpSizes(c, l.Config)
+		if err != nil {
+			return opts, err
+		}
+		opts.ServiceEntries, opts.BackendEntries, opts.RingEntries, opts.ConntrackEntries = want.ServiceEntries, want.BackendEntries, want.RingEntries, want.ConntrackEntries
+		opts.Check = xdpSizeCheck(c, l, opts, want, explicit)
+	}
 	return opts, nil
 }
 
@@ -104,8 +376,34 @@ func openXDP(c *cli.Context, write bool) (targets.Target, error) {
 	if write {
 		return xdp.Attach(c.Context, opts)
 	}
-	return xdp.Open(opts)
+	t, err := xdp.Open(opts)
+	if err != nil || opts.Check == nil {
+		return t, err
+	}
+	// push --dry-run: the maps exist; say now whether the push would fit.
+	if err := opts.Check(t.Datapath().Sizes(), true); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
 }
+
+// hasSizeFlags reports whether the command sizes the XDP maps (push, run).
+func hasSizeFlags(c *cli.Context) bool {
+	if c.Command == nil {
+		return false
+	}
+	for _, f := range c.Command.Flags {
+		if f == cli.Flag(ringEntriesFlag) {
+			return true
+		}
+	}
+	return false
+}
+
+// argsKey keeps, in the App's Metadata, the arguments of the command
+// line (rerunWith).
+const argsKey = "args"
 
 // emptyTarget is a datapath nobody has programmed: it reads as an empty IR
 // and refuses writes (push --dry-run previews a first push with it).

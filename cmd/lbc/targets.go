@@ -33,6 +33,18 @@ type adapter struct {
 	// Counters returns per-service and per-backend counters for status
 	// (nil: the target has none).
 	Counters func(t targets.Target) (*counters, error)
+	// Maps returns the sizes of the tables whose size was chosen when
+	// they were created, and what they hold, for status (nil: none).
+	Maps func(t targets.Target, ir *compiler.IR) ([]mapUse, error)
+}
+
+// mapUse is one table's size and use, for status.
+type mapUse struct {
+	Map   string  `json:"map"`
+	Size  uint32  `json:"size"`
+	Used  *uint32 `json:"used,omitempty"`  // rows or entries in use (nil: not counted)
+	Holds string  `json:"holds,omitempty"` // what an entry is
+	Flag  string  `json:"flag,omitempty"`  // the flag that sizes it
 }
 
 // counters is what status prints next to the tables.

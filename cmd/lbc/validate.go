@@ -9,16 +9,23 @@ import (
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/lbc-dev/lbc/targets/tofino"
-	"github.com/lbc-dev/lbc/targets/xdp"
 	"github.com/urfave/cli/v2"
 )
 
 // capacities are the datapaths `lbc validate --target` knows the tables
 // of, each read from where its program defines them.
-var capacities = map[string]func() (compiler.Capacity, error){
-	"bmv2":   bmv2.Capacity,
-	"tofino": tofino.Capacity,
-	"xdp":    xdp.Capacity,
+var capacities = map[string]func(c *cli.Context, cfg *compiler.Config) (compiler.Capacity, error){
+	"bmv2":   func(*cli.Context, *compiler.Config) (compiler.Capacity, error) { return bmv2.Capacity() },
+	"tofino": func(*cli.Context, *compiler.Config) (compiler.Capacity, error) { return tofino.Capacity() },
+	// The sizes lbc push and lbc run create the maps with, from the same
+	// flags and defaults.
+	"xdp": func(c *cli.Context, cfg *compiler.Config) (compiler.Capacity, error) {
+		want, _, err := xdpSizes(c, cfg)
+		if err != nil {
+			return compiler.Capacity{}, err
+		}
+		return xdpCapacity(want, cfg, false)
+	},
 }
 
 func capacityNames() string {
@@ -35,7 +42,7 @@ var validateTargetFlag = &cli.StringFlag{Name: "target", Usage: "also check that
 var validateCommand = &cli.Command{
 	Name:      "validate",
 	Usage:     "check a configuration and report every problem at once",
-	UsageText: "lbc validate -c lb.yaml [--health health.yaml] [--target bmv2|tofino|xdp]",
+	UsageText: "lbc validate -c lb.yaml [--health health.yaml] [--target bmv2|tofino|xdp [--ring-entries N ...]]",
 	Description: `Decodes lb.yaml strictly (an unknown field or a value of the wrong type is
 an error with its line and field path) and checks every value against the
 allowed ranges and the rules of the semantics (ALWAYS_PERSIST with
@@ -50,12 +57,21 @@ tables, as its program sizes them (BPF map sizes for xdp, the P4Info and the
 P4 source for bmv2 and tofino): services, VIP rows, ring entries (both halves
 of every ring), backends, idle timeouts (tofino), and limits.maxConnections
 against the conntrack. A table that is too small is named with its size and
-how to raise it. A ring that does not fit (on tofino: both halves of every
-ring in the ring table, each ringSize a power of two) is reported at its
-service's ringSize line with the size to set, so that all rings fit:
+how to raise it. Rings that do not fit (both halves of every ring in the
+ring table) are one problem: by how much, the largest rings, and the finest
+ringPrecision at which the services with ringSize auto (the default) fit:
 
-   lb.yaml:9: service "web": ringSize: 65537 (the default) is not a power of two: ...; set ringSize: 65536 (the rings then take 131072 of 131072 entries)`,
-	Flags: []cli.Flag{configFlag, healthFlag, validateTargetFlag},
+   lb.yaml:3: --target tofino: the rings need 204800 entries (...), 73728 more than its LbIngress.ring holds (131072); the largest rings: ...; the finest precision that fits is ringPrecision: 0.016 on the 100 services with ringSize auto (...)
+
+On tofino an explicit ringSize must be a power of two; one that is not is
+reported at its line with the size to set.
+
+For xdp the sizes are those lbc push and lbc run create the maps with: their
+defaults (512 services at ringSize 65537), or --service-entries,
+--backend-entries, --ring-entries and --conntrack-entries given here as they
+will be given there (docs/xdp.md#map-sizes). A datapath already attached
+keeps the sizes of its maps; lbc push checks against those.`,
+	Flags: append([]cli.Flag{configFlag, healthFlag, validateTargetFlag}, xdpSizeFlags...),
 	Action: func(c *cli.Context) error {
 		l, err := loadConfig(c, c.App.ErrWriter)
 		if err != nil {
@@ -68,6 +84,9 @@ service's ringSize line with the size to set, so that all rings fit:
 			}
 		}
 		name := c.String(validateTargetFlag.Name)
+		if set := sizeSetFlags(c); len(set) > 0 && name != "xdp" {
+			return fmt.Errorf("%s size the maps of --target xdp: give --target xdp to check the configuration against them", strings.Join(set, ", "))
+		}
 		if name == "" {
 			fmt.Fprintf(c.App.Writer, "%s: ok (%d services, %d endpoints)\n", l.Name, len(l.Config.Services), n)
 			return nil
@@ -76,12 +95,11 @@ service's ringSize line with the size to set, so that all rings fit:
 		if !ok {
 			return fmt.Errorf("--target %q: known targets are %s", name, capacityNames())
 		}
-		cp, err := capOf()
+		cp, err := capOf(c, l.Config)
 		if err != nil {
 			return err
 		}
-		// CheckCapacity applies the target's ring rule (CheckTarget's) and
-		// the ring table's size together: one ringSize to set per service.
+		// CheckCapacity applies the target's ring rule (CheckTarget's) too.
 		ps := l.Decoded.CheckCapacity(cp)
 		if len(ps) > 0 {
 			return problemsError(l.Name, ps)

@@ -31,8 +31,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-// Table sizes (max_entries). fallback.LoadOptions can raise the conntrack
-// and the rings at load time; `lbc validate --target xdp` reads them all.
+// Table sizes (max_entries) of a load that asks none; but for vips, the
+// loader sets each at load time (fallback.Sizes, docs/xdp.md#map-sizes).
 #define MAX_VIPS 65536
 #define MAX_SERVICES 16384   // services and service_stats
 #define MAX_RING_SLOTS (1 << 20)

@@ -4,7 +4,7 @@
 // services, double-buffered rings, backends), the conntrack and the
 // configuration: their key and value layouts, mirrored byte for byte in
 // fallback/tables.go, and the map definitions. The sizes (MAX_*) are set
-// by lb.c, the one place to raise a capacity.
+// by lb.c; the loader sets all but MAX_VIPS anew when it creates a map.
 #pragma once
 
 #include <linux/bpf.h>

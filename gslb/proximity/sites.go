@@ -2,6 +2,7 @@ package proximity
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -121,9 +122,9 @@ func (s *Sites) Measure(ctx context.Context, resolver netip.Addr) (rtt map[strin
 			continue
 		}
 		if f, ok := e.failed[site.Name]; ok {
-			why = append(why, site.Name+": "+f)
+			why = append(why, f)
 		} else {
-			why = append(why, fmt.Sprintf("%s: no answer within the %s budget", site.Name, s.cfg.Budget))
+			why = append(why, fmt.Sprintf("site %s: no answer within the %s budget", site.Name, s.cfg.Budget))
 		}
 	}
 	sort.Strings(why)
@@ -143,7 +144,7 @@ func (s *Sites) start(e *entry, resolver netip.Addr) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if err != nil {
-				e.failed[site.Name] = err.Error()
+				e.failed[site.Name] = failure(site.Name, err)
 			} else {
 				e.rtt[site.Name] = d
 			}
@@ -163,4 +164,17 @@ func (s *Sites) evict(now time.Time) {
 			delete(s.cache, k)
 		}
 	}
+}
+
+// failure says why a site gave no RTT, for G-3's note.
+func failure(site string, err error) string {
+	var ns *NotServedError
+	var ae *AnswerError
+	switch {
+	case errors.As(err, &ns):
+		return "site " + site + " " + ns.Error()
+	case errors.As(err, &ae):
+		return fmt.Sprintf("site %s answered %s: %s", site, ae.Status, ae.Msg)
+	}
+	return "site " + site + ": " + err.Error()
 }

@@ -1,32 +1,91 @@
 package xdp
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/fallback"
 )
 
-// Capacity is the size of the XDP program's tables, read from its maps
-// (`lbc validate --target xdp`).
-func Capacity() (compiler.Capacity, error) {
+// SizeFlags are the flags of `lbc push`, `lbc run` and `lbc validate`
+// (--target xdp) that size each map when it is created, by map name
+// (fallback.Sizes).
+var SizeFlags = map[string]string{
+	"services":  "--service-entries",
+	"backends":  "--backend-entries",
+	"rings":     "--ring-entries",
+	"conntrack": "--conntrack-entries",
+}
+
+// Capacity is the size of the XDP program's tables when its maps have
+// sizes s (those a load creates with them, or those that exist already),
+// for `lbc validate --target xdp` and the checks of push and run. raise
+// says how to make map m larger, given the flag that sizes it (nil: name
+// the flag). The vips map is sized when the program is built.
+func Capacity(s fallback.Sizes, raise func(m, flag string) string) (compiler.Capacity, error) {
 	sizes, err := fallback.MapSizes()
 	if err != nil {
 		return compiler.Capacity{}, err
 	}
+	if raise == nil {
+		raise = func(_, flag string) string {
+			return "raise it with " + flag + " when the maps are created (lbc push or lbc run --target xdp)"
+		}
+	}
 	c := compiler.Capacity{Target: "xdp"}
-	for _, t := range []struct{ m, holds, raise string }{
-		{"services", compiler.HoldsServices, "raise max_entries of the services map in fallback/bpf/lb.c (and of service_stats with it) and rebuild with make bpf"},
-		{"vips", compiler.HoldsVIPs, "raise max_entries of the vips map in fallback/bpf/lb.c and rebuild with make bpf"},
-		{"rings", compiler.HoldsRingEntries, "raise max_entries of the rings map in fallback/bpf/lb.c and rebuild with make bpf (fallback.LoadOptions.RingEntries sets it at load time)"},
-		{"backends", compiler.HoldsBackends, "raise max_entries of the backends map in fallback/bpf/lb.c (and of backend_stats with it) and rebuild with make bpf"},
-		{"conntrack", compiler.HoldsConnections, "raise max_entries of the conntrack map in fallback/bpf/lb.c and rebuild with make bpf (fallback.LoadOptions.ConntrackEntries sets it at load time); an LRU map evicts its least recently used entry when full"},
+	for _, t := range []struct {
+		m, holds string
+		n        uint32
+	}{
+		{"services", compiler.HoldsServices, s.ServiceEntries},
+		{"vips", compiler.HoldsVIPs, sizes["vips"]},
+		{"rings", compiler.HoldsRingEntries, s.RingEntries},
+		{"backends", compiler.HoldsBackends, s.BackendEntries},
+		{"conntrack", compiler.HoldsConnections, s.ConntrackEntries},
 	} {
-		n, ok := sizes[t.m]
-		if !ok {
+		if _, ok := sizes[t.m]; !ok {
 			return compiler.Capacity{}, fmt.Errorf("the XDP program has no %q map (has fallback/bpf/lb.c changed?)", t.m)
 		}
-		c.Tables = append(c.Tables, compiler.TableCapacity{Table: t.m + " map", Holds: t.holds, Size: int(n), Raise: t.raise})
+		var how string
+		switch t.m {
+		case "vips":
+			how = "raise MAX_VIPS in fallback/bpf/lb.c and rebuild with make bpf"
+		case "conntrack":
+			how = raise(t.m, SizeFlags[t.m]) + "; an LRU map evicts its least recently used entry when full"
+		default:
+			how = raise(t.m, SizeFlags[t.m])
+		}
+		c.Tables = append(c.Tables, compiler.TableCapacity{Table: t.m + " map", Holds: t.holds, Size: int(t.n), Raise: how})
 	}
 	return c, nil
+}
+
+// DetachCommand is the command that removes the datapath of opts, maps
+// and all, so that the next push creates its maps anew (at the sizes it
+// asks).
+func DetachCommand(opts Options) string {
+	cmd := "lbc detach --target xdp --iface " + opts.Iface
+	if opts.PinDir != "" && !opts.pinDefault {
+		cmd += " --pin-dir " + opts.PinDir
+	}
+	if opts.StateDir != "" && !opts.stateDefault {
+		cmd += " --state-dir " + opts.StateDir
+	}
+	return cmd
+}
+
+// fullHint says, for a map that had no room, how to make it larger.
+func (t *Target) fullHint(err error) error {
+	var fe *fallback.FullError
+	if !errors.As(err, &fe) || t.progID == 0 && !t.pinned {
+		return err // a replay: its maps live as long as it does
+	}
+	flag := SizeFlags[fe.Map]
+	need := fe.Size + 1
+	if fe.Map == "rings" {
+		need = fe.Used + fe.Need
+	}
+	return fmt.Errorf("%w: the %s map of %s holds %d entries, the size it was created with; to create it larger (the conntrack is lost with it, so established connections are re-selected): %s, then push again with %s %d or more (lbc validate -c lb.yaml --target xdp %s N tells whether N fits the whole configuration)",
+		err, fe.Map, t.Name(), fe.Size, DetachCommand(t.opts), flag, need, flag)
 }

@@ -51,8 +51,18 @@ type Options struct {
 	// MAC in the configuration; without it, packets go back to the router
 	// that sent them (their source MAC).
 	GatewayMAC net.HardwareAddr
-	// ConntrackEntries and RingEntries size the maps when they are created.
-	ConntrackEntries, RingEntries uint32
+	// ConntrackEntries, RingEntries, ServiceEntries and BackendEntries
+	// size the maps when Attach creates them (fallback.LoadOptions; 0:
+	// the program's own sizes). Maps that exist already (pinned, or held
+	// by the attached program) keep their sizes.
+	ConntrackEntries, RingEntries, ServiceEntries, BackendEntries uint32
+	// Check, when set, is called by Attach with the sizes of the maps the
+	// target will use, before anything is loaded, attached or written:
+	// those of the maps that exist already (existing true), or those a
+	// load will create. An error refuses the attach, and Attach returns
+	// it as it is (`lbc push` compares the sizes with its flags and the
+	// configuration, and names the commands that resize the maps).
+	Check func(s fallback.Sizes, existing bool) error
 	// Clock reads the compile clock, from which backend deadlines are
 	// mapped onto the program's (default targets.WallClock).
 	Clock  targets.Clock
@@ -96,6 +106,14 @@ func (o *Options) defaults() error {
 		o.Clock = targets.WallClock
 	}
 	return nil
+}
+
+// check calls o.Check, if any.
+func (o *Options) check(s fallback.Sizes, existing bool) error {
+	if o.Check == nil {
+		return nil
+	}
+	return o.Check(s, existing)
 }
 
 func (o *Options) metaPath() string { return filepath.Join(o.StateDir, "meta.json") }
@@ -165,6 +183,10 @@ func attachTarget(ctx context.Context, opts Options) (*Target, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := opts.check(dp.Sizes(), true); err != nil {
+				dp.Close()
+				return nil, err
+			}
 			t := &Target{opts: opts, dp: dp, meta: m, progID: uint32(info.Program), pinned: true}
 			if err := t.verify(); err != nil {
 				dp.Close()
@@ -184,18 +206,40 @@ func attachTarget(ctx context.Context, opts Options) (*Target, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := opts.check(dp.Sizes(), true); err != nil {
+				dp.Close()
+				return nil, err
+			}
 			t := &Target{opts: opts, dp: dp, meta: m, progID: a.progID}
 			return t, t.setConfig()
 		}
 	}
-	lo := fallback.LoadOptions{ConntrackEntries: opts.ConntrackEntries, RingEntries: opts.RingEntries}
+	lo := fallback.LoadOptions{ConntrackEntries: opts.ConntrackEntries, RingEntries: opts.RingEntries,
+		ServiceEntries: opts.ServiceEntries, BackendEntries: opts.BackendEntries}
 	mapsNew := false
+	sizes, err := lo.Sizes()
+	if err != nil {
+		return nil, fmt.Errorf("xdp: %w", err)
+	}
+	existing := false
 	if pinned {
 		lo.PinDir = opts.PinDir
 		_, err := os.Stat(filepath.Join(opts.PinDir, "services"))
 		mapsNew = errors.Is(err, fs.ErrNotExist)
+		// Pinned maps are reused with the sizes they have.
+		pins, ok, err := fallback.PinnedSizes(opts.PinDir)
+		if err != nil {
+			return nil, fmt.Errorf("xdp: %w", err)
+		}
+		sizes, existing = pins.Or(sizes), ok
+	}
+	if err := opts.check(sizes, existing); err != nil {
+		return nil, err
 	}
 	dp, err := fallback.Load(lo)
+	if errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.E2BIG) {
+		return nil, fmt.Errorf("%w: the kernel could not make maps this large; lower --ring-entries or --conntrack-entries (docs/xdp.md#map-sizes)", err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -659,7 +703,7 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 	res, err := t.dp.Apply(d.Changes, t.opts.Clock)
 	st := targets.ApplyStats{Counts: d.Counts(), Writes: res.Writes, Batches: res.Batches, Duration: time.Since(start)}
 	if err != nil {
-		return st, fmt.Errorf("xdp: %w", err)
+		return st, fmt.Errorf("xdp: %w", t.fullHint(err))
 	}
 	// Every change was applied, so the deletes say exactly which names to
 	// drop; reading every table back here would make a two-write flip cost

@@ -70,7 +70,11 @@ type Env interface {
 
 // xdpRunArgs are lbc run's flags for the XDP target o describes.
 func xdpRunArgs(o xdp.Options) []string {
-	args := []string{"--target", "xdp=" + o.Iface, "--mode", o.Mode, "--pin-dir", o.PinDir, "--state-dir", o.StateDir}
+	args := []string{"--target", "xdp=" + o.Iface, "--mode", o.Mode, "--pin-dir", o.PinDir, "--state-dir", o.StateDir,
+		// The program's own ring size, as the in-process controller
+		// creates it: the scenarios' rings are small, and the default
+		// (512 MiB) would cost each start half a second.
+		"--ring-entries", "1048576"}
 	if o.Egress != "" {
 		args = append(args, "--egress", o.Egress)
 	}

@@ -258,10 +258,10 @@ func newFleetEnv(ctx context.Context, prefix, dir, lbc string, fl *Fleet, backen
 		}
 		// "intruder" is a certificate of another CA for n1's name: the
 		// wrong-key peer.
-		if err := fleet.WriteCerts(e.certs, names, 24*time.Hour); err != nil {
+		if _, err := fleet.WriteCerts(e.certs, names, 24*time.Hour); err != nil {
 			return nil, err
 		}
-		if err := fleet.WriteCerts(filepath.Join(e.certs, "other-ca"), names, 24*time.Hour); err != nil {
+		if _, err := fleet.WriteCerts(filepath.Join(e.certs, "other-ca"), names, 24*time.Hour); err != nil {
 			return nil, err
 		}
 	}
@@ -401,6 +401,8 @@ func (e *fleetEnv) startNode(n *fleetNode) error {
 	}
 	args := []string{"run", "-c", n.cfgPath,
 		"--target", "xdp", "--iface", "eth0", "--mode", xdp.ModeNative, "--pin-dir", n.pinDir, "--state-dir", n.stateDir,
+		// The scenarios' rings are small: not the default 512 MiB per node.
+		"--ring-entries", "1048576",
 		"--bgp", n.bgpPath, "--metrics", fleetMetrics, "--debounce", "50ms", "--watch-interval", "0", "--verify-interval", "0"}
 	if e.share {
 		args = append(args, "--fleet", n.fleetPath)

@@ -1,0 +1,60 @@
+package fallback
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestDefaultRingsHoldKatranScale: the default rings map holds Katran's
+// default scale, 512 services at ringSize 65,537 with both halves of every
+// ring, as the loader allocates regions (first fit), and not one service
+// more; at the old size (2^20) it held 7.
+func TestDefaultRingsHoldKatranScale(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries uint32
+		fit     int // services of ringSize 65,537 that fit
+	}{
+		{"default", DefaultRingEntries, KatranServices},
+		{"compiled (2^20)", 1 << 20, 7},
+		{"one entry short of the default", DefaultRingEntries - 1, KatranServices - 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := newRegions(tc.entries)
+			n := 0
+			for {
+				r, ok := rs.alloc(KatranRingSize)
+				if !ok {
+					break
+				}
+				rs.byService[uint32(n+1)] = r
+				n++
+			}
+			if n != tc.fit {
+				t.Fatalf("%d entries hold %d services at ringSize %d, want %d", tc.entries, n, KatranRingSize, tc.fit)
+			}
+		})
+	}
+}
+
+func TestSizesCheckAndOr(t *testing.T) {
+	for _, tc := range []struct {
+		s       Sizes
+		wantErr string
+	}{
+		{Sizes{}, ""},
+		{DefaultSizes(), ""},
+		{Sizes{RingEntries: MaxMapEntries}, ""},
+		{Sizes{RingEntries: MaxMapEntries + 1}, "rings: 2147483649 entries"},
+		{Sizes{ConntrackEntries: ^uint32(0)}, "conntrack: 4294967295 entries"},
+	} {
+		err := tc.s.Check()
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%+v: Check() = %v, want %q", tc.s, err, tc.wantErr)
+		}
+	}
+	got := Sizes{RingEntries: 5}.Or(DefaultSizes())
+	if want := (Sizes{DefaultServiceEntries, DefaultBackendEntries, 5, DefaultConntrackEntries}); got != want {
+		t.Errorf("Or: %+v, want %+v", got, want)
+	}
+}
