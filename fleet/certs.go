@@ -88,31 +88,117 @@ func parsePEM(p PEM) (*x509.Certificate, any, error) {
 	return cert, key, nil
 }
 
-// WriteCerts makes a CA and a certificate for each node in dir:
-// ca.pem, ca-key.pem, and NODE.pem, NODE-key.pem (keys mode 0600).
-func WriteCerts(dir string, nodes []string, validity time.Duration) error {
+// WriteCerts writes, in dir, a certificate and key for each node
+// (NODE.pem, NODE-key.pem, the key mode 0600), signed by the fleet CA of
+// dir (ca.pem, ca-key.pem). When dir has no CA it makes one; when it has
+// one, the new nodes are signed with it (reused is true), so that the
+// nodes already deployed keep trusting the new ones. It never replaces a
+// file: a CA without its key, a key that is not the CA's, or a node that
+// already has a certificate is an error, and then nothing is written. A
+// node certificate does not outlive its CA.
+func WriteCerts(dir string, nodes []string, validity time.Duration) (reused bool, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return false, err
 	}
-	ca, err := NewCA("lbc fleet CA", validity)
-	if err != nil {
-		return err
-	}
-	write := func(name string, p PEM) error {
-		if err := os.WriteFile(filepath.Join(dir, name+".pem"), p.Cert, 0o644); err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, name+"-key.pem"), p.Key, 0o600)
-	}
-	if err := write("ca", ca); err != nil {
-		return err
+	exists := func(name string) bool {
+		_, err := os.Lstat(filepath.Join(dir, name))
+		return err == nil
 	}
 	for _, n := range nodes {
-		p, err := NewNodeCert(ca, n, validity)
-		if err != nil {
-			return fmt.Errorf("node %s: %w", n, err)
+		for _, f := range []string{n + ".pem", n + "-key.pem"} {
+			if exists(f) {
+				return false, fmt.Errorf("node %s: %s exists in %s; a node keeps its certificate: remove %s.pem and %s-key.pem first to issue a new one", n, f, dir, n, n)
+			}
 		}
-		if err := write(n, p); err != nil {
+	}
+	var ca PEM
+	switch hasCert, hasKey := exists("ca.pem"), exists("ca-key.pem"); {
+	case hasCert && hasKey:
+		if ca, err = readCA(dir); err != nil {
+			return false, err
+		}
+		reused = true
+	case hasCert || hasKey:
+		have, lack := "ca.pem", "ca-key.pem"
+		if hasKey {
+			have, lack = lack, have
+		}
+		return false, fmt.Errorf("%s has %s but not %s: a CA needs both to sign nodes; restore %s, or move %s away to make a new CA (every node then needs a new certificate)", dir, have, lack, lack, have)
+	default:
+		if ca, err = NewCA("lbc fleet CA", validity); err != nil {
+			return false, err
+		}
+	}
+	caCert, _, err := parsePEM(ca)
+	if err != nil {
+		return false, err
+	}
+	if left := time.Until(caCert.NotAfter); validity > left {
+		validity = left
+	}
+	certs := make([]PEM, len(nodes))
+	for i, n := range nodes {
+		if certs[i], err = NewNodeCert(ca, n, validity); err != nil {
+			return false, fmt.Errorf("node %s: %w", n, err)
+		}
+	}
+	if !reused {
+		if err := writeNew(dir, "ca", ca); err != nil {
+			return false, err
+		}
+	}
+	for i, n := range nodes {
+		if err := writeNew(dir, n, certs[i]); err != nil {
+			return reused, err
+		}
+	}
+	return reused, nil
+}
+
+// readCA reads and checks the CA of dir: a CA certificate, still valid,
+// with its own key.
+func readCA(dir string) (PEM, error) {
+	var ca PEM
+	var err error
+	if ca.Cert, err = os.ReadFile(filepath.Join(dir, "ca.pem")); err != nil {
+		return PEM{}, err
+	}
+	if ca.Key, err = os.ReadFile(filepath.Join(dir, "ca-key.pem")); err != nil {
+		return PEM{}, err
+	}
+	cert, key, err := parsePEM(ca)
+	if err != nil {
+		return PEM{}, fmt.Errorf("the CA in %s (ca.pem, ca-key.pem): %w", dir, err)
+	}
+	pub, ok := cert.PublicKey.(*ecdsa.PublicKey)
+	switch {
+	case !cert.IsCA:
+		return PEM{}, fmt.Errorf("%s: ca.pem is not a CA certificate", dir)
+	case !ok || !pub.Equal(key.(*ecdsa.PrivateKey).Public()):
+		return PEM{}, fmt.Errorf("%s: ca-key.pem is not the key of ca.pem", dir)
+	case time.Now().After(cert.NotAfter):
+		return PEM{}, fmt.Errorf("%s: the CA expired on %s; move ca.pem and ca-key.pem away to make a new CA (every node then needs a new certificate)", dir, cert.NotAfter.Format(time.DateOnly))
+	}
+	return ca, nil
+}
+
+// writeNew writes name.pem and name-key.pem, failing rather than
+// replacing a file that appeared meanwhile.
+func writeNew(dir, name string, p PEM) error {
+	for _, f := range []struct {
+		file string
+		data []byte
+		mode os.FileMode
+	}{{name + ".pem", p.Cert, 0o644}, {name + "-key.pem", p.Key, 0o600}} {
+		fh, err := os.OpenFile(filepath.Join(dir, f.file), os.O_WRONLY|os.O_CREATE|os.O_EXCL, f.mode)
+		if err != nil {
+			return err
+		}
+		_, err = fh.Write(f.data)
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -68,7 +68,7 @@ func (s *lockedSim) apply(t testing.TB, prev, next *compiler.IR) {
 		t.Fatal(err)
 	}
 }
-func (s *lockedSim) process(t *testing.T, p targets.Packet) targets.Verdict {
+func (s *lockedSim) process(t testing.TB, p targets.Packet) targets.Verdict {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,7 +103,7 @@ func newTestFleet(t testing.TB, n int, edit func(i int, c *Config), wrap ...func
 	for i := 1; i <= n; i++ {
 		names = append(names, fmt.Sprintf("n%d", i))
 	}
-	if err := WriteCerts(dir, append(names, "n9"), time.Hour); err != nil {
+	if _, err := WriteCerts(dir, append(names, "n9"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	// Listeners first: every node must know its peers' addresses.
@@ -295,7 +295,7 @@ func TestRejectsUnauthenticatedPeersRFLEET(t *testing.T) {
 	v1 := compileLB(t, testLB, nil)
 	f.push(t, &compiler.IR{}, v1)
 	other := t.TempDir()
-	if err := WriteCerts(other, []string{"n2"}, time.Hour); err != nil {
+	if _, err := WriteCerts(other, []string{"n2"}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	addr := f.cfgs[0].Listen

@@ -24,14 +24,19 @@ var fleetCommand = &cli.Command{
 		Name:      "certs",
 		Usage:     "make a fleet CA and a certificate for each node (mutual TLS between lbc run --fleet nodes)",
 		ArgsUsage: "NODE...",
-		Description: `lbc fleet certs writes ca.pem and ca-key.pem (the fleet CA) and, for each NODE,
-NODE.pem and NODE-key.pem: ECDSA P-256, common name and DNS name NODE, for
-both server and client authentication. Give each node its own pair and
+		Description: `lbc fleet certs writes, for each NODE, NODE.pem and NODE-key.pem: ECDSA
+P-256, common name and DNS name NODE, for both server and client
+authentication, signed by the fleet CA in --out (ca.pem, ca-key.pem). When
+--out has no CA, it makes one first; when it has one, it signs with it, so
+that a node added later is trusted by the nodes already running. It never
+replaces a file: a node that already has a certificate, or a CA without its
+key, is an error and nothing is written. Give each node its own pair and
 ca.pem; keep ca-key.pem off the nodes. A node accepts a peer only with a
 certificate of this CA whose name its fleet.yaml lists under peers.
 
-Example:
-   lbc fleet certs --out /etc/lbc/fleet n1 n2 n3`,
+Examples:
+   lbc fleet certs --out /etc/lbc/fleet n1 n2 n3   # a new CA and three nodes
+   lbc fleet certs --out /etc/lbc/fleet n4         # one more node, same CA`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Value: ".", Usage: "write the files into `DIR`"},
 			&cli.DurationFlag{Name: "valid", Value: 365 * 24 * time.Hour, Usage: "validity `DURATION` of every certificate"},
@@ -46,10 +51,15 @@ Example:
 					return fmt.Errorf("node name %q: want a plain name (not ca, no slash or space), the one fleet.yaml uses", n)
 				}
 			}
-			if err := fleet.WriteCerts(c.String("out"), nodes, c.Duration("valid")); err != nil {
+			reused, err := fleet.WriteCerts(c.String("out"), nodes, c.Duration("valid"))
+			if err != nil {
 				return fmt.Errorf("fleet certs: %w", err)
 			}
-			fmt.Fprintf(c.App.Writer, "wrote ca.pem, ca-key.pem and a certificate and key for %s in %s\n", strings.Join(nodes, ", "), c.String("out"))
+			if reused {
+				fmt.Fprintf(c.App.Writer, "signed a certificate and key for %s with the existing CA in %s (ca.pem unchanged)\n", strings.Join(nodes, ", "), c.String("out"))
+			} else {
+				fmt.Fprintf(c.App.Writer, "wrote a new CA (ca.pem, ca-key.pem) and a certificate and key for %s in %s\n", strings.Join(nodes, ", "), c.String("out"))
+			}
 			return nil
 		},
 	}},
