@@ -17,8 +17,9 @@ build:
 # reasons listed at the end (go test without -v prints no skip). Exit status:
 # go test's. Flags and packages: make test TESTARGS="-race ./controller/..."
 TESTARGS ?= ./...
+# LBC_FULL_LIVE=1: the long live suites run in full (internal/testenv).
 test:
-	$(GO) run ./internal/cmd/testsummary $(TESTARGS)
+	LBC_FULL_LIVE=1 $(GO) run ./internal/cmd/testsummary $(TESTARGS)
 
 # XDP datapath: fallback/bpf/{lb,lbtest,lbbench}.c and their headers →
 # fallback/lb{,test,bench}_bpfel.{go,o} (bpf2go,

@@ -39,3 +39,28 @@ func SkipWithoutBMv2(tb testing.TB, why error, covered string) {
 	}
 	tb.Skip(msg + "; skipped")
 }
+
+// FullLive names the environment variable that runs the long live suites
+// (every P4Testgen test on BMv2, every scenario on mininet) in full. make
+// test and .ci/run set it; plain `go test ./...` runs a fixed,
+// representative part of each, so that every package stays well inside go
+// test's default 10-minute timeout on a busy machine, and records the rest
+// as a skipped subtest that says how to run it (SkipRest).
+const FullLive = "LBC_FULL_LIVE"
+
+// Full reports whether LBC_FULL_LIVE=1.
+func Full() bool { return os.Getenv(FullLive) == "1" }
+
+// SkipRest records, as the skipped subtest "rest" of t, the ran of total
+// items (what names them) that plain go test left out, and how to run
+// them all. It does nothing when every item ran.
+func SkipRest(t *testing.T, ran, total int, what, pkg string) {
+	t.Helper()
+	if ran >= total {
+		return
+	}
+	t.Run("rest", func(t *testing.T) {
+		t.Skipf("%d of %d %s not run under plain go test, to stay inside its 10-minute package timeout; make test and CI run them all, or: %s=1 go test %s -run '%s'",
+			total-ran, total, what, FullLive, pkg, t.Name()[:len(t.Name())-len("/rest")])
+	})
+}

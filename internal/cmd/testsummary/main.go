@@ -113,6 +113,9 @@ type summary struct {
 	skips                   []skipped
 	passed, failed, skipped int
 	pkgFailed, pkgOK        int
+	// unfinished counts the failed tests that never ended (a timeout or
+	// a crash of their package's test binary).
+	unfinished int
 }
 
 func newSummary(w io.Writer) *summary { return &summary{w: w, pkgs: map[string]*pkg{}} }
@@ -176,11 +179,18 @@ func (s *summary) event(ev event) {
 			s.pkgOK++
 		case "fail":
 			s.pkgFailed++
-			// Tests that never ended (a timeout, a crash) print what they
-			// wrote.
+			// Tests that never ended (a timeout, a crash) failed: they
+			// are counted, and print what they wrote.
 			p := s.pkg(ev.Package)
+			for _, t := range p.tests {
+				if t.result == "" {
+					t.result = "fail"
+					s.failed++
+					s.unfinished++
+				}
+			}
 			for _, top := range p.order {
-				if p.tests[top] != nil && p.tests[top].result == "" {
+				if _, open := p.trees[top]; open && p.tests[top] != nil && p.tests[top].result == "fail" {
 					s.printTree(p, top)
 				}
 			}
@@ -256,6 +266,9 @@ func (s *summary) finish() {
 	}
 	if len(s.skips) == 0 {
 		fmt.Fprintln(s.w, "  none")
+	}
+	if s.unfinished > 0 {
+		fmt.Fprintf(s.w, "%d of the failed tests never ended (their package timed out or crashed: see its output above)\n", s.unfinished)
 	}
 	fmt.Fprintf(s.w, "tests: %d passed, %d failed, %d skipped; packages: %d ok, %d failed\n", s.passed, s.failed, s.skipped, s.pkgOK, s.pkgFailed)
 }

@@ -73,3 +73,35 @@ func TestExitStatusIsGoTests(t *testing.T) {
 		}
 	}
 }
+
+// TestTimedOutTestsCountAsFailed (issue 36): a package that times out
+// leaves its running tests without a result; they are counted as failed,
+// said to have never ended, and their output is printed.
+func TestTimedOutTestsCountAsFailed(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/h\n\ngo 1.22\n",
+		"go.sum": "",
+		"h_test.go": "package h\n\nimport (\n\t\"testing\"\n\t\"time\"\n)\n\nfunc TestQuick(t *testing.T) {}\n\n" +
+			"func TestHang(t *testing.T) {\n\tt.Log(\"waiting for nothing\")\n\tt.Run(\"inner\", func(t *testing.T) { time.Sleep(time.Hour) })\n}\n",
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+	var out, errw bytes.Buffer
+	if got := run([]string{"-count=1", "-timeout=2s", "./..."}, &out, &errw); got == 0 {
+		t.Fatalf("a timed-out package: exit status 0\n%s", out.String())
+	}
+	for _, want := range []string{
+		"h_test.go:11: waiting for nothing",
+		"2 of the failed tests never ended",
+		"tests: 1 passed, 2 failed, 0 skipped; packages: 0 ok, 1 failed\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
