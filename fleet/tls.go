@@ -93,3 +93,24 @@ func peerName(info credentials.AuthInfo) string {
 }
 
 var errNoPeer = errors.New("no authenticated peer")
+
+// CheckFiles reads the CA, certificate and key that cfg names, as lbc run
+// --fleet will, and checks that the certificate is the CA's, for this
+// node's name, for both ends of a connection: what `lbc validate --kind
+// fleet` reports before a node is started.
+func CheckFiles(cfg *Config) error {
+	pool, pair, err := tlsFiles(cfg)
+	if err != nil {
+		return err
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("cert %s: %w", cfg.Cert, err)
+	}
+	for _, use := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: cfg.Node, KeyUsages: []x509.ExtKeyUsage{use}}); err != nil {
+			return fmt.Errorf("cert %s for node %s with ca %s: %w (lbc fleet certs --out DIR %s signs one with the CA in DIR)", cfg.Cert, cfg.Node, cfg.CA, err, cfg.Node)
+		}
+	}
+	return nil
+}

@@ -13,7 +13,7 @@ import (
 var configFlag = &cli.StringFlag{
 	Name:    "config",
 	Aliases: []string{"c"},
-	Usage:   "load-balancer configuration `FILE` (lb.yaml); without it, the embedded examples/" + examples.DefaultName,
+	Usage:   "load-balancer configuration `FILE` (lb.yaml; the file may also be the command's one argument); without it, compile, validate, explain and gen-trace use the embedded examples/" + examples.DefaultName + ", and push and run refuse unless --example says so",
 }
 
 var healthFlag = &cli.StringFlag{

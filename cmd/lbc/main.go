@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/lbc-dev/lbc/internal/clihelp"
 	"github.com/urfave/cli/v2"
@@ -44,7 +45,10 @@ datapaths implement, by ID (R-CT-1, R-ELIG-3, R-PERSIST, ...), are in
 docs/semantics.md. The scenario testbench is a separate program:
 lbc-testbench (go run ./cmd/lbc-testbench).`,
 		Commands: append([]*cli.Command(nil), commands...),
-		Flags:    []cli.Flag{versionFlag},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return fmt.Errorf("%w\nusage: lbc [--version] COMMAND [flags] [arguments]\n(lbc help lists the commands)", err)
+		},
+		Flags: []cli.Flag{versionFlag},
 		// The command line, for messages that say which command to run
 		// again (rerunWith).
 		Before: func(c *cli.Context) error {
@@ -52,6 +56,7 @@ lbc-testbench (go run ./cmd/lbc-testbench).`,
 			return nil
 		},
 	}
+	guardOnce.Do(func() { guardArgs(commands, "") }) // the commands are shared by every app
 	clihelp.Install(app, func(c *cli.Context) error {
 		if c.Bool(versionFlag.Name) {
 			return writeVersion(c.App.Writer, readVersion())
@@ -60,6 +65,8 @@ lbc-testbench (go run ./cmd/lbc-testbench).`,
 	})
 	return app
 }
+
+var guardOnce sync.Once
 
 // commands lists every subcommand; each lives in its own file.
 var commands = []*cli.Command{

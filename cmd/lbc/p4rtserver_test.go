@@ -112,6 +112,14 @@ func TestPushAndStatusOnP4RTServer(t *testing.T) {
 				}
 			}
 			push := append(append([]string{"push", "-c", cfg}, target...), tc.pushArgs...)
+			// Issue 36: the first push can be previewed, pipeline or not.
+			out, errw, err = runLBC(t, append(push, "--dry-run")...)
+			if err != nil || !strings.Contains(out, "write 2053 changes (dry run)") {
+				t.Fatalf("push --dry-run before the first push: %v\n%s%s", err, out, errw)
+			}
+			if tc.statusErr != "" && !strings.Contains(out, "runs no pipeline yet; a push would push the pipeline") {
+				t.Fatalf("push --dry-run of a switch with no pipeline does not say the pipeline comes first:\n%s", out)
+			}
 			if tc.pushErr != "" {
 				_, _, err := runLBC(t, append([]string{"push", "-c", cfg}, target...)...)
 				if err == nil || !strings.Contains(err.Error(), tc.pushErr) {

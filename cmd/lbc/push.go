@@ -6,7 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/controller"
+	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/urfave/cli/v2"
 )
 
@@ -37,12 +39,15 @@ Examples:
    lbc push -c lb.yaml --health health.yaml --target xdp --iface eth1 --mode generic
    lbc push -c lb.yaml --target xdp --iface eth1 --dry-run     # print the diff only
    lbc push -c lb.yaml --target xdp --iface eth1 --ring-entries 4194304   # 32 MiB of rings: 2,048 services at ringSize 1024`,
-	Flags: append(append([]cli.Flag{configFlag, healthFlag, targetFlag,
+	Flags: append(append([]cli.Flag{configFlag, exampleFlag, healthFlag, targetFlag,
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the writes without performing them"},
 	}, adapterFlags()...), xdpSizeFlags...),
 	Action: func(c *cli.Context) error {
 		a, err := selectAdapter(c)
 		if err != nil {
+			return err
+		}
+		if err := requireConfig(c); err != nil {
 			return err
 		}
 		l, err := loadConfig(c, c.App.ErrWriter)
@@ -63,6 +68,9 @@ Examples:
 			}
 		}
 		tgt, err := open(c)
+		if err != nil && c.Bool("dry-run") && errors.Is(err, bmv2.ErrNoPipeline) {
+			return previewFresh(c, l)
+		}
 		if err != nil {
 			return err
 		}
@@ -134,4 +142,25 @@ next push re-attaches with them (existing connections keep their backends).`,
 		}
 		return a.Detach(c)
 	},
+}
+
+// previewFresh is push --dry-run on a switch that runs no pipeline yet:
+// the first push would give it the pipeline and then write every table,
+// which is the diff from nothing.
+func previewFresh(c *cli.Context, l *loaded) error {
+	rec, err := controller.Reconcile(l.Config, l.State, &compiler.IR{}, time.Duration(time.Now().UnixNano()))
+	if err != nil {
+		return err
+	}
+	pipeline := "lbc's embedded build of p4/lb.p4"
+	if f := c.String(p4InfoFlag.Name); f != "" {
+		pipeline = f + " and " + c.String(p4DevcfgFlag.Name)
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "%s %s: runs no pipeline yet; a push would push the pipeline (%s), then write %d changes (dry run)\n%s\n",
+		c.String(targetFlag.Name), c.String(p4AddrFlag.Name), pipeline, len(rec.Diff.Changes), rec.Diff.Summary())
+	for _, e := range rec.Events {
+		fmt.Fprintln(w, " ", e)
+	}
+	return nil
 }

@@ -36,6 +36,7 @@ var (
 	runRetryFlag    = &cli.DurationFlag{Name: "retry-interval", Value: 5 * time.Second, Usage: "retry a push that failed (a target that refused or lost writes) after `DURATION`; a switch that comes back is pushed to at once, without this wait"}
 	runProbesFlag   = &cli.IntFlag{Name: "max-probes", Value: 64, Usage: "health probes in flight at most"}
 	runLogFlag      = &cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of logs on stderr: debug, info, warn, error"}
+	runLogFmtFlag   = &cli.StringFlag{Name: "log-format", Value: "text", Usage: "`FORMAT` of logs on stderr: text (key=value) or json (one object a line, for journald, Loki or Elasticsearch)"}
 	runBGPFlag      = &cli.StringFlag{Name: "bgp", Usage: "announce the VIPs this node serves over BGP as `bgp.yaml` says (local ASN, router ID, peers; docs/fleet.md): a VIP is announced while the datapath holds the tables in force and its service has eligible backends, withdrawn otherwise and on shutdown"}
 )
 
@@ -83,26 +84,37 @@ Examples:
 With --bgp, SIGTERM first withdraws every VIP and closes the BGP sessions
 (the routers move traffic to the other nodes at once), then stops; a node
 that dies is withdrawn by its routers when the BGP hold time runs out.`,
-	Flags: append(append([]cli.Flag{configFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runRetryFlag, runProbesFlag, runLogFlag, runBGPFlag, runFleetFlag, runRTTAllowFlag, runRTTPortsFlag, runRTTRateFlag}, adapterFlags()...), xdpSizeFlags...),
+	Flags: append(append([]cli.Flag{configFlag, exampleFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runRetryFlag, runProbesFlag, runLogFlag, runLogFmtFlag, runBGPFlag, runFleetFlag, runRTTAllowFlag, runRTTPortsFlag, runRTTRateFlag}, adapterFlags()...), xdpSizeFlags...),
 	Action: func(c *cli.Context) error {
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(c.String(runLogFlag.Name))); err != nil {
 			return fmt.Errorf("--log-level: %w", err)
 		}
-		log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+		var log *slog.Logger
+		switch f := c.String(runLogFmtFlag.Name); f {
+		case "text":
+			log = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+		case "json":
+			log = slog.New(slog.NewJSONHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+		default:
+			return fmt.Errorf("--log-format %q: use text or json", f)
+		}
 		if d := c.Duration(runRetryFlag.Name); d <= 0 {
 			return fmt.Errorf("--retry-interval %s: give a positive duration, e.g. 5s", d)
 		}
 		if set := sizeSetFlags(c); len(set) > 0 && !slices.ContainsFunc(c.StringSlice(runTargetFlag.Name), func(t string) bool { return t == "xdp" || strings.HasPrefix(t, "xdp=") }) {
 			return fmt.Errorf("%s size the maps of --target xdp, and no --target is xdp", strings.Join(set, ", "))
 		}
+		if err := requireConfig(c); err != nil {
+			return err
+		}
 		cfg := c.String(configFlag.Name)
-		var cfgData []byte // the embedded example, without -c
+		var cfgData []byte // the embedded example, with --example
 		if cfg == "" {
 			// As compile does: the embedded example, which is no file,
 			// so nothing is watched and SIGHUP reloads the same.
 			cfg, cfgData = "examples/"+examples.DefaultName, examples.Default()
-			log.Info("no -c: running the embedded example; give -c lb.yaml for a configuration of your own (watched and reloaded)", "config", cfg)
+			log.Info("--example: running the embedded example; give -c lb.yaml for a configuration of your own (watched and reloaded)", "config", cfg)
 		}
 
 		var bgpCfg *bgp.Config

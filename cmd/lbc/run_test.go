@@ -313,12 +313,13 @@ func TestRunServing(t *testing.T) {
 	}
 }
 
-// TestRunWithoutConfigRunsEmbeddedExample (issue 24, item 4): lbc run
-// without -c runs the embedded example, as its help and compile say,
-// where it failed with "lbc run needs -c lb.yaml"; the example is no file,
-// so nothing is watched.
-func TestRunWithoutConfigRunsEmbeddedExample(t *testing.T) {
-	r := startRun(t, "--watch-interval", "50ms", "--debounce", "10ms")
+// TestRunExampleRunsEmbeddedExample: lbc run --example runs the embedded
+// example (issue 36: without -c or --example it refuses, so that a
+// forgotten -c never programs the demo's VIPs; TestArgumentsAreNeverIgnored);
+// the example is no file, so nothing is watched. --log-format json writes
+// one JSON object a line.
+func TestRunExampleRunsEmbeddedExample(t *testing.T) {
+	r := startRun(t, "--example", "--log-format", "json", "--watch-interval", "50ms", "--debounce", "10ms")
 	st := r.waitStatus(t, func(st controller.Status) bool { return len(st.Services) > 0 })
 	if st.Config != "examples/failover.yaml" || st.Services[0].Name != "web" || st.ReloadError != "" {
 		t.Errorf("status: config %q, services %+v, reload error %q", st.Config, st.Services, st.ReloadError)
@@ -329,12 +330,18 @@ func TestRunWithoutConfigRunsEmbeddedExample(t *testing.T) {
 		t.Fatalf("lbc run: %v\n%s", err, r.logs.String())
 	}
 	logs := r.logs.String()
-	for _, want := range []string{"no -c: running the embedded example", "config=examples/failover.yaml", "msg=pushed"} {
+	for _, want := range []string{`"msg":"--example: running the embedded example`, `"config":"examples/failover.yaml"`, `"msg":"pushed"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
 	}
-	for _, bad := range []string{"needs -c", "cannot read the configuration file", "configuration rejected"} {
+	for i, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil || v["level"] == nil || v["msg"] == nil {
+			t.Errorf("log line %d is no JSON object with level and msg: %v\n%s", i+1, err, line)
+		}
+	}
+	for _, bad := range []string{"cannot read the configuration file", "configuration rejected"} {
 		if strings.Contains(logs, bad) {
 			t.Errorf("logs have %q:\n%s", bad, logs)
 		}

@@ -50,7 +50,7 @@ func TestPushBMv2(t *testing.T) {
 	if !strings.Contains(st, "web") || !strings.Contains(st, "vm-b1") {
 		t.Fatalf("status output:\n%s", st)
 	}
-	if _, _, err := runLBC(t, "push", "--target", "bmv2", "--addr", srv.Addr(), "--election-id", "0"); err == nil || !strings.Contains(err.Error(), "election") {
+	if _, _, err := runLBC(t, "push", "--example", "--target", "bmv2", "--addr", srv.Addr(), "--election-id", "0"); err == nil || !strings.Contains(err.Error(), "election") {
 		t.Fatalf("--election-id 0: %v", err)
 	}
 }

@@ -42,7 +42,7 @@ var validateTargetFlag = &cli.StringFlag{Name: "target", Usage: "also check that
 var validateCommand = &cli.Command{
 	Name:      "validate",
 	Usage:     "check a configuration and report every problem at once",
-	UsageText: "lbc validate -c lb.yaml [--health health.yaml] [--target bmv2|tofino|xdp [--ring-entries N ...]]",
+	UsageText: "lbc validate [-c] lb.yaml [--health health.yaml] [--target bmv2|tofino|xdp [--ring-entries N ...]]\n   lbc validate [--kind bgp|fleet|gslb] FILE",
 	Description: `Decodes lb.yaml strictly (an unknown field or a value of the wrong type is
 an error with its line and field path) and checks every value against the
 allowed ranges and the rules of the semantics (ALWAYS_PERSIST with
@@ -70,9 +70,24 @@ For xdp the sizes are those lbc push and lbc run create the maps with: their
 defaults (512 services at ringSize 65537), or --service-entries,
 --backend-entries, --ring-entries and --conntrack-entries given here as they
 will be given there (docs/xdp.md#map-sizes). A datapath already attached
-keeps the sizes of its maps; lbc push checks against those.`,
-	Flags: append([]cli.Flag{configFlag, healthFlag, validateTargetFlag}, xdpSizeFlags...),
+keeps the sizes of its maps; lbc push checks against those.
+
+The other files lbc reads are checked offline too, each by the loader of the
+command that reads it, told from their top-level fields or by --kind:
+bgp.yaml (lbc run --bgp), fleet.yaml (lbc run --fleet: also that its
+certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
+
+   lbc validate bgp.yaml
+   lbc validate --kind fleet /etc/lbc/fleet.yaml`,
+	Flags: append([]cli.Flag{configFlag, healthFlag, validateTargetFlag, validateKindFlag}, xdpSizeFlags...),
 	Action: func(c *cli.Context) error {
+		kind, err := fileKind(c)
+		if err != nil {
+			return err
+		}
+		if kind != kindLB {
+			return validateOther(c, kind)
+		}
 		l, err := loadConfig(c, c.App.ErrWriter)
 		if err != nil {
 			return err

@@ -310,7 +310,7 @@ func (t *Target) attachProg(ifindex int) (string, error) {
 func openAttached(iface string, id uint32) (*fallback.Datapath, error) {
 	dp, err := fallback.OpenAttached(ebpf.ProgramID(id))
 	if errors.Is(err, fallback.ErrNotLBC) {
-		return nil, fmt.Errorf("xdp: %s runs another XDP program (id %d): %w; remove it first (ip link set dev %s xdp off)", iface, id, err, iface)
+		return nil, fmt.Errorf("xdp: %s runs another XDP program (id %d): %w; remove it first (ip link set dev %s xdp off; xdpgeneric off for a program attached in generic mode)", iface, id, err, iface)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("xdp: %s: %w", iface, err)
@@ -589,7 +589,7 @@ func detachNetlink(opts Options, keepMaps bool) (bool, error) {
 		return false, fmt.Errorf("xdp: %s: XDP program id %d: %w", opts.Iface, a.progID, err)
 	}
 	if info.Name != fallback.ProgName {
-		return false, fmt.Errorf("xdp: %s runs XDP program id %d (%q), not lbc's: left alone (remove it with ip link set dev %s xdp off)", opts.Iface, a.progID, info.Name, opts.Iface)
+		return false, fmt.Errorf("xdp: %s runs XDP program id %d (%q), not lbc's: left alone (remove it with ip link set dev %s xdp off; xdpgeneric off for a program attached in generic mode)", opts.Iface, a.progID, info.Name, opts.Iface)
 	}
 	if keepMaps {
 		if _, err := os.Stat(filepath.Join(opts.PinDir, "services")); err != nil {

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lbc-dev/lbc/examples"
+	"github.com/urfave/cli/v2"
+)
+
+// exampleFlag lets push and run use the embedded example, which they
+// never do by default: a missing -c must not program a real datapath with
+// the demo's VIPs.
+var exampleFlag = &cli.BoolFlag{Name: "example", Usage: "use the embedded examples/" + examples.DefaultName + " (the demo) as the configuration; without it the command needs -c FILE"}
+
+// guardArgs wraps the action of every command in list (and its
+// subcommands) so that no argument is silently ignored: a flag after an
+// argument (the flag parser stops at the first argument) is an error; a
+// command that takes -c also takes the file as its one argument; any other
+// argument of a command whose ArgsUsage does not name arguments is an
+// error.
+func guardArgs(list []*cli.Command, prefix string) {
+	for _, cmd := range list {
+		name := strings.TrimSpace(prefix + " " + cmd.Name)
+		guardArgs(cmd.Subcommands, name)
+		if cmd.Action == nil || cmd.SkipFlagParsing {
+			continue
+		}
+		if cmd.OnUsageError == nil {
+			usage := cmd.UsageText
+			if usage == "" {
+				usage = strings.TrimSpace("lbc " + name + " [flags] " + strings.TrimSpace(cmd.ArgsUsage))
+			}
+			cmd.OnUsageError = usageError(name, usage)
+		}
+		cmd, action := cmd, cmd.Action
+		cmd.Action = func(c *cli.Context) error {
+			if err := checkArgs(c, cmd, name); err != nil {
+				return err
+			}
+			return action(c)
+		}
+	}
+}
+
+// usageError words a flag the parser refused as one short error, with the
+// command's usage line, rather than the whole help around it.
+func usageError(name, usage string) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		return fmt.Errorf("%s: %w\nusage: %s\n(lbc help %s shows every flag)", name, err, usage, name)
+	}
+}
+
+func checkArgs(c *cli.Context, cmd *cli.Command, name string) error {
+	args := c.Args().Slice()
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") && a != "-" {
+			return fmt.Errorf("%s: flag %s comes after an argument and would not be read; put every flag before the arguments: lbc %s [flags] %s",
+				name, a, name, strings.TrimSpace(cmd.ArgsUsage))
+		}
+	}
+	if strings.TrimSpace(cmd.ArgsUsage) != "" || len(args) == 0 {
+		return nil
+	}
+	if hasFlag(cmd.Flags, configFlag) {
+		switch {
+		case len(args) > 1:
+			return fmt.Errorf("%s takes one configuration file, got %d arguments (%s)", name, len(args), strings.Join(args, " "))
+		case c.String(configFlag.Name) != "":
+			return fmt.Errorf("%s: both -c %s and the argument %s name the configuration; give one", name, c.String(configFlag.Name), args[0])
+		}
+		return c.Set(configFlag.Name, args[0])
+	}
+	return fmt.Errorf("%s takes no arguments (got %q); see lbc %s --help", name, strings.Join(args, " "), name)
+}
+
+func hasFlag(flags []cli.Flag, f cli.Flag) bool {
+	for _, x := range flags {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// requireConfig is for commands that program a datapath: they need -c
+// (or the file as their argument), or --example to use the demo.
+func requireConfig(c *cli.Context) error {
+	if c.String(configFlag.Name) != "" || c.Bool(exampleFlag.Name) {
+		return nil
+	}
+	return fmt.Errorf("%s needs the configuration to program: -c lb.yaml (or --example for the embedded examples/%s, the demo)", c.Command.FullName(), examples.DefaultName)
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestArgumentsAreNeverIgnored (issue 36): a file given without -c is
+// read, never replaced by the embedded demo; push and run need a file or
+// --example; a flag after an argument and an argument a command does not
+// take are errors.
+func TestArgumentsAreNeverIgnored(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("services:\n  - name: web\n    vip: nope\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "lb.yaml")
+	data, err := os.ReadFile("../../examples/udp-fragments.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(good, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runCLICases(t, []cliCase{
+		{"validate reads its argument", []string{"validate", good}, good + ": ok", ""},
+		{"validate of a bad argument fails on it", []string{"validate", bad}, "", "bad.yaml"},
+		{"compile reads its argument", []string{"compile", good}, "service media", ""},
+		{"compile without a file: the example", []string{"compile"}, "service web", ""},
+		{"two files", []string{"validate", good, bad}, "", "takes one configuration file, got 2 arguments"},
+		{"-c and an argument", []string{"validate", "-c", good, bad}, "", "both -c"},
+		{"a flag after the file", []string{"validate", good, "--target", "xdp"}, "", "flag --target comes after an argument and would not be read"},
+		{"push without a file", []string{"push", "--target", "bmv2", "--addr", "127.0.0.1:1", "--dry-run"}, "", "push needs the configuration to program: -c lb.yaml (or --example"},
+		{"push with a flag after the file", []string{"push", bad, "--target", "bmv2"}, "", "flag --target comes after an argument"},
+		{"push of a bad file reads it", []string{"push", "--target", "bmv2", "--addr", "127.0.0.1:1", "--dry-run", bad}, "", "bad.yaml"},
+		{"run without a file", []string{"run", "--target", "sim"}, "", "run needs the configuration to program"},
+		{"a command without arguments", []string{"status", "extra"}, "", `status takes no arguments (got "extra")`},
+		{"fleet certs keeps its node arguments", []string{"fleet", "certs", "--out", dir, "n1"}, "n1", ""},
+	}, func(t *testing.T, tc cliCase, out, errw string) {
+		if tc.wantErr != "" && strings.Contains(out+errw, "203.0.113.10") {
+			t.Errorf("lbc %s used the demo (its VIP 203.0.113.10 is in the output)", strings.Join(tc.args, " "))
+		}
+	})
+}
+
+// cliCase is one command line and what it must print (out, when it
+// succeeds) or fail with (wantErr).
+type cliCase struct {
+	name    string
+	args    []string
+	out     string
+	wantErr string
+}
+
+// runCLICases runs each case as a subtest; also, when given, checks more
+// of what the command printed.
+func runCLICases(t *testing.T, cases []cliCase, also func(t *testing.T, tc cliCase, out, errw string)) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errw, err := runLBC(t, tc.args...)
+			switch {
+			case tc.wantErr == "" && (err != nil || !strings.Contains(out, tc.out)):
+				t.Fatalf("lbc %s: %v\n%s%s", strings.Join(tc.args, " "), err, out, errw)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("lbc %s: error %v, want %q\n%s", strings.Join(tc.args, " "), err, tc.wantErr, out)
+			}
+			if also != nil {
+				also(t, tc, out, errw)
+			}
+		})
+	}
+}
+
+// TestUsageErrorIsShort (issue 36): a flag the parser refuses is one error
+// with the command's usage line, not the whole help around it.
+func TestUsageErrorIsShort(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"compile", "--bogus"}, "compile: flag provided but not defined: -bogus\nusage: lbc compile [-c lb.yaml]"},
+		{[]string{"fleet", "certs", "--bogus"}, "fleet certs: flag provided but not defined: -bogus\nusage: lbc fleet certs [flags] NODE...\n(lbc help fleet certs shows every flag)"},
+		{[]string{"push", "--target"}, "push: flag needs an argument: -target\nusage: lbc push -c lb.yaml"},
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus\nusage: lbc [--version] COMMAND"},
+	} {
+		out, errw, err := runLBC(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("lbc %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+		if strings.Contains(out+errw, "OPTIONS:") || strings.Contains(out+errw, "Incorrect Usage") {
+			t.Errorf("lbc %s printed the help:\n%s%s", strings.Join(tc.args, " "), out, errw)
+		}
+	}
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestValidateOtherKinds (issue 36): lbc validate checks bgp.yaml,
+// fleet.yaml (with its CA, certificate and key) and gslb.yaml offline,
+// told from their fields or by --kind, with every problem at its line.
+func TestValidateOtherKinds(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if _, _, err := runLBC(t, "fleet", "certs", "--out", dir, "n1", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	bgpOK := write("bgp.yaml", "localASN: 64512\nrouterID: 10.0.0.2\npeers:\n  - {address: 10.0.0.1, asn: 64500}\n")
+	bgpBad := write("bgp-bad.yaml", "localASN: 64512\nrouterID: nope\npeers:\n  - {address: 10.0.0.1, asn: 64500}\n")
+	fleetOK := write("fleet.yaml", "node: n1\nlisten: 127.0.0.1:7946\nca: ca.pem\ncert: n1.pem\nkey: n1-key.pem\npeers:\n  - {name: n2, address: 127.0.0.1:7947}\n")
+	fleetWrongCert := write("fleet-n2.yaml", "node: n1\nlisten: 127.0.0.1:7946\nca: ca.pem\ncert: n2.pem\nkey: n2-key.pem\npeers:\n  - {name: n2, address: 127.0.0.1:7947}\n")
+	fleetNoKey := write("fleet-nokey.yaml", "node: n1\nlisten: 127.0.0.1:7946\nca: ca.pem\ncert: n1.pem\nkey: missing.pem\npeers:\n  - {name: n2, address: 127.0.0.1:7947}\n")
+	runCLICases(t, []cliCase{
+		{"bgp told from its fields", []string{"validate", bgpOK}, "ok (bgp.yaml: AS 64512, 1 peers)", ""},
+		{"bgp problem at its line", []string{"validate", bgpBad}, "", "bgp-bad.yaml:2"},
+		{"fleet and its certificate", []string{"validate", fleetOK}, "ok (fleet.yaml: node n1, 1 peers", ""},
+		{"fleet: another node's certificate", []string{"validate", fleetWrongCert}, "", "cert " + filepath.Join(dir, "n2.pem") + " for node n1"},
+		{"fleet: a missing key", []string{"validate", fleetNoKey}, "", "missing.pem"},
+		{"gslb", []string{"validate", "../../examples/gslb.yaml"}, "ok (gslb.yaml: 3 sites)", ""},
+		{"--kind overrides", []string{"validate", "--kind", "bgp", "../../examples/gslb.yaml"}, "", "gslb.yaml"},
+		{"unknown kind", []string{"validate", "--kind", "dns", bgpOK}, "", `--kind "dns": one of lb, bgp, fleet, gslb`},
+		{"--target is for lb.yaml", []string{"validate", "--target", "xdp", bgpOK}, "", "--target is for lb.yaml"},
+		{"lb.yaml as before", []string{"validate", "../../examples/failover.yaml"}, "ok (1 services", ""},
+	}, nil)
+}
