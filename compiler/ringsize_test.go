@@ -142,9 +142,8 @@ func TestAutoRingFloorDisruption(t *testing.T) {
 	}
 }
 
-// TestRingSizeYAML: ringSize takes auto or a whole number, and says so.
-func TestRingSizeYAML(t *testing.T) {
-	base := `tunnel: {sourceIPv4: 192.0.2.1}
+// twoEndpoints is a service of two endpoints; tests append its ring fields.
+const twoEndpoints = `tunnel: {sourceIPv4: 192.0.2.1}
 services:
   - name: web
     vip: 10.0.0.1
@@ -152,6 +151,9 @@ services:
     ports: [80]
     backends: [{name: g, endpoints: [{name: a, ip: 10.1.0.1}, {name: b, ip: 10.1.0.2}]}]
 `
+
+// TestRingSizeYAML: ringSize takes auto or a whole number, and says so.
+func TestRingSizeYAML(t *testing.T) {
 	for _, tc := range []struct {
 		extra string
 		ring  int
@@ -171,7 +173,7 @@ services:
 		{"    ringPrecision: 0.00001\n", 0, false, `ringPrecision: 1e-05 out of range`},
 		{"    ringSize: 13\n", 0, false, `ringSize: 13 is too small for 2 endpoints (need at least 10 slots each); use ringSize 23 or more, or auto`},
 	} {
-		d, err := Load("lb.yaml", []byte(base+tc.extra))
+		d, err := Load("lb.yaml", []byte(twoEndpoints+tc.extra))
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: error %v, want %q", tc.extra, err, tc.err)
@@ -192,19 +194,11 @@ services:
 // TestRingSizeWarnings: an explicit ring coarser than 1 % and a
 // ringPrecision that auto does not use are warnings that name the fix.
 func TestRingSizeWarnings(t *testing.T) {
-	base := `tunnel: {sourceIPv4: 192.0.2.1}
-services:
-  - name: web
-    vip: 10.0.0.1
-    protocol: TCP
-    ports: [80]
-    backends: [{name: g, endpoints: [{name: a, ip: 10.1.0.1}, {name: b, ip: 10.1.0.2}]}]
-`
 	for _, tc := range []struct{ extra, want string }{
 		{"    ringSize: 101\n", `ringSize: 101 slots for 2 endpoints: weights are honoured only to 1 slot in 50 (share error up to 2 %); ringSize auto picks 256 (1 %)`},
 		{"    ringSize: 4099\n    ringPrecision: 0.02\n", `ringPrecision: ringPrecision applies to ringSize auto only; this service sets ringSize 4099`},
 	} {
-		d, err := Load("lb.yaml", []byte(base+tc.extra))
+		d, err := Load("lb.yaml", []byte(twoEndpoints+tc.extra))
 		if err != nil {
 			t.Fatalf("%q: %v", tc.extra, err)
 		}
