@@ -19,7 +19,7 @@ import (
 // timers.
 func TestLBCRunArgs(t *testing.T) {
 	x := xdpRunArgs(xdp.Options{Iface: "f1-eth0", Egress: "f1-eth1", Mode: xdp.ModeNative, PinDir: "/tmp/d/bpffs/xdp", StateDir: "/tmp/d/xdp-state"})
-	want := []string{"--target", "xdp=f1-eth0", "--mode", "native", "--pin-dir", "/tmp/d/bpffs/xdp", "--state-dir", "/tmp/d/xdp-state", "--egress", "f1-eth1"}
+	want := []string{"--target", "xdp=f1-eth0", "--mode", "native", "--pin-dir", "/tmp/d/bpffs/xdp", "--state-dir", "/tmp/d/xdp-state", "--ring-entries", "1048576", "--egress", "f1-eth1"}
 	if !slices.Equal(x, want) {
 		t.Errorf("xdpRunArgs = %q, want %q", x, want)
 	}
