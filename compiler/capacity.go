@@ -215,28 +215,53 @@ func roundUp2(p float64) float64 {
 	return v
 }
 
-// largestRings names the services with the largest rings, for messages.
+// largestRings names the services with the largest rings, for messages:
+// the k largest sizes, each with its services (a count and the first name
+// when several share it).
 func largestRings(cfg *Config, k int) string {
 	idx := make([]int, len(cfg.Services))
 	for i := range idx {
 		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return cfg.Services[idx[a]].Ring() > cfg.Services[idx[b]].Ring() })
+	how := func(s *Service) string {
+		if s.RingAuto() {
+			return fmt.Sprintf("auto: %d endpoints at %g %%", s.EndpointCount(), 100*s.Precision())
+		}
+		return "ringSize"
+	}
+	type group struct {
+		first       *Service
+		size, count int
+		how         string
+	}
+	var gs []group
+	for _, i := range idx {
+		s := &cfg.Services[i]
+		if n := len(gs); n > 0 && gs[n-1].size == s.Ring() && gs[n-1].how == how(s) {
+			gs[n-1].count++
+			continue
+		}
+		gs = append(gs, group{first: s, size: s.Ring(), count: 1, how: how(s)})
+	}
 	out := "the largest rings: "
-	for j, i := range idx {
+	for j, g := range gs {
 		if j == k {
-			out += fmt.Sprintf(", and %d more", len(idx)-k)
+			rest := 0
+			for _, g := range gs[k:] {
+				rest += g.count
+			}
+			out += fmt.Sprintf(", and %d more services", rest)
 			break
 		}
 		if j > 0 {
 			out += ", "
 		}
-		s := &cfg.Services[i]
-		how := "ringSize"
-		if s.RingAuto() {
-			how = fmt.Sprintf("auto: %d endpoints at %g %%", s.EndpointCount(), 100*s.Precision())
+		if g.count == 1 {
+			out += fmt.Sprintf("%q %d slots (%s)", g.first.Name, g.size, g.how)
+		} else {
+			out += fmt.Sprintf("%d services of %d slots (%s; %q, ...)", g.count, g.size, g.how, g.first.Name)
 		}
-		out += fmt.Sprintf("%q %d slots (%s)", s.Name, s.Ring(), how)
 	}
 	return out
 }

@@ -77,10 +77,24 @@ func TestCheckCapacityRings(t *testing.T) {
 		want       []string // one per problem, in line order
 	}{
 		{"100 auto services of 8 endpoints: one problem", manyServices(100, 8, 0), tofino, []string{
-			`lb.yaml:3: --target tofino: the rings need 204800 entries (2 × ring size per service: both halves), 73728 more than its LbIngress.ring holds (131072); the largest rings: "s0" 1024 slots (auto: 8 endpoints at 1 %), "s1" 1024 slots (auto: 8 endpoints at 1 %), "s2" 1024 slots (auto: 8 endpoints at 1 %), and 97 more; the finest precision that fits is ringPrecision: 0.016 on the 100 services with ringSize auto (every endpoint's share within 1.6 % of its ideal; the rings then take 102400 of 131072 entries); or recompile with -DRING_TABLE_SIZE=N`}},
+			`lb.yaml:3: --target tofino: the rings need 204800 entries (2 × ring size per service: both halves), 73728 more than its LbIngress.ring holds (131072); the largest rings: 100 services of 1024 slots (auto: 8 endpoints at 1 %; "s0", ...); the finest precision that fits is ringPrecision: 0.016 on the 100 services with ringSize auto (every endpoint's share within 1.6 % of its ideal; the rings then take 102400 of 131072 entries); or recompile with -DRING_TABLE_SIZE=N`}},
 		{"65 explicit rings of 1024: one problem", manyServices(65, 16, 1024), tofino, []string{
-			`lb.yaml:3: --target tofino: the rings need 133120 entries (2 × ring size per service: both halves), 2048 more than its LbIngress.ring holds (131072); the largest rings: "s0" 1024 slots (ringSize), "s1" 1024 slots (ringSize), "s2" 1024 slots (ringSize), and 62 more; lower ringSize of the largest, or set ringSize: auto; or recompile with -DRING_TABLE_SIZE=N`}},
+			`lb.yaml:3: --target tofino: the rings need 133120 entries (2 × ring size per service: both halves), 2048 more than its LbIngress.ring holds (131072); the largest rings: 65 services of 1024 slots (ringSize; "s0", ...); lower ringSize of the largest, or set ringSize: auto; or recompile with -DRING_TABLE_SIZE=N`}},
 		{"auto fits", manyServices(64, 8, 0), tofino, nil},
+		{"mixed sizes: the largest first, then the rest counted", manyServices(70, 8, 0) + `  - name: big
+    vip: 10.99.0.1
+    protocol: TCP
+    ports: [80]
+    ringSize: 8192
+    backends: [{name: g, endpoints: [{name: big-e0, ip: 10.201.0.1}]}]
+  - name: small
+    vip: 10.99.0.2
+    protocol: TCP
+    ports: [80]
+    ringSize: 64
+    backends: [{name: g, endpoints: [{name: small-e0, ip: 10.201.0.2}]}]
+`, Capacity{Target: TargetTofino, Tables: []TableCapacity{{Table: "LbIngress.ring", Holds: HoldsRingEntries, Size: 131072}}}, []string{
+			`the largest rings: "big" 8192 slots (ringSize), 70 services of 1024 slots (auto: 8 endpoints at 1 %; "s0", ...), "small" 64 slots (ringSize);`}},
 		{"a prime that fits gets only the power of two", `tunnel: {sourceIPv4: 192.0.2.1}
 services:
   - name: media
