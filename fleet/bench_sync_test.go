@@ -23,10 +23,15 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkSync measures R-FLEET's sharing at 10k and 100k exceptions on
-// three nodes over loopback (mutual TLS, sim datapaths): from the push
-// that takes r3 out of the ring (n1's trigger) to n1's snapshot
-// installed on n2 and n3 (both acked; the larger of the two sync lags).
+// BenchmarkSync measures R-FLEET's sharing at 1k, 10k and 100k
+// exceptions on three nodes over loopback (mutual TLS, sim datapaths):
+// from the push that takes r3 out of the ring (n1's trigger) to n1's
+// snapshot installed on n2 and n3 (both acked; the larger of the two sync
+// lags). n1's flows are opened as the product opens them, by their
+// packets through n1's datapath (a SYN, then an ACK): its own entries,
+// which it publishes once they are exceptions. (Entries written with
+// WriteConntrack would be copies of a peer's, which a node never
+// publishes.)
 // Reported per sync:
 //   - ms/sync: that time;
 //   - cpu-ms/10k: the process's CPU per 10k exceptions (all three nodes
@@ -44,27 +49,45 @@ func BenchmarkSync(b *testing.B) {
 	}
 }
 
-// r3Flows returns count conntrack entries of flows that the rings of v1
-// and v3 (r3 in) give to r3: none is an exception while r3 is in the
+// r3Flows returns the SYNs of count TCP connections that the rings of
+// v1 and v3 (r3 in) give to r3: none is an exception while r3 is in the
 // ring, every one is while it is out.
-func r3Flows(b *testing.B, count int, v1, v3 *compiler.IR) []targets.ConntrackEntry {
+func r3Flows(b *testing.B, count int, v1, v3 *compiler.IR) []targets.Packet {
 	b.Helper()
 	x := v1.Index()
 	svc := x.ServiceByName("web")
 	r3 := x.BackendOf(svc.ID, "r3")
-	es := make([]targets.ConntrackEntry, 0, count)
-	for i := 0; len(es) < count; i++ {
+	ps := make([]targets.Packet, 0, count)
+	for i := 0; len(ps) < count; i++ {
 		if i >= 1<<24 {
-			b.Fatalf("only %d flows of r3 among 2^24 sources", len(es))
+			b.Fatalf("only %d flows of r3 among 2^24 sources", len(ps))
 		}
-		e := targets.ConntrackEntry{ServiceID: svc.ID, Kind: compiler.Tuple5, BackendID: r3.ID, Epoch: svc.Epoch, Idle: time.Second,
-			Tuple: compiler.Tuple{Src: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), Dst: netip.MustParseAddr("203.0.113.10"), Proto: 6, SrcPort: uint16(1024 + i%60000), DstPort: 80}}
-		one := []targets.ConntrackEntry{e}
+		p := targets.Packet{Src: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), Dst: netip.MustParseAddr("203.0.113.10"), Proto: 6,
+			SrcPort: uint16(1024 + i%60000), DstPort: 80, Flags: targets.FlagSYN}
+		one := []targets.ConntrackEntry{{ServiceID: svc.ID, Kind: compiler.Tuple5, Tuple: p.Tuple(), BackendID: r3.ID, Epoch: svc.Epoch}}
 		if len(exception.Compute(v1, one)) == 0 && len(exception.Compute(v3, one)) == 0 {
-			es = append(es, e)
+			ps = append(ps, p)
 		}
 	}
-	return es
+	return ps
+}
+
+// openFlows makes n1's entries as the product does, from the flows'
+// packets through its datapath: a SYN each (a new connection, on r3) and,
+// with ack, the ACK that follows (a hit that refreshes the entry, as the
+// clients' traffic keeps it from aging out). The entries are n1's own,
+// not copies, so n1 publishes them once they are exceptions.
+func openFlows(b *testing.B, dp *lockedSim, ps []targets.Packet, r3 uint32, ack bool) {
+	b.Helper()
+	for _, p := range ps {
+		want := targets.CTNew
+		if ack {
+			p.Flags, want = targets.FlagACK, targets.CTHit
+		}
+		if v := dp.process(b, p); v.Action != targets.Forward || v.BackendID != r3 || v.CT != want {
+			b.Fatalf("flow %v:%d on n1: %v, want forwarded to r3 (backend %d), conntrack %s", p.Src, p.SrcPort, v, r3, want)
+		}
+	}
 }
 
 // codecCost is the wire's share of a sync of exc: encoded into batches,
@@ -90,14 +113,31 @@ func codecCost(b *testing.B, exc []exception.Exception) time.Duration {
 	return time.Since(t0)
 }
 
+// countCopies returns how many of es are copies of a peer's entries.
+func countCopies(es []targets.ConntrackEntry) int {
+	n := 0
+	for _, e := range es {
+		if e.Copy {
+			n++
+		}
+	}
+	return n
+}
+
 func benchSync(b *testing.B, count int) {
 	f := newTestFleet(b, 3, func(i int, c *Config) { c.refresh = time.Hour; c.MaxSnapshotsPerSecond = 1000 })
 	v1 := compileLB(b, testLB, nil)
 	v2 := compileLB(b, testLB, v1, "r3")
 	v3 := compileLB(b, testLB, v2)
 	f.push(b, &compiler.IR{}, v1)
-	if k, err := f.dps[0].WriteConntrack(context.Background(), r3Flows(b, count, v1, v3)); k != count {
-		b.Fatalf("n1 holds %d of %d entries: %v", k, count, err)
+	flows := r3Flows(b, count, v1, v3)
+	r3 := v1.Index().BackendOf(v1.Index().ServiceByName("web").ID, "r3").ID
+	openFlows(b, f.dps[0], flows, r3, false)
+	openFlows(b, f.dps[0], flows, r3, true)
+	opened := time.Now()
+	live, err := f.dps[0].ReadConntrack(context.Background())
+	if own := len(live) - countCopies(live); own != count || err != nil {
+		b.Fatalf("n1 holds %d entries, %d of them its own, want %d own: %v", len(live), own, count, err)
 	}
 	// synced waits until n1 published want exceptions and both peers
 	// acked that snapshot holding them installed; it returns the larger
@@ -146,6 +186,12 @@ func benchSync(b *testing.B, count int) {
 		f.push(b, v2, v3) // r3 back: nothing to share, all withdrawn
 		synced(0)
 		prev = v3
+		// The clients' traffic keeps the flows from aging out (idle
+		// timeout 60 s) however many iterations run.
+		if time.Since(opened) > 15*time.Second {
+			openFlows(b, f.dps[0], flows, r3, true)
+			opened = time.Now()
+		}
 		b.StartTimer()
 	}
 	b.StopTimer()
