@@ -159,7 +159,9 @@ func TestRunReattachesXDP(t *testing.T) {
 			}
 			pins := filepath.Join("/sys/fs/bpf/lbc/netns", ns, "nc0")
 			t.Cleanup(func() {
-				os.RemoveAll(pins)
+				// The namespace's whole folder: its pins and the folder
+				// itself, which lbc made (issue 36: one was left per run).
+				os.RemoveAll(filepath.Dir(pins))
 				os.RemoveAll(filepath.Join("/run/lbc/xdp/netns", ns))
 			})
 			verify := "200ms"
