@@ -96,3 +96,23 @@ func TestUsageErrorIsShort(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusTakesNoWriteFlags (issue 36): status only reads, so its help
+// lists no flag that says how to write or attach, and it refuses them.
+func TestStatusTakesNoWriteFlags(t *testing.T) {
+	help, _, err := runLBC(t, "status", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"--batch-size", "--fallback-port", "--mode", "--egress", "--gateway-mac"} {
+		if strings.Contains(help, f) {
+			t.Errorf("status --help lists %s, a flag of push and run", f)
+		}
+		if _, _, err := runLBC(t, "status", f, "1"); err == nil || !strings.Contains(err.Error(), "flag provided but not defined") {
+			t.Errorf("status %s 1: %v", f, err)
+		}
+	}
+	if !strings.Contains(help, "--addr") || !strings.Contains(help, "--pin-dir") {
+		t.Errorf("status --help lacks the flags that say where to read:\n%s", help)
+	}
+}

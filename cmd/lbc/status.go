@@ -24,7 +24,7 @@ and the share of the active ring it owns, with packet and new-connection
 counters. --format json prints {"ir": ..., "counters": ...}.`,
 	Flags: append([]cli.Flag{targetFlag, controllerStatusFlag,
 		&cli.StringFlag{Name: "format", Value: "text", Usage: "output `FORMAT`: text or json"},
-	}, adapterFlags()...),
+	}, readFlags()...),
 	Action: func(c *cli.Context) error {
 		format := c.String("format")
 		if format != "text" && format != "json" {

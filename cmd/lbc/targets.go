@@ -137,3 +137,16 @@ func adapterFlags() []cli.Flag {
 	}
 	return out
 }
+
+// readFlags are the adapters' flags that a command which only reads a
+// datapath (status) uses: not those that say how to write or attach.
+func readFlags() []cli.Flag {
+	writeOnly := map[cli.Flag]bool{p4BatchFlag: true, p4FallbackFlag: true, modeFlag: true, egressFlag: true, gwFlag: true}
+	var out []cli.Flag
+	for _, f := range adapterFlags() {
+		if !writeOnly[f] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
