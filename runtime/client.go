@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -189,6 +192,9 @@ type Client struct {
 // Dial connects and starts arbitration in the background; use WaitPrimary
 // before writing.
 func Dial(ctx context.Context, opts Options) (*Client, error) {
+	if err := checkAddr(opts.Addr); err != nil {
+		return nil, err
+	}
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = DefaultBatchSize
 	}
@@ -382,11 +388,46 @@ func (c *Client) WaitPrimary(ctx context.Context) error {
 			if reason != nil {
 				return fmt.Errorf("p4runtime %s: %w (%w)", c.opts.Addr, ctx.Err(), reason)
 			}
-			return fmt.Errorf("p4runtime %s: no arbitration answer: %w", c.opts.Addr, ctx.Err())
+			return fmt.Errorf("p4runtime %s: no arbitration answer: %w%s", c.opts.Addr, ctx.Err(), diagnose(c.opts.Addr))
 		case <-ch:
 		case <-wait:
 		}
 	}
+}
+
+// checkAddr refuses an address no switch can be at, before any wait:
+// HOST:PORT with a port of 1..65535, or unix:PATH.
+func checkAddr(addr string) error {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if path == "" {
+			return fmt.Errorf("p4runtime address %q: unix: needs a socket path, e.g. unix:/run/p4rt.sock", addr)
+		}
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("p4runtime address %q: %w; want HOST:PORT, e.g. 127.0.0.1:9559, or unix:PATH", addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("p4runtime address %q: port %q is not 1..65535; want HOST:PORT, e.g. 127.0.0.1:9559", addr, port)
+	}
+	return nil
+}
+
+// diagnose says why a switch at addr may not have answered, from one plain
+// connection attempt: nothing listens there, or something that is no
+// P4Runtime server does.
+func diagnose(addr string) string {
+	network, where := "tcp", addr
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, where = "unix", path
+	}
+	conn, err := net.DialTimeout(network, where, time.Second)
+	if err != nil {
+		return fmt.Sprintf("; nothing accepts connections at %s (%v): is the switch running, and is this its gRPC address (simple_switch_grpc --grpc-server-addr)?", addr, err)
+	}
+	conn.Close()
+	return fmt.Sprintf("; %s accepts connections but answered no P4Runtime arbitration: is it the switch's gRPC port?", addr)
 }
 
 func isTransport(err error) bool {

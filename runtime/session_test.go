@@ -202,3 +202,68 @@ func (l *syncLog) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestWaitPrimarySaysWhyNoAnswer (issue 36): when no switch answers before
+// the deadline, the error says whether anything accepts connections at the
+// address, instead of only "no arbitration answer".
+func TestWaitPrimarySaysWhyNoAnswer(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := closed.Addr().String()
+	closed.Close()                                // nothing listens there
+	mute, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never speaks HTTP/2
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mute.Close()
+	go func() {
+		for {
+			c, err := mute.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	for _, tc := range []struct{ addr, want string }{
+		{refused, "nothing accepts connections at " + refused},
+		{mute.Addr().String(), mute.Addr().String() + " accepts connections but answered no P4Runtime arbitration"},
+	} {
+		c, err := runtime.Dial(context.Background(), runtime.Options{Addr: tc.addr, DeviceID: 1, ElectionLow: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err = c.WaitPrimary(ctx)
+		cancel()
+		c.Close()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("WaitPrimary at %s: %v, want %q", tc.addr, err, tc.want)
+		}
+	}
+}
+
+// TestDialRefusesMalformedAddr (issue 36): an address no switch can be at
+// is refused at once, naming the form to use, not waited on.
+func TestDialRefusesMalformedAddr(t *testing.T) {
+	for _, tc := range []struct{ addr, want string }{
+		{"foo", "missing port in address; want HOST:PORT"},
+		{"127.0.0.1:99999", `port "99999" is not 1..65535`},
+		{"127.0.0.1:0", `port "0" is not 1..65535`},
+		{"127.0.0.1:p4", `port "p4" is not 1..65535`},
+		{"unix:", "unix: needs a socket path"},
+		{"localhost:9559", ""},
+		{"[::1]:9559", ""},
+		{"unix:/run/p4rt.sock", ""},
+	} {
+		c, err := runtime.Dial(context.Background(), runtime.Options{Addr: tc.addr, DeviceID: 1, ElectionLow: 1})
+		if c != nil {
+			c.Close()
+		}
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("Dial(%q): %v, want %q", tc.addr, err, tc.want)
+		}
+	}
+}
