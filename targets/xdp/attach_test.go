@@ -39,6 +39,26 @@ func needNetns(t *testing.T) *netns.Set {
 	return s
 }
 
+// vethNS makes the namespace name (in a set removed at cleanup) with the
+// veth pair lbv0–lbv1, both up.
+func vethNS(t *testing.T, name string) (*netns.Set, string) {
+	t.Helper()
+	set := needNetns(t)
+	ns, err := set.Add(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set.IP(ns, "link", "add", "lbv0", "type", "veth", "peer", "name", "lbv1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, ifc := range []string{"lbv0", "lbv1"} {
+		if _, err := set.IP(ns, "link", "set", ifc, "up"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return set, ns
+}
+
 func compileExample(t *testing.T, name string, prev *compiler.IR) *compiler.IR {
 	t.Helper()
 	data, err := examples.Files.ReadFile(name)
@@ -71,19 +91,7 @@ func compileExample(t *testing.T, name string, prev *compiler.IR) *compiler.IR {
 // process would, and checks that Read recompiles to zero writes; then
 // detaches and checks the interface has no program left.
 func TestAttachModes(t *testing.T) {
-	set := needNetns(t)
-	ns, err := set.Add("attach")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := set.IP(ns, "link", "add", "lbv0", "type", "veth", "peer", "name", "lbv1"); err != nil {
-		t.Fatal(err)
-	}
-	for _, ifc := range []string{"lbv0", "lbv1"} {
-		if _, err := set.IP(ns, "link", "set", ifc, "up"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	set, ns := vethNS(t, "attach")
 	for _, mode := range []string{xdp.ModeNative, xdp.ModeGeneric} {
 		t.Run(mode, func(t *testing.T) {
 			opts := xdp.Options{Iface: "lbv0", Mode: mode,
@@ -165,19 +173,7 @@ func TestAttachModes(t *testing.T) {
 // --mode native without one attaches, warns, and (the reason for all of
 // this) the frame is lost.
 func TestAutoModeOnVeth(t *testing.T) {
-	set := needNetns(t)
-	ns, err := set.Add("veth")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := set.IP(ns, "link", "add", "lbv0", "type", "veth", "peer", "name", "lbv1"); err != nil {
-		t.Fatal(err)
-	}
-	for _, ifc := range []string{"lbv0", "lbv1"} {
-		if _, err := set.IP(ns, "link", "set", ifc, "up"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, ns := vethNS(t, "veth")
 	vip := netip.MustParseAddr("203.0.113.10")
 	ir := mtuIR(vip, netip.MustParseAddr("10.0.0.1"))
 	for i, tc := range []struct {

@@ -46,19 +46,7 @@ func ringIR(n int, ring uint32) *compiler.IR {
 // meta.json. A push that the maps cannot hold names the flag that sizes
 // the full map and the command that removes the maps.
 func TestAttachSizes(t *testing.T) {
-	set := needNetns(t)
-	ns, err := set.Add("sizes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := set.IP(ns, "link", "add", "lbv0", "type", "veth", "peer", "name", "lbv1"); err != nil {
-		t.Fatal(err)
-	}
-	for _, ifc := range []string{"lbv0", "lbv1"} {
-		if _, err := set.IP(ns, "link", "set", ifc, "up"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	set, ns := vethNS(t, "sizes")
 	pins := filepath.Join(xdp.BPFFS, fmt.Sprintf("lbc-test-%d-sizes", os.Getpid()))
 	state := t.TempDir()
 	t.Cleanup(func() { os.RemoveAll(pins) })
@@ -153,7 +141,7 @@ func TestAttachSizes(t *testing.T) {
 	}
 
 	// What the maps cannot hold names the flag and the command.
-	err = netns.Do(ns, func() error {
+	err := netns.Do(ns, func() error {
 		tgt, err := xdp.Attach(ctx, opts(created, nil))
 		if err != nil {
 			return err
