@@ -44,7 +44,8 @@ lbc help COMMAND (or lbc COMMAND --help) describes a command. The rules the
 datapaths implement, by ID (R-CT-1, R-ELIG-3, R-PERSIST, ...), are in
 docs/semantics.md. The scenario testbench is a separate program:
 lbc-testbench (go run ./cmd/lbc-testbench).`,
-		Commands: append([]*cli.Command(nil), commands...),
+		Commands:             append([]*cli.Command(nil), commands...),
+		EnableBashCompletion: true, // lbc completion bash|zsh
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return fmt.Errorf("%w\nusage: lbc [--version] COMMAND [flags] [arguments]\n(lbc help lists the commands)", err)
 		},
@@ -76,7 +77,7 @@ var commands = []*cli.Command{
 	replayCommand, explainCommand, genTraceCommand,
 	gslbCommand,
 	runCommand, fleetCommand,
-	versionCommand,
+	versionCommand, completionCommand,
 	testbenchMovedCommand,
 }
 

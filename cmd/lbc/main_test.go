@@ -40,7 +40,7 @@ func TestUnknownCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"bogus"}, `unknown command "bogus"; commands: compile, detach, explain, fleet, gen-trace, gslb, help, push, replay, run, status, validate, version (lbc --help)`},
+		{[]string{"bogus"}, `unknown command "bogus"; commands: compile, completion, detach, explain, fleet, gen-trace, gslb, help, push, replay, run, status, validate, version (lbc --help)`},
 		{[]string{"help", "bogus"}, `unknown command "bogus"; commands: compile,`},
 		{[]string{"gslb", "bogus"}, `gslb: unknown command "bogus"; commands: demo-geodb, explain, help, serve (lbc gslb --help)`},
 		{[]string{"help", "gslb", "bogus"}, `gslb: unknown command "bogus"; commands: demo-geodb, explain, `},
