@@ -97,7 +97,7 @@ func checkCapacity(cfg *Config, c Capacity) issueList {
 			msg = fmt.Sprintf("limits.maxConnections %d, but its %s holds %d %s", need, t.Table, t.Size, t.Holds)
 			where.keys = []any{"limits", "maxConnections"}
 		case HoldsRingEntries:
-			msg = ringsMsg(cfg, c.Target, t)
+			msg = ringsMsg(cfg, c.Target, t, need)
 			where.keys = []any{"services"}
 		default:
 			where.keys = []any{"services"}
@@ -119,10 +119,9 @@ func serviceAt(cfg *Config, i int) at {
 	return at{}.item("services", i, "service", cfg.Services[i].Name)
 }
 
-// ringsMsg says by how much the rings overflow t, which are largest, and
+// ringsMsg says by how much the rings, which need need entries, overflow t, which are largest, and
 // what fits.
-func ringsMsg(cfg *Config, target string, t TableCapacity) string {
-	need := Usage(cfg)[HoldsRingEntries]
+func ringsMsg(cfg *Config, target string, t TableCapacity, need int) string {
 	msg := fmt.Sprintf("the rings need %d entries (2 × ring size per service: both halves), %d more than its %s holds (%d); %s",
 		need, need-t.Size, t.Table, t.Size, largestRings(cfg, 3))
 	auto, fixed := 0, 0

@@ -98,14 +98,24 @@ var SizedMaps = map[string]string{
 	"rings": "rings", "conntrack": "conntrack",
 }
 
-// get returns the size of map name (one of SizedMaps's).
-func (s Sizes) get(name string) uint32 {
+// Get returns the size of map name (one of SizedMaps's; 0 for another).
+func (s Sizes) Get(name string) uint32 {
 	for _, f := range s.fields() {
 		if f.name == SizedMaps[name] {
 			return *f.v
 		}
 	}
 	return 0
+}
+
+// Set sets the size of map name (one of SizedMaps's); another name changes
+// nothing.
+func (s *Sizes) Set(name string, v uint32) {
+	for _, f := range s.fields() {
+		if f.name == SizedMaps[name] {
+			*f.v = v
+		}
+	}
 }
 
 // sizesOf reads the sizes from the maps (their max_entries).

@@ -223,7 +223,7 @@ func sizeSpec(spec *ebpf.CollectionSpec, opts LoadOptions) error {
 		want = pinned.Or(want)
 	}
 	for name := range SizedMaps {
-		if n := want.get(name); n > 0 {
+		if n := want.Get(name); n > 0 {
 			spec.Maps[name].MaxEntries = n
 		}
 	}

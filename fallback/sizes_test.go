@@ -58,3 +58,22 @@ func TestSizesCheckAndOr(t *testing.T) {
 		t.Errorf("Or: %+v, want %+v", got, want)
 	}
 }
+
+// TestSizesGetSet: a map's size is read and written by its name, the
+// counter maps by the map they follow; another name is no size.
+func TestSizesGetSet(t *testing.T) {
+	var s Sizes
+	for i, m := range []string{"services", "backends", "rings", "conntrack"} {
+		s.Set(m, uint32(10+i))
+	}
+	s.Set("vips", 99)
+	want := Sizes{ServiceEntries: 10, BackendEntries: 11, RingEntries: 12, ConntrackEntries: 13}
+	if s != want {
+		t.Fatalf("after Set: %+v, want %+v", s, want)
+	}
+	for m, n := range map[string]uint32{"services": 10, "service_stats": 10, "backends": 11, "backend_stats": 11, "rings": 12, "conntrack": 13, "vips": 0} {
+		if got := s.Get(m); got != n {
+			t.Errorf("Get(%q) = %d, want %d", m, got, n)
+		}
+	}
+}

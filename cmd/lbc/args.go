@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lbc-dev/lbc/examples"
@@ -62,7 +63,7 @@ func checkArgs(c *cli.Context, cmd *cli.Command, name string) error {
 	if strings.TrimSpace(cmd.ArgsUsage) != "" || len(args) == 0 {
 		return nil
 	}
-	if hasFlag(cmd.Flags, configFlag) {
+	if slices.Contains(cmd.Flags, cli.Flag(configFlag)) {
 		switch {
 		case len(args) > 1:
 			return fmt.Errorf("%s takes one configuration file, got %d arguments (%s)", name, len(args), strings.Join(args, " "))
@@ -72,15 +73,6 @@ func checkArgs(c *cli.Context, cmd *cli.Command, name string) error {
 		return c.Set(configFlag.Name, args[0])
 	}
 	return fmt.Errorf("%s takes no arguments (got %q); see lbc %s --help", name, strings.Join(args, " "), name)
-}
-
-func hasFlag(flags []cli.Flag, f cli.Flag) bool {
-	for _, x := range flags {
-		if x == f {
-			return true
-		}
-	}
-	return false
 }
 
 // requireConfig is for commands that program a datapath: they need -c

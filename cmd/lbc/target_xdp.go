@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/lbc-dev/lbc/compiler"
@@ -71,42 +72,15 @@ func xdpSizes(c *cli.Context, cfg *compiler.Config) (want, explicit fallback.Siz
 		if v < 1 || v > fallback.MaxMapEntries {
 			return want, explicit, fmt.Errorf("--%s %d: give 1..%d", f.Name, v, uint64(fallback.MaxMapEntries))
 		}
-		setSize(&want, m, uint32(v))
+		want.Set(m, uint32(v))
 		if c.IsSet(f.Name) {
-			setSize(&explicit, m, uint32(v))
+			explicit.Set(m, uint32(v))
 		}
 	}
 	if cfg != nil && explicit.ConntrackEntries == 0 && cfg.Limits.MaxConnections > int(want.ConntrackEntries) {
 		want.ConntrackEntries = uint32(min(cfg.Limits.MaxConnections, fallback.MaxMapEntries))
 	}
 	return want, explicit, nil
-}
-
-func setSize(s *fallback.Sizes, m string, v uint32) {
-	switch m {
-	case "services":
-		s.ServiceEntries = v
-	case "backends":
-		s.BackendEntries = v
-	case "rings":
-		s.RingEntries = v
-	case "conntrack":
-		s.ConntrackEntries = v
-	}
-}
-
-func getSize(s fallback.Sizes, m string) uint32 {
-	switch m {
-	case "services":
-		return s.ServiceEntries
-	case "backends":
-		return s.BackendEntries
-	case "rings":
-		return s.RingEntries
-	case "conntrack":
-		return s.ConntrackEntries
-	}
-	return 0
 }
 
 // sizeMaps lists the sized maps in the order messages name them.
@@ -140,7 +114,7 @@ func xdpNeeds(cfg *compiler.Config) fallback.Sizes {
 func xdpCapacity(have fallback.Sizes, cfg *compiler.Config, existing bool) (compiler.Capacity, error) {
 	need := xdpNeeds(cfg)
 	return xdp.Capacity(have, func(m, flag string) string {
-		n := max(getSize(need, m), getSize(have, m))
+		n := max(need.Get(m), have.Get(m))
 		if existing {
 			return fmt.Sprintf("re-create the maps with %s %d or more (the commands below: the maps exist, and a map keeps the size it was created with)", flag, n)
 		}
@@ -160,9 +134,9 @@ func xdpSizeCheck(c *cli.Context, l *loaded, opts xdp.Options, want, explicit fa
 		var short []string
 		if existing {
 			for _, m := range sizeMaps {
-				if e, h := getSize(explicit, m), getSize(have, m); e > h {
+				if e, h := explicit.Get(m), have.Get(m); e > h {
 					short = append(short, fmt.Sprintf("--%s %d, but the %s map of xdp %s exists with %d entries, and a map keeps the size it was created with", sizeFlagOf[m].Name, e, m, opts.Iface, h))
-					setSize(&redo, m, e)
+					redo.Set(m, e)
 				}
 			}
 		}
@@ -181,8 +155,8 @@ func xdpSizeCheck(c *cli.Context, l *loaded, opts xdp.Options, want, explicit fa
 		need := xdpNeeds(l.Config)
 		set := map[string]uint32{}
 		for _, m := range sizeMaps {
-			if n := max(getSize(redo, m), getSize(need, m)); n > getSize(have, m) || getSize(explicit, m) != 0 {
-				set[m] = max(n, getSize(explicit, m))
+			if n := max(redo.Get(m), need.Get(m)); n > have.Get(m) || explicit.Get(m) != 0 {
+				set[m] = max(n, explicit.Get(m))
 			}
 		}
 		var b strings.Builder
@@ -393,12 +367,7 @@ func hasSizeFlags(c *cli.Context) bool {
 	if c.Command == nil {
 		return false
 	}
-	for _, f := range c.Command.Flags {
-		if f == cli.Flag(ringEntriesFlag) {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(c.Command.Flags, cli.Flag(ringEntriesFlag))
 }
 
 // argsKey keeps, in the App's Metadata, the arguments of the command
