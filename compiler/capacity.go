@@ -15,7 +15,7 @@ const (
 	HoldsVIPPorts    = "VIP port rows"     // one per (VIP, protocol, port) of a port list
 	HoldsVIPProtos   = "VIP protocol rows" // one per service with ports: ALL
 	HoldsVIPAddrs    = "VIP address rows"  // one per L3_DEFAULT service
-	HoldsRingEntries = "ring entries"      // 2 × ring size per service: both halves (design decision 4)
+	HoldsRingEntries = "ring entries"      // each ring once, plus room for the largest to change (RingEntriesFor)
 	HoldsBackends    = "backends"          // one row per endpoint of each service (and removed ones while they drain)
 	HoldsIdleTimeout = "idle timeouts"     // one per distinct idleTimeoutSec (TNA's idle_ticks)
 	HoldsConnections = "connections"       // conntrack entries (limits.maxConnections)
@@ -42,6 +42,7 @@ type Capacity struct {
 func Usage(cfg *Config) map[string]int {
 	u := map[string]int{}
 	idle := map[int]bool{}
+	rings := make([]int, 0, len(cfg.Services))
 	for i := range cfg.Services {
 		s := &cfg.Services[i]
 		u[HoldsServices]++
@@ -53,12 +54,13 @@ func Usage(cfg *Config) map[string]int {
 		default:
 			u[HoldsVIPPorts] += len(s.Ports.List)
 		}
-		u[HoldsRingEntries] += 2 * s.Ring()
+		rings = append(rings, s.Ring())
 		for _, g := range s.Backends {
 			u[HoldsBackends] += len(g.Endpoints)
 		}
 		idle[s.IdleTimeout()] = true
 	}
+	u[HoldsRingEntries] = RingEntriesFor(rings)
 	u[HoldsVIPs] = u[HoldsVIPAddrs] + u[HoldsVIPProtos] + u[HoldsVIPPorts]
 	u[HoldsIdleTimeout] = len(idle)
 	u[HoldsConnections] = cfg.Limits.MaxConnections
@@ -119,17 +121,31 @@ func serviceAt(cfg *Config, i int) at {
 	return at{}.item("services", i, "service", cfg.Services[i].Name)
 }
 
+// RingEntriesFor is the ring table a datapath needs for rings of these
+// sizes: each ring once (at rest a service holds one half), plus room for
+// the largest to be written beside the one it replaces. DiffWithin takes
+// the services a push changes in waves that fit that room, so it is enough
+// however many change at once.
+func RingEntriesFor(sizes []int) int {
+	n, largest := 0, 0
+	for _, m := range sizes {
+		n += m
+		largest = max(largest, m)
+	}
+	return n + largest
+}
+
 // ringsMsg says by how much the rings, which need need entries, overflow t, which are largest, and
 // what fits.
 func ringsMsg(cfg *Config, target string, t TableCapacity, need int) string {
-	msg := fmt.Sprintf("the rings need %d entries (2 × ring size per service: both halves), %d more than its %s holds (%d); %s",
+	msg := fmt.Sprintf("the rings need %d entries (each ring once, and room for the largest to change), %d more than its %s holds (%d); %s",
 		need, need-t.Size, t.Table, t.Size, largestRings(cfg, 3))
 	auto, fixed := 0, 0
 	for i := range cfg.Services {
 		if s := &cfg.Services[i]; s.RingAuto() {
 			auto++
 		} else {
-			fixed += 2 * ringOn(s, target)
+			fixed += ringOn(s, target)
 		}
 	}
 	if auto == 0 {
@@ -163,17 +179,17 @@ func ringOn(s *Service, target string) int {
 // their sizes. total is the entries the rings then take; ok is false when
 // not even MaxRingPrecision fits.
 func ringFit(cfg *Config, target string, entries int) (p float64, total int, ok bool) {
+	sizes := make([]int, len(cfg.Services))
 	totalAt := func(p float64) int {
-		n := 0
 		for i := range cfg.Services {
 			s := &cfg.Services[i]
 			if s.RingAuto() {
-				n += 2 * AutoRingSize(s.EndpointCount(), max(p, s.Precision()))
+				sizes[i] = AutoRingSize(s.EndpointCount(), max(p, s.Precision()))
 			} else {
-				n += 2 * ringOn(s, target)
+				sizes[i] = ringOn(s, target)
 			}
 		}
-		return n
+		return RingEntriesFor(sizes)
 	}
 	// An auto ring's size changes only where p crosses n/m for a power of
 	// two m: those are the candidates, and total falls as p grows.

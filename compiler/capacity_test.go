@@ -8,13 +8,13 @@ import (
 
 // TestCheckCapacity: every table a configuration overflows is named with
 // its size, what the configuration needs and how to raise it; rings count
-// both halves.
+// once, plus room for the largest to change.
 func TestCheckCapacity(t *testing.T) {
 	cfg := loadExample(t, "failover.yaml") // 1 service, ports 80 and 443, 8 endpoints, ringSize auto: 1024
 	cfg.Limits.MaxConnections = 100000
 	u := Usage(cfg)
 	for k, want := range map[string]int{HoldsServices: 1, HoldsVIPs: 2, HoldsVIPPorts: 2, HoldsVIPProtos: 0, HoldsVIPAddrs: 0,
-		HoldsRingEntries: 2 * 1024, HoldsBackends: 8, HoldsIdleTimeout: 1, HoldsConnections: 100000} {
+		HoldsRingEntries: 1024 + 1024, HoldsBackends: 8, HoldsIdleTimeout: 1, HoldsConnections: 100000} {
 		if u[k] != want {
 			t.Errorf("usage %s = %d, want %d", k, u[k], want)
 		}
@@ -31,7 +31,7 @@ func TestCheckCapacity(t *testing.T) {
 	for _, want := range []string{
 		`--target x: 2 VIP rows, but its vip holds 1; grow vip`,
 		// 8 endpoints at 512 slots: one slot is 1.5625 % of a share, shown rounded up.
-		`--target x: the rings need 2048 entries (2 × ring size per service: both halves), 1 more than its ring holds (2047); the largest rings: "web" 1024 slots (auto: 8 endpoints at 1 %); the finest precision that fits is ringPrecision: 0.016 on the 1 services with ringSize auto (every endpoint's share within 1.6 % of its ideal; the rings then take 1024 of 2047 entries); or grow ring`,
+		`--target x: the rings need 2048 entries (each ring once, and room for the largest to change), 1 more than its ring holds (2047); the largest rings: "web" 1024 slots (auto: 8 endpoints at 1 %); the finest precision that fits is ringPrecision: 0.016 on the 1 services with ringSize auto (every endpoint's share within 1.6 % of its ideal; the rings then take 1024 of 2047 entries); or grow ring`,
 		`--target x: limits.maxConnections 100000, but its ct holds 65536 connections; grow ct`,
 	} {
 		if !strings.Contains(got, want) {
@@ -76,12 +76,12 @@ func TestCheckCapacityRings(t *testing.T) {
 		c          Capacity
 		want       []string // one per problem, in line order
 	}{
-		{"100 auto services of 8 endpoints: one problem", manyServices(100, 8, 0), tofino, []string{
-			`lb.yaml:3: --target tofino: the rings need 204800 entries (2 × ring size per service: both halves), 73728 more than its LbIngress.ring holds (131072); the largest rings: 100 services of 1024 slots (auto: 8 endpoints at 1 %; "s0", ...); the finest precision that fits is ringPrecision: 0.016 on the 100 services with ringSize auto (every endpoint's share within 1.6 % of its ideal; the rings then take 102400 of 131072 entries); or recompile with -DRING_TABLE_SIZE=N`}},
-		{"65 explicit rings of 1024: one problem", manyServices(65, 16, 1024), tofino, []string{
-			`lb.yaml:3: --target tofino: the rings need 133120 entries (2 × ring size per service: both halves), 2048 more than its LbIngress.ring holds (131072); the largest rings: 65 services of 1024 slots (ringSize; "s0", ...); lower ringSize of the largest, or set ringSize: auto; or recompile with -DRING_TABLE_SIZE=N`}},
-		{"auto fits", manyServices(64, 8, 0), tofino, nil},
-		{"mixed sizes: the largest first, then the rest counted", manyServices(70, 8, 0) + `  - name: big
+		{"200 auto services of 8 endpoints: one problem", manyServices(200, 8, 0), tofino, []string{
+			`lb.yaml:3: --target tofino: the rings need 205824 entries (each ring once, and room for the largest to change), 74752 more than its LbIngress.ring holds (131072); the largest rings: 200 services of 1024 slots (auto: 8 endpoints at 1 %; "s0", ...); the finest precision that fits is ringPrecision: 0.016 on the 200 services with ringSize auto (every endpoint's share within 1.6 % of its ideal; the rings then take 102912 of 131072 entries); or recompile with -DRING_TABLE_SIZE=N`}},
+		{"128 explicit rings of 1024: one problem", manyServices(128, 16, 1024), tofino, []string{
+			`lb.yaml:3: --target tofino: the rings need 132096 entries (each ring once, and room for the largest to change), 1024 more than its LbIngress.ring holds (131072); the largest rings: 128 services of 1024 slots (ringSize; "s0", ...); lower ringSize of the largest, or set ringSize: auto; or recompile with -DRING_TABLE_SIZE=N`}},
+		{"127 auto rings of 1024 fit exactly", manyServices(127, 8, 0), tofino, nil},
+		{"mixed sizes: the largest first, then the rest counted", manyServices(130, 8, 0) + `  - name: big
     vip: 10.99.0.1
     protocol: TCP
     ports: [80]
@@ -94,7 +94,7 @@ func TestCheckCapacityRings(t *testing.T) {
     ringSize: 64
     backends: [{name: g, endpoints: [{name: small-e0, ip: 10.201.0.2}]}]
 `, Capacity{Target: TargetTofino, Tables: []TableCapacity{{Table: "LbIngress.ring", Holds: HoldsRingEntries, Size: 131072}}}, []string{
-			`the largest rings: "big" 8192 slots (ringSize), 70 services of 1024 slots (auto: 8 endpoints at 1 %; "s0", ...), "small" 64 slots (ringSize);`}},
+			`the largest rings: "big" 8192 slots (ringSize), 130 services of 1024 slots (auto: 8 endpoints at 1 %; "s0", ...), "small" 64 slots (ringSize);`}},
 		{"a prime that fits gets only the power of two", `tunnel: {sourceIPv4: 192.0.2.1}
 services:
   - name: media
@@ -127,7 +127,7 @@ services:
     ports: [80]
     backends: [{name: g, endpoints: [{name: b, ip: 10.1.0.2}]}]
 `, Capacity{Target: TargetTofino, Tables: []TableCapacity{{Table: "LbIngress.ring", Holds: HoldsRingEntries, Size: 128, Raise: "grow it"}}},
-			[]string{`lb.yaml:2: --target tofino: the rings need 384 entries (2 × ring size per service: both halves), 256 more than its LbIngress.ring holds (128); the largest rings: "api" 128 slots (auto: 1 endpoints at 1 %), "web" 64 slots (ringSize); even at ringPrecision 0.25 the 1 services with ringSize auto do not fit beside the 128 entries of the services with an explicit ringSize: lower those, or set them to auto; or grow it`}},
+			[]string{`lb.yaml:2: --target tofino: the rings need 320 entries (each ring once, and room for the largest to change), 192 more than its LbIngress.ring holds (128); the largest rings: "api" 128 slots (auto: 1 endpoints at 1 %), "web" 64 slots (ringSize); even at ringPrecision 0.25 the 1 services with ringSize auto do not fit beside the 64 entries of the services with an explicit ringSize: lower those, or set them to auto; or grow it`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := Load("lb.yaml", []byte(tc.yaml))
@@ -155,8 +155,9 @@ func TestRingFitIsFinestThatFits(t *testing.T) {
 		fits                   bool
 	}{
 		{100, 8, 131072, true}, {1000, 8, 1 << 20, true}, {300, 3, 80000, true}, {300, 3, 300000, true},
-		// The floor (32 slots an endpoint: 8192 slots for 250) does not fit.
-		{10, 250, 100000, false}, {300, 3, 70000, false},
+		// The floor (32 slots an endpoint: 8192 slots for 250, 64 in all)
+		// does not fit: 10 × 8192 + 8192, 300 × 128 + 128.
+		{10, 250, 90111, false}, {300, 3, 38527, false}, {10, 250, 90112, true}, {300, 3, 38528, true},
 	} {
 		d, err := Load("lb.yaml", []byte(manyServices(tc.services, tc.eps, 0)))
 		if err != nil {

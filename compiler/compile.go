@@ -343,7 +343,11 @@ func (c *serviceCompiler) serviceRow() ServiceRow {
 }
 
 // ringRows places the slots in the double-buffered ring and sets the
-// service row's active half (design decision 4).
+// service row's active half (design decision 4). At rest a service holds
+// one half: a changed ring goes into the half packets do not look up, the
+// row flips to it, and the old half is deleted once no packet can be
+// reading it (DiffIR orders the three), so the ring table's spare room is
+// shared by every service instead of doubling each.
 func (c *serviceCompiler) ringRows(row *ServiceRow) RingRows {
 	rr := RingRows{ServiceID: c.id, view: c.ring, viewKey: c.ringKey}
 	var oldRing *RingRows
@@ -354,18 +358,17 @@ func (c *serviceCompiler) ringRows(row *ServiceRow) RingRows {
 	case row.NoBackends && oldRing != nil:
 		// Nothing to look up; keep the ring as it is so that the next
 		// non-empty set diffs against it.
-		rr.Halves = oldRing.Halves
 		row.ActiveHalf = c.old.ActiveHalf
 		row.RingSize = c.old.RingSize
+		rr.Halves[row.ActiveHalf&1] = oldRing.Halves[row.ActiveHalf&1]
 	case oldRing == nil:
-		rr.Halves = [2][]uint32{c.slots, append([]uint32(nil), c.slots...)}
-	case sameSlots(oldRing.Halves[c.old.ActiveHalf], c.slots):
-		rr.Halves = oldRing.Halves
+		rr.Halves[0] = c.slots
+	case sameSlots(oldRing.Halves[c.old.ActiveHalf&1], c.slots):
 		row.ActiveHalf = c.old.ActiveHalf
+		rr.Halves[row.ActiveHalf&1] = oldRing.Halves[row.ActiveHalf&1]
 	default:
 		// Write the inactive half, then flip.
-		row.ActiveHalf = 1 - c.old.ActiveHalf
-		rr.Halves[c.old.ActiveHalf] = oldRing.Halves[c.old.ActiveHalf]
+		row.ActiveHalf = 1 - c.old.ActiveHalf&1
 		rr.Halves[row.ActiveHalf] = c.slots
 	}
 	return rr

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Table names, as diffs and targets report them.
@@ -64,13 +65,33 @@ func (c Change) String() string {
 // safe to apply one by one while packets flow (design decision 4):
 //
 //  1. backend inserts and modifies (rows exist before rings point at them);
-//  2. ring writes and deletes of the halves packets do not look up;
-//  3. service inserts and modifies (the flip to the new half is one write);
+//  2. for each service whose ring changes, in waves that fit the ring
+//     table (DiffWithin): the new ring into the half packets do not look
+//     up, then the service rows that flip to it (one write each, the
+//     epoch with it), then, after a barrier, the deletes of the halves
+//     they left;
+//  3. new services: their rings, then their rows; service rows that
+//     change without a new ring;
 //  4. VIP inserts and modifies (a service is reachable once it is whole);
-//  5. VIP deletes, then service, ring and backend deletes of what is gone.
+//  5. VIP deletes and service deletes; after a barrier, the rings of the
+//     services gone and the backends no ring points at any more.
+//
+// At rest a service holds one half of its ring; the table's spare room is
+// shared by the services that change.
 type Diff struct {
 	Changes []Change `json:"changes"`
+	// Barriers are indexes into Changes. The changes from each on delete
+	// what the writes before it made unreachable (a half a row no longer
+	// points at, a removed service's ring or backend): a target whose
+	// packets may be between two lookups when a write lands waits until
+	// none can still be reading it (Grace) before writing them.
+	Barriers []int `json:"barriers,omitempty"`
 }
+
+// Grace is how long a switch target waits at a barrier: far longer than
+// any packet spends between its service lookup and its ring and backend
+// lookups in a pipeline (microseconds), short enough not to be felt.
+const Grace = 2 * time.Millisecond
 
 // Empty reports whether there is nothing to write.
 func (d Diff) Empty() bool { return len(d.Changes) == 0 }
@@ -101,6 +122,23 @@ func (d Diff) Summary() string {
 	return strings.Join(lines, "\n")
 }
 
+// Segments splits the changes at the barriers: a target writes each
+// segment, and waits Grace between two.
+func (d Diff) Segments() [][]Change {
+	var out [][]Change
+	at := 0
+	for _, b := range d.Barriers {
+		if b > at {
+			out = append(out, d.Changes[at:b])
+			at = b
+		}
+	}
+	if at < len(d.Changes) || len(out) == 0 {
+		out = append(out, d.Changes[at:])
+	}
+	return out
+}
+
 // ServiceDatapathEqual compares the fields a datapath holds.
 func ServiceDatapathEqual(a, b *ServiceRow) bool {
 	return a.ID == b.ID && a.RingSize == b.RingSize && a.ActiveHalf == b.ActiveHalf && a.Epoch == b.Epoch &&
@@ -116,13 +154,27 @@ func BackendDatapathEqual(a, b *BackendRow) bool {
 }
 
 // DiffIR returns the ordered writes from old (what the target holds; nil
-// for an empty target) to new.
-func DiffIR(old, new *IR) Diff {
+// for an empty target) to new, for a target with room for both versions
+// of every changing ring at once (one wave).
+func DiffIR(old, new *IR) Diff { return DiffWithin(old, new, 0) }
+
+// DiffWithin is DiffIR for a target whose ring table holds ringEntries
+// (0: no limit). The services whose rings change are taken in waves, in
+// service ID order, each as large as the room left allows: a wave's new
+// rings, its flips, a barrier, then the deletes of the halves it left,
+// which make room for the next. So a push never needs more spare room than
+// its largest changing ring, however many services it changes.
+func DiffWithin(old, new *IR, ringEntries int) Diff {
 	if old == nil {
 		old = &IR{}
 	}
 	var d Diff
 	add := func(c Change) { d.Changes = append(d.Changes, c) }
+	barrier := func() {
+		if n := len(d.Changes); len(d.Barriers) == 0 || d.Barriers[len(d.Barriers)-1] != n {
+			d.Barriers = append(d.Barriers, n)
+		}
+	}
 
 	// 1. Backends in.
 	oldB := map[uint32]*BackendRow{}
@@ -141,23 +193,84 @@ func DiffIR(old, new *IR) Diff {
 	}
 
 	ox, nx := old.Index(), new.Index()
+	plans := ringPlans(old, new, ox, nx)
 
-	// 2. Rings of services that remain or are new.
-	for i := range new.Rings {
-		nr := &new.Rings[i]
-		or := ox.Ring(nr.ServiceID)
-		for h := 0; h < 2; h++ {
-			var oh []uint32
-			if or != nil {
-				oh = or.Halves[h]
+	// 2. Services whose rings change, in waves.
+	room := -1 // unlimited
+	if ringEntries > 0 {
+		room = max(0, ringEntries-old.RingEntries())
+	}
+	var flipped []*ringPlan
+	for i := 0; i < len(plans); {
+		p := plans[i]
+		if p.old == nil || p.new == nil || (len(p.writes) == 0 && len(p.frees) == 0) {
+			i++
+			continue
+		}
+		// A wave: as many services as the room holds, at least one.
+		var wave []*ringPlan
+		need := 0
+		for ; i < len(plans); i++ {
+			q := plans[i]
+			if q.old == nil || q.new == nil || (len(q.writes) == 0 && len(q.frees) == 0) {
+				continue
 			}
-			diffHalf(nr.ServiceID, uint8(h), oh, nr.Halves[h], add)
+			if room >= 0 && len(wave) > 0 && need+q.growth() > room {
+				break
+			}
+			wave = append(wave, q)
+			need += q.growth()
+		}
+		for _, q := range wave {
+			for _, c := range q.writes {
+				add(c)
+			}
+		}
+		for _, q := range wave {
+			if !ServiceDatapathEqual(q.old, q.new) {
+				add(Change{Table: TableService, Op: Modify, Service: q.new})
+			}
+			flipped = append(flipped, q)
+		}
+		freed := 0
+		for _, q := range wave {
+			if len(q.frees) > 0 {
+				barrier()
+				break
+			}
+		}
+		for _, q := range wave {
+			for _, c := range q.frees {
+				add(c)
+			}
+			freed += len(q.frees)
+		}
+		if room >= 0 {
+			room = max(0, room-need+freed)
 		}
 	}
+	done := map[uint32]bool{}
+	for _, q := range flipped {
+		done[q.id] = true
+	}
 
-	// 3. Services in (the flip).
+	// 3. New services (their rings, then their rows), and rows that
+	// change without a ring of their own to write. A ring with no row on
+	// either side (left by a push cut short) is written here too: no
+	// packet looks it up.
+	for _, p := range plans {
+		if p.new == nil && p.old != nil || done[p.id] {
+			continue
+		}
+		for _, c := range p.writes {
+			add(c)
+		}
+	}
 	for i := range new.Services {
 		s := &new.Services[i]
+		if done[s.ID] {
+			continue
+		}
 		if o := ox.Service(s.ID); o == nil {
 			add(Change{Table: TableService, Op: Insert, Service: s})
 		} else if !ServiceDatapathEqual(o, s) {
@@ -192,12 +305,10 @@ func DiffIR(old, new *IR) Diff {
 			add(Change{Table: TableService, Op: Delete, Service: &old.Services[i]})
 		}
 	}
-	for i := range old.Rings {
-		or := &old.Rings[i]
-		if nx.Ring(or.ServiceID) == nil {
-			for h := 0; h < 2; h++ {
-				diffHalf(or.ServiceID, uint8(h), or.Halves[h], nil, add)
-			}
+	var gone []Change
+	for _, p := range plans {
+		if p.new == nil && p.old != nil {
+			gone = append(append(gone, p.writes...), p.frees...)
 		}
 	}
 	ids := make([]uint32, 0)
@@ -207,10 +318,105 @@ func DiffIR(old, new *IR) Diff {
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	if len(gone)+len(ids) > 0 {
+		barrier()
+	}
+	for _, c := range gone {
+		add(c)
+	}
 	for _, id := range ids {
 		add(Change{Table: TableBackend, Op: Delete, Backend: oldB[id]})
 	}
 	return d
+}
+
+// ringPlan is what one service's ring needs: writes that no packet looks
+// up (into the half the old row does not use, or for a service without a
+// row), and frees, the deletes of the half the old row uses and the new one
+// does not, which wait until the row has moved away.
+type ringPlan struct {
+	id       uint32
+	old, new *ServiceRow
+	writes   []Change
+	frees    []Change
+}
+
+// growth is how many more ring entries the target holds while the plan's
+// writes are done and its frees are not.
+func (p *ringPlan) growth() int {
+	n := 0
+	for _, c := range p.writes {
+		switch c.Op {
+		case Insert:
+			n++
+		case Delete:
+			n--
+		}
+	}
+	return n
+}
+
+// ringPlans returns a plan per service that has a ring or a row on either
+// side, in service ID order.
+func ringPlans(old, new *IR, ox, nx *Index) []*ringPlan {
+	ids := map[uint32]bool{}
+	for _, r := range old.Rings {
+		ids[r.ServiceID] = true
+	}
+	for _, r := range new.Rings {
+		ids[r.ServiceID] = true
+	}
+	for _, s := range old.Services {
+		ids[s.ID] = true
+	}
+	for _, s := range new.Services {
+		ids[s.ID] = true
+	}
+	order := make([]uint32, 0, len(ids))
+	for id := range ids {
+		order = append(order, id)
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
+	out := make([]*ringPlan, 0, len(order))
+	for _, id := range order {
+		p := &ringPlan{id: id, old: ox.Service(id), new: nx.Service(id)}
+		or, nr := ox.Ring(id), nx.Ring(id)
+		for h := 0; h < 2; h++ {
+			var oh, nh []uint32
+			if or != nil {
+				oh = or.Halves[h]
+			}
+			if nr != nil {
+				nh = nr.Halves[h]
+			}
+			// The half packets use now, and will not once the new row
+			// (or the service's delete) is written, is freed after it.
+			served := p.old != nil && int(p.old.ActiveHalf&1) == h
+			leaves := p.new == nil || int(p.new.ActiveHalf&1) != h
+			if served && leaves {
+				diffHalf(id, uint8(h), oh, nh, func(c Change) { p.frees = append(p.frees, c) })
+			} else {
+				diffHalf(id, uint8(h), oh, nh, func(c Change) { p.writes = append(p.writes, c) })
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// RingEntries counts the ring slots the IR holds (both halves).
+func (ir *IR) RingEntries() int {
+	n := 0
+	for _, r := range ir.Rings {
+		for h := 0; h < 2; h++ {
+			for _, b := range r.Halves[h] {
+				if b != 0 {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 func diffHalf(svc uint32, half uint8, oh, nh []uint32, add func(Change)) {

@@ -20,7 +20,8 @@ import (
 // place, slot by slot, and a push that stopped there would leave a mix of
 // two rings active. For such a service the ring ir makes active goes to
 // the half the target does not serve, and the flip points there; the
-// served half is left as it is. The result has ir's datapath meaning: the
+// served half is deleted after the flip, as DiffIR deletes every half a
+// row leaves (one half at rest). The result has ir's datapath meaning: the
 // same active rings (Digest) and rows; only which half holds which ring
 // differs. ir itself is returned when nothing needs placing.
 func placeRings(held, ir *compiler.IR) *compiler.IR {
@@ -44,7 +45,7 @@ func placeRings(held, ir *compiler.IR) *compiler.IR {
 		if slices.Equal(nr.Halves[a], served) {
 			continue // ir leaves the served half as it is
 		}
-		active, inactive := nr.Halves[s.ActiveHalf&1], nr.Halves[1-s.ActiveHalf&1]
+		active := nr.Halves[s.ActiveHalf&1]
 		if out == nil {
 			cp := *ir
 			cp.Services = slices.Clone(ir.Services)
@@ -52,15 +53,13 @@ func placeRings(held, ir *compiler.IR) *compiler.IR {
 			out = &cp
 		}
 		row, rr := &out.Services[i], out.Ring(s.ID)
-		rr.Halves[a] = served
 		if slices.Equal(active, served) {
-			// The target serves ir's ring already: keep it, and hold ir's
-			// other ring in the other half.
-			row.ActiveHalf, rr.Halves[1-a] = a, inactive
+			// The target serves ir's ring already: keep it.
+			row.ActiveHalf, rr.Halves[a], rr.Halves[1-a] = a, served, nil
 		} else {
 			// Write ir's ring into the half the target does not serve,
-			// then flip to it.
-			row.ActiveHalf, rr.Halves[1-a] = 1-a, active
+			// flip to it, and delete the served half after (DiffIR).
+			row.ActiveHalf, rr.Halves[1-a], rr.Halves[a] = 1-a, active, nil
 		}
 	}
 	if out == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/targets"
 )
 
 // update recompiles from the configuration and the current health, logs
@@ -132,7 +133,9 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 		// with the rings placed so that the half it serves is never
 		// written (issue 25, item 4).
 		want = placeRings(ts.held, ir)
-		d = compiler.DiffIR(ts.held, want)
+		d = targets.DiffFor(ts.t, ts.held, want)
+	} else if _, ok := ts.t.(targets.RingRoom); ok {
+		d = targets.DiffFor(ts.t, ts.held, want) // in waves its ring table holds
 	}
 	if d.Empty() {
 		ts.held, ts.of = want, ir // the same tables; ir also has the latest names

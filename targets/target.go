@@ -32,6 +32,25 @@ type ApplyStats struct {
 	Duration time.Duration
 }
 
+// RingRoom is a target whose ring table has a fixed size: a push to it
+// takes the services whose rings change in waves that fit
+// (compiler.DiffWithin), so that it never needs more spare room than the
+// largest changing ring.
+type RingRoom interface {
+	// RingEntries is how many ring entries the datapath holds; 0 when
+	// it does not know.
+	RingEntries() int
+}
+
+// DiffFor is the diff from held to want for t: compiler.DiffWithin when t
+// is a RingRoom, compiler.DiffIR otherwise.
+func DiffFor(t Target, held, want *compiler.IR) compiler.Diff {
+	if r, ok := t.(RingRoom); ok {
+		return compiler.DiffWithin(held, want, r.RingEntries())
+	}
+	return compiler.DiffIR(held, want)
+}
+
 // PacketTarget is a datapath that can run one packet for replay and
 // differential tests.
 type PacketTarget interface {

@@ -306,6 +306,17 @@ func (t *Target) Client() *runtime.Client { return t.c }
 // Translator returns the IR translation.
 func (t *Target) Translator() *Translator { return t.tr }
 
+// RingEntries is how many ring entries the program's ring table holds
+// (its P4Info size; 0 when unknown): the room compiler.DiffWithin takes
+// the changing rings in.
+func (t *Target) RingEntries() int {
+	tb, err := t.tr.Schema().Table(tRing)
+	if err != nil {
+		return 0
+	}
+	return int(tb.GetSize())
+}
+
 // Close releases the connection; the switch keeps its tables.
 func (t *Target) Close() error { return t.c.Close() }
 
@@ -345,6 +356,10 @@ type batch struct {
 	changes []compiler.Change
 	updates []*p4v1.Update
 	bytes   int
+	// grace: the batch starts at a barrier of the diff (it deletes what
+	// the writes before made unreachable); wait compiler.Grace first, so
+	// that no packet between its service and ring lookups still reads it.
+	grace bool
 }
 
 // plan splits a diff into batches. A batch never spans two tables: the
@@ -363,14 +378,18 @@ func (t *Target) plan(d compiler.Diff, dl Deadlines) ([]batch, error) {
 			t.next[1] = max(t.next[1], c.Backend.ID+1)
 		}
 	}
+	barrier := map[int]bool{}
+	for _, b := range d.Barriers {
+		barrier[b] = b > 0
+	}
 	var out []batch
 	for i, c := range d.Changes {
 		u, err := t.tr.Update(c, t.next, dl)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t.describe(c), err)
 		}
-		if i == 0 || c.Table != d.Changes[i-1].Table || len(out[len(out)-1].updates) >= size {
-			out = append(out, batch{})
+		if i == 0 || barrier[i] || c.Table != d.Changes[i-1].Table || len(out[len(out)-1].updates) >= size {
+			out = append(out, batch{grace: barrier[i]})
 		}
 		b := &out[len(out)-1]
 		b.changes = append(b.changes, c)
@@ -453,6 +472,14 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 	}
 	total := len(d.Changes)
 	for _, b := range batches {
+		if b.grace {
+			select {
+			case <-time.After(compiler.Grace):
+			case <-ctx.Done():
+				st.Duration = time.Since(start)
+				return st, fmt.Errorf("%s: stopped after %d of %d writes, at a barrier: %w", t.name, st.Writes, total, ctx.Err())
+			}
+		}
 		err := t.c.Write(ctx, b.updates)
 		st.Batches++
 		var we *runtime.WriteError
