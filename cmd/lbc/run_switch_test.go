@@ -134,7 +134,7 @@ func checkServed(t *testing.T, base, addr string, logs *syncWriter) string {
 	t.Helper()
 	st := runStatus(t, base)
 	got, slots := switchDigest(t, addr)
-	if len(st.Targets) != 1 || st.Targets[0].Digest != got || st.Targets[0].LastError != "" || slots != 2*307 {
+	if len(st.Targets) != 1 || st.Targets[0].Digest != got || st.Targets[0].LastError != "" || slots != 307 {
 		t.Fatalf("switch digest %s, %d ring slots; controller %+v\n%s", got, slots, st.Targets, logs.String())
 	}
 	return got

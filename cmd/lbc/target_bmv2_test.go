@@ -29,7 +29,7 @@ func TestPushBMv2(t *testing.T) {
 		return out
 	}
 	out := push()
-	if !strings.Contains(out, "ring: 2048 insert") || !strings.Contains(out, "service: 1 insert") {
+	if !strings.Contains(out, "ring: 1024 insert") || !strings.Contains(out, "service: 1 insert") {
 		t.Fatalf("first push output:\n%s", out)
 	}
 	if out := push(); !strings.Contains(out, "up to date (0 writes)") {

@@ -49,7 +49,7 @@ func TestPushTofino(t *testing.T) {
 	}
 	out := push()
 	// 2059 table rows of the diff plus the idle_ticks row of 60 s.
-	if !strings.Contains(out, "ring: 2048 insert") || !strings.Contains(out, "2060 writes") {
+	if !strings.Contains(out, "ring: 1024 insert") || !strings.Contains(out, "1036 writes") {
 		t.Fatalf("first push output:\n%s", out)
 	}
 	if out := push(); !strings.Contains(out, "up to date (0 writes)") {
