@@ -39,7 +39,7 @@ func report(b *testing.B, entities int, elapsed time.Duration) {
 }
 
 // BenchmarkPushFullRing: an empty switch gets a service with a full
-// 65,537-slot ring (both halves: 131,074 ring entries) through Apply, and
+// 65,537-slot ring (one half at rest: 65,537 ring entries) through Apply, and
 // the same entries written raw (prebuilt, batches of 1,000) as the ideal
 // of this server and connection; vs-raw is the ratio.
 func BenchmarkPushFullRing(b *testing.B) {

@@ -174,7 +174,7 @@ func TestPushReadBackIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := d.Counts()
-	if c[compiler.TableRing][compiler.Insert] != 2*(131+53) || c[compiler.TableService][compiler.Insert] != 2 || c[compiler.TableVIP][compiler.Insert] != 3 || c[compiler.TableBackend][compiler.Insert] != 6 {
+	if c[compiler.TableRing][compiler.Insert] != 131+53 || c[compiler.TableService][compiler.Insert] != 2 || c[compiler.TableVIP][compiler.Insert] != 3 || c[compiler.TableBackend][compiler.Insert] != 6 {
 		t.Fatalf("first push counts: %v", c)
 	}
 	want := compile(t, cfg, nil, nil, 0)
@@ -202,9 +202,11 @@ func TestPushReadBackIdempotent(t *testing.T) {
 	}
 }
 
-// R-ELIG-3, design decision 4: a failover push writes the changed slots of
-// the inactive half, the health flags of the backends that changed, and one
-// service row (the flip) — nothing else.
+// R-ELIG-3, design decision 4, issue 35: a failover push writes the new
+// ring into the inactive half, the health flags of the backends that
+// changed, one service row (the flip) after every ring insert, and after
+// it, in a later batch (the barrier), the deletes of the old half —
+// nothing else.
 func TestRELIG3_FailoverPushIsRingDiffPlusOneFlip(t *testing.T) {
 	b := newBench(t, true, p4rt.Options{})
 	tg := b.open(t, 1)
@@ -229,16 +231,10 @@ func TestRELIG3_FailoverPushIsRingDiffPlusOneFlip(t *testing.T) {
 	if wafter.ActiveHalf == web.ActiveHalf {
 		t.Fatal("failover did not flip the ring half")
 	}
-	changed := 0
 	newRing := after.ActiveRing(wafter)
-	for i := range newRing {
-		if newRing[i] != oldRing[i] {
-			changed++
-		}
-	}
 	c := d.Counts()
-	if got := c[compiler.TableRing]; got[compiler.Modify] != changed || got[compiler.Insert]+got[compiler.Delete] != 0 {
-		t.Errorf("ring writes %v, want %d modifies (the slots that changed)", got, changed)
+	if got := c[compiler.TableRing]; got != [3]int{len(newRing), 0, len(oldRing)} {
+		t.Errorf("ring writes %v, want the %d slots of the new ring inserted and the %d of the old deleted", got, len(newRing), len(oldRing))
 	}
 	if got := c[compiler.TableService]; got != [3]int{0, 1, 0} {
 		t.Errorf("service writes %v, want one modify (the flip)", got)
@@ -249,19 +245,42 @@ func TestRELIG3_FailoverPushIsRingDiffPlusOneFlip(t *testing.T) {
 	if got, ok := c[compiler.TableVIP]; ok {
 		t.Errorf("VIP writes %v, want none", got)
 	}
-	// What the switch applied, not only what the diff planned: the changed
-	// ring slots, two backend rows and the flip, and no other table.
+	// What the switch applied, not only what the diff planned.
 	log := b.srv.Log()
 	applied := map[string]int{}
 	for _, e := range log {
 		applied[e.Table]++
 	}
-	if want := map[string]int{"ring": changed, "backend": 2, "service": 1}; !reflect.DeepEqual(applied, want) {
+	if want := map[string]int{"ring": len(newRing) + len(oldRing), "backend": 2, "service": 1}; !reflect.DeepEqual(applied, want) {
 		t.Errorf("the switch applied %v, want %v", applied, want)
 	}
-	// The flip is the last write, after every ring write.
-	if last := log[len(log)-1]; last.Table != "service" {
-		t.Errorf("last write is to %s, want the service flip", last.Table)
+	checkFlipOrder(t, log)
+}
+
+// checkFlipOrder: in what a switch applied, every ring insert comes before
+// the service flip, and every ring delete after it, in a later Write RPC
+// (the batch after the diff's barrier, written once compiler.Grace is past).
+func checkFlipOrder(t *testing.T, log []p4rt.LogEntry) {
+	t.Helper()
+	flip := -1
+	for i, e := range log {
+		if e.Table == "service" {
+			flip = i
+		}
+	}
+	if flip < 0 {
+		t.Fatal("no service write")
+	}
+	for i, e := range log {
+		if e.Table != "ring" {
+			continue
+		}
+		switch {
+		case e.Type == p4v1.Update_DELETE && (i < flip || e.RPC == log[flip].RPC):
+			t.Fatalf("ring delete %d comes before the flip or in its RPC (%d)", i, e.RPC)
+		case e.Type != p4v1.Update_DELETE && i > flip:
+			t.Fatalf("ring write %d (%v) after the flip", i, e.Type)
+		}
 	}
 }
 
