@@ -21,8 +21,10 @@ type Sizes struct {
 	// BackendEntries sizes `backends` and `backend_stats`: one row per
 	// endpoint of each service, and per removed one while it drains.
 	BackendEntries uint32
-	// RingEntries sizes `rings`: both halves of every service's ring
-	// (2 × ringSize per service, rings.go).
+	// RingEntries sizes `rings`, one pool of ring halves (pool.go): at
+	// rest the active half of every service's ring (ringSize per
+	// service), and while a push changes rings, the new halves beside the
+	// old ones until the flips.
 	RingEntries uint32
 	// ConntrackEntries sizes the LRU `conntrack`: the connections held
 	// before the least recently used one is evicted.
@@ -31,9 +33,11 @@ type Sizes struct {
 
 // The default sizes of the commands that create the maps (`lbc push` and
 // `lbc run --target xdp`): they hold Katran's default scale, 512 services
-// at 65,537 ring slots (CH_RINGS_SIZE = MAX_VIPS × RING_SIZE), with both
-// halves of every ring, and 16,384 services of 8 endpoints at ringSize
-// 1,024 (ringSize auto's 1 % precision for 8 endpoints). The rings then
+// at 65,537 ring slots (CH_RINGS_SIZE = MAX_VIPS × RING_SIZE), with room
+// for every one of those rings to change in one push (the new half beside
+// the old: 2 × 65,537 each; 1,024 such services at rest), and 16,384
+// services of 8 endpoints at ringSize 1,024 (ringSize auto's 1 %
+// precision for 8 endpoints). The rings then
 // take 512 MiB of kernel memory (8 bytes an entry); docs/xdp.md has the
 // costs. A load that gives no size takes the program's own
 // (CompiledSizes, bpf/lb.c's MAX_*): rings of 2^20 entries (8 MiB) and
@@ -184,17 +188,47 @@ func MapSizes() (map[string]uint32, error) {
 // was set when it was created (Sizes), and only a new map is larger.
 type FullError struct {
 	Map string // services, backends or rings
-	// Size is the map's max_entries; Used the entries in use (rings) or
-	// rows; Need the entries the write needed (rings: both halves).
+	// Size is the map's max_entries; Used the entries in use (rings: the
+	// regions of the halves held, old and new while a push changes
+	// them) or rows; Need the entries the write needed (rings: the one
+	// half that did not fit).
 	Size, Used, Need uint32
-	What             string // what did not fit: "service 5's ring of 2×65537 slots"
+	What             string // what did not fit: "service 5's ring of 65537 slots (half 1)"
+}
+
+// SizeFlags are the flags of `lbc push`, `lbc run` and `lbc validate`
+// (--target xdp) that size each map when it is created, by map name
+// (Sizes).
+var SizeFlags = map[string]string{
+	"services":  "--service-entries",
+	"backends":  "--backend-entries",
+	"rings":     "--ring-entries",
+	"conntrack": "--conntrack-entries",
+}
+
+// Short is how many entries more than the map holds the write needed; 0
+// when the free entries would hold it but are in pieces that moving rings
+// cannot join (rings only).
+func (e *FullError) Short() uint32 {
+	if e.Map != "rings" {
+		return 1
+	}
+	if n := uint64(e.Used) + uint64(e.Need); n > uint64(e.Size) {
+		return uint32(n - uint64(e.Size))
+	}
+	return 0
 }
 
 func (e *FullError) Error() string {
+	set := fmt.Sprintf("the map's size is set when it is created, with %s", SizeFlags[e.Map])
 	if e.Map == "rings" {
-		return fmt.Sprintf("rings map: no room for %s (%d of %d entries in use; the map's size is set when it is created)", e.What, e.Used, e.Size)
+		if short := e.Short(); short > 0 {
+			return fmt.Sprintf("rings map: no room for %s: %d of its %d entries in use, %d short (%s)", e.What, e.Used, e.Size, short, set)
+		}
+		return fmt.Sprintf("rings map: no room for %s: %d of its %d entries in use, and the %d free are in pieces that moving the rings in use cannot join (%s)",
+			e.What, e.Used, e.Size, e.Size-e.Used, set)
 	}
-	return fmt.Sprintf("%s map: no room for %s: all %d rows in use (the map's size is set when it is created)", e.Map, e.What, e.Size)
+	return fmt.Sprintf("%s map: no room for %s: all %d rows in use (%s)", e.Map, e.What, e.Size, set)
 }
 
 // fullOf names the map and the row of a FullError from a slot allocation.
@@ -222,11 +256,11 @@ func (o LoadOptions) Sizes() (Sizes, error) {
 	return want.Or(compiled), nil
 }
 
-// RingEntriesInUse returns the entries of `rings` that the services'
-// regions take (both halves of each).
+// RingEntriesInUse returns the entries of `rings` that the regions of the
+// ring halves held take: at rest, the sum of the services' ring sizes.
 func (dp *Datapath) RingEntriesInUse() (uint32, error) {
 	if err := dp.index(); err != nil {
 		return 0, err
 	}
-	return dp.regions.used(), nil
+	return dp.pool.used(), nil
 }

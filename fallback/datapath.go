@@ -80,10 +80,18 @@ type Datapath struct {
 	// The memory mappings of the row and ring arrays (rowmem.go).
 	svcMem, beMem, ringMem *rowMem
 	// Slots of service and backend rows in their arrays (slots.go) and
-	// the services' ring regions (rings.go), loaded from the maps on
-	// first use.
+	// the ring halves' regions (pool.go, rings.go), loaded from the maps
+	// on first use.
 	svcSlots, beSlots *slots
-	regions           *regions
+	pool              *ringPool
+	// grace, when set, replaces the wait for packets in flight (tests);
+	// else rcu does it (grace.go), made on first use.
+	grace     func() error
+	rcu       *rcuGrace
+	rcuFailed bool
+	// movePause, when set, runs between a moved region's copy and its
+	// repoint (tests: traffic meets the move half-done).
+	movePause func()
 	// clock is the program's clock (clock.go).
 	clock tickClock
 }
@@ -407,6 +415,7 @@ func (dp *Datapath) Close() error {
 	dp.svcMem.close()
 	dp.beMem.close()
 	dp.ringMem.close()
+	dp.rcu.close()
 	for _, m := range []*ebpf.Map{dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config, dp.Stats, dp.ServiceStats, dp.BackendStats, dp.VipFilter, dp.Clock, dp.Verdicts} {
 		if m != nil {
 			m.Close()

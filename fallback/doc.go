@@ -21,8 +21,8 @@
 // Maps (layouts in bpf/maps.h and bpf/stats.h, and tables.go):
 //
 //	vips           hash   {addr[16] (IPv4 mapped), port, proto, kind} → {service id, service slot}
-//	services       array  slot → service id, epoch, ring word (active half's start, ring size), idle limit (ticks), ring region, flags, class policies
-//	rings          array  every service's two ring halves, in regions (rings.go) → {backend id, backend slot}
+//	services       array  slot → service id, epoch, ring word (active half's start, ring size), idle limit (ticks), active half's region, flags, class policies
+//	rings          array  one pool of ring halves, a region each (pool.go, rings.go): at rest each service's active half → {backend id, backend slot}
 //	backends       array  slot → backend id, service id, deadline (ticks), address, MAC, flags (healthy, draining)
 //	conntrack      LRU    {service id, tuple kind, proto, family, ports, addresses} → {backend id and slot, epoch, last seen (ticks)}
 //	config         array  tunnel sources, gateway MAC, egress MTU, egress ifindex, the measured tick
@@ -40,7 +40,9 @@
 // IDs are never reused, so the loader gives rows reusable slots and every
 // reference carries the ID, which the program checks against the row). The
 // arrays are memory-mapped: ring slots and service rows are written through
-// the mapping a word at a time (rowmem.go).
+// the mapping a word at a time (rowmem.go). Ring entries freed while
+// packets may still read them are reused only after a grace (grace.go: an
+// RCU grace period, the kernel's own wait for programs in flight).
 //
 // The test build (lbtest) adds `clock_ticks` (the virtual "now", in ticks of
 // LoadOptions.TestTick) and `verdicts` (the last packet's decision); the

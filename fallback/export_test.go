@@ -1,21 +1,86 @@
 package fallback
 
+import "fmt"
+
 // VIPFilterBit exposes vipFilterBit to the external tests.
 var VIPFilterBit = vipFilterBit
 
-// ReserveRings gives services ids regions of 2×cap entries of `rings`,
-// without rows or ring slots (as if they held rings), so that a test
-// reaches the end of a large map without writing every ring before it.
+// ReserveRings gives services ids a region of cap entries of `rings` each
+// (their half 0), without rows or ring slots (as if they held rings at
+// rest), so that a test reaches the end of a large map without writing
+// every ring before it.
 func ReserveRings(dp *Datapath, ids []uint32, cap uint32) error {
 	if err := dp.index(); err != nil {
 		return err
 	}
 	for _, id := range ids {
-		r, ok := dp.regions.alloc(cap)
+		k := halfKey{id, 0}
+		base, ok := dp.pool.firstFit(cap)
 		if !ok {
-			return &FullError{Map: "rings", Size: dp.regions.size, Used: dp.regions.used(), Need: 2 * cap}
+			return dp.pool.full(k, cap)
 		}
-		dp.regions.byService[id] = r
+		s := span{base, cap}
+		dp.pool.take(s)
+		dp.pool.halves[k] = s
 	}
 	return nil
 }
+
+// SetGrace replaces dp's wait for packets in flight (grace.go), for a test
+// that counts the waits or makes them take time; nil restores the RCU
+// grace.
+func SetGrace(dp *Datapath, grace func() error) { dp.grace = grace }
+
+// HeldRegions returns the regions of the ring halves dp holds, by service
+// and half: [base, base+n).
+func HeldRegions(dp *Datapath) map[[2]uint32][2]uint32 {
+	out := map[[2]uint32][2]uint32{}
+	if err := dp.index(); err != nil {
+		panic(err)
+	}
+	for k, s := range dp.pool.halves {
+		out[[2]uint32{k.svc, uint32(k.half)}] = [2]uint32{s.base, s.n}
+	}
+	return out
+}
+
+// ConntrackEntry is one conntrack entry as the map holds it, valid or not.
+type ConntrackEntry struct {
+	Service, Backend, Epoch uint32
+	Src, Dst                [16]byte
+}
+
+// AllConntrack returns every entry of the conntrack map, stale ones too
+// (ReadConntrack returns the valid ones).
+func AllConntrack(dp *Datapath) ([]ConntrackEntry, error) {
+	var out []ConntrackEntry
+	var k ctKey
+	var v ctVal
+	it := dp.Conntrack.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, ConntrackEntry{Service: k.Service, Backend: v.Backend, Epoch: v.Epoch, Src: k.Src, Dst: k.Dst})
+	}
+	return out, it.Err()
+}
+
+// SetRingRecord writes service id's ring_base and ring_cap as given (its
+// ring word unchanged): rows as an lbc before issue 35 recorded them, one
+// region of two halves of cap entries from base.
+func SetRingRecord(dp *Datapath, id, base, cap uint32) error {
+	if err := dp.index(); err != nil {
+		return err
+	}
+	slot, ok := dp.svcSlots.byID[id]
+	if !ok {
+		return fmt.Errorf("no service %d", id)
+	}
+	dp.svcMem.store64(slot, svcOffRegion, uint64(cap)<<32|uint64(base))
+	return nil
+}
+
+// RCUGrace is the grace dp waits for when no test replaces it.
+func RCUGrace(dp *Datapath) error { return dp.rcuWait() }
+
+// SetMovePause makes every region move of dp call pause between its copy
+// and its repoint, so that traffic meets moves half-done.
+func SetMovePause(dp *Datapath, pause func()) { dp.movePause = pause }

@@ -13,13 +13,16 @@ import (
 	"github.com/lbc-dev/lbc/targets/xdp"
 )
 
-// TestRingRegions pushes a sequence of IRs whose rings grow (a move to a
-// larger region), shrink, flip halves, vanish and come back under new
-// services (a freed region given to another service), into a ring table
-// just large enough, and requires after every push that the kernel's
-// tables read back as the IR pushed (no stale slot of an earlier owner)
-// and that a packet to every service is forwarded to the backend its
-// active ring names.
+// TestRingRegions pushes a sequence of IRs that keep both halves of every
+// ring (as diffs did before issue 35: the next ring is written into the
+// inactive half as its changes from the ring it holds) whose rings grow (a
+// move to a larger region), shrink, flip halves, vanish and come back under
+// new services (a freed region given to another service), into a small
+// ring table, and requires after every push that the kernel's tables read
+// back as the IR pushed (no stale slot of an earlier owner) and that a
+// packet to every service is forwarded to the backend its active ring
+// names. A ring one entry larger than the room left is refused, naming the
+// flag and by how much.
 func TestRingRegions(t *testing.T) {
 	needBPF(t)
 	dp, err := fallback.Load(fallback.LoadOptions{Test: true, RingEntries: 80})
@@ -106,12 +109,17 @@ func TestRingRegions(t *testing.T) {
 			}
 		}
 	}
-	// A ring that does not fit says so, naming the service and the map,
-	// with the sizes the command layer's remedy needs (targets/xdp names
-	// the flag).
-	_, err = dp.Apply(compiler.DiffIR(held, build(svc{5, 40, 0, [2][]uint32{fill(40, 51), nil}})).Changes, nil)
+	// A ring that does not fit says so, naming the service, the map and
+	// its flag, with the sizes the command layer's remedy needs.
+	used, err := dp.RingEntriesInUse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 80 - int(used) + 1
+	_, err = dp.Apply(compiler.DiffIR(held, build(svc{5, n, 0, [2][]uint32{fill(n, 51), nil}})).Changes, nil)
 	var full *fallback.FullError
-	if !errors.As(err, &full) || !strings.Contains(err.Error(), "service 5") || full.Map != "rings" || full.Size != 80 || full.Need != 80 {
-		t.Fatalf("a ring larger than the table: %v (%+v)", err, full)
+	if !errors.As(err, &full) || !strings.Contains(err.Error(), "service 5") || !strings.Contains(err.Error(), "1 short") || !strings.Contains(err.Error(), "--ring-entries") ||
+		full.Map != "rings" || full.Size != 80 || full.Need != uint32(n) || full.Used != used || full.Short() != 1 {
+		t.Fatalf("a ring one entry larger than the room left (%d of 80 in use): %v (%+v)", used, err, full)
 	}
 }

@@ -88,9 +88,9 @@ func forwards(t *testing.T, dp *fallback.Datapath, ir *compiler.IR) {
 // kernel's map info says so, and the per-slot counters follow their rows);
 // without sizes the program's own apply. The program works on maps of any
 // size: it has no bound of its own on a slot or a ring index, so services
-// fill maps of 3 service rows, 4 backend rows and 3 rings of 2×5 entries
-// exactly, packets reach every one, and one more of each is refused by
-// the map it does not fit, named.
+// fill maps of 3 service rows, 4 backend rows and 6 rings of 5 entries (a
+// ring at rest holds one half) exactly, packets reach every one, and one
+// more of each is refused by the map it does not fit, named.
 func TestLoadSizes(t *testing.T) {
 	needBPF(t)
 	compiled, err := fallback.CompiledSizes()
@@ -107,7 +107,7 @@ func TestLoadSizes(t *testing.T) {
 		full string
 	}{
 		{"none asked: the program's own", fallback.LoadOptions{}, compiled, 0, ""},
-		{"rings only", fallback.LoadOptions{RingEntries: 30}, fallback.Sizes{ServiceEntries: compiled.ServiceEntries, BackendEntries: compiled.BackendEntries, RingEntries: 30, ConntrackEntries: compiled.ConntrackEntries}, 3, "rings"},
+		{"rings only", fallback.LoadOptions{RingEntries: 30}, fallback.Sizes{ServiceEntries: compiled.ServiceEntries, BackendEntries: compiled.BackendEntries, RingEntries: 30, ConntrackEntries: compiled.ConntrackEntries}, 6, "rings"},
 		{"services smallest", fallback.LoadOptions{ServiceEntries: 3, BackendEntries: 4, RingEntries: 40, ConntrackEntries: 64}, fallback.Sizes{3, 4, 40, 64}, 3, "services"},
 		{"backends smallest", fallback.LoadOptions{ServiceEntries: 5, BackendEntries: 2, RingEntries: 40, ConntrackEntries: 64}, fallback.Sizes{5, 2, 40, 64}, 2, "backends"},
 	} {
@@ -185,8 +185,9 @@ func TestLoadReusesPinnedSizes(t *testing.T) {
 
 // TestDefaultSizesHoldKatranScale loads the maps at the commands' default
 // sizes (fallback.DefaultSizes, 512 MiB of rings) and writes a service of
-// ringSize 65,537 into the last of 512 regions: the kernel made the map
-// that large, the program reads its last entries, and a 513th service is
+// ringSize 65,537 into the last of 1,024 regions (512 such services, each
+// with room for its new ring beside the old one): the kernel made the map
+// that large, the program reads its last entries, and one ring more is
 // refused. It logs the load time and the maps' memory (the kernel's
 // memlock of each map), which docs/xdp.md quotes.
 func TestDefaultSizesHoldKatranScale(t *testing.T) {
@@ -203,7 +204,7 @@ func TestDefaultSizesHoldKatranScale(t *testing.T) {
 	if err := dp.SetConfig(fallback.Config{TunnelSource4: netip.MustParseAddr("192.0.2.1")}); err != nil {
 		t.Fatal(err)
 	}
-	ids := make([]uint32, fallback.KatranServices-1)
+	ids := make([]uint32, 2*fallback.KatranServices-1)
 	for i := range ids {
 		ids[i] = uint32(10000 + i)
 	}
@@ -212,7 +213,7 @@ func TestDefaultSizesHoldKatranScale(t *testing.T) {
 	}
 	last := sizedIR(1, 1, fallback.KatranRingSize)
 	if _, err := dp.Apply(compiler.DiffIR(nil, last).Changes, nil); err != nil {
-		t.Fatalf("the 512th service: %v", err)
+		t.Fatalf("the 1,024th ring: %v", err)
 	}
 	if used, err := dp.RingEntriesInUse(); err != nil || used != d.RingEntries {
 		t.Fatalf("rings in use: %d, %v; want all %d", used, err, d.RingEntries)
@@ -221,7 +222,7 @@ func TestDefaultSizesHoldKatranScale(t *testing.T) {
 	_, err := dp.Apply(compiler.DiffIR(last, sizedIR(1, 2, fallback.KatranRingSize)).Changes, nil)
 	var full *fallback.FullError
 	if !errors.As(err, &full) || full.Map != "rings" {
-		t.Fatalf("a 513th service: %v, want the rings map full", err)
+		t.Fatalf("a 1,025th ring: %v, want the rings map full", err)
 	}
 }
 

@@ -6,32 +6,31 @@ import (
 )
 
 // TestDefaultRingsHoldKatranScale: the default rings map holds Katran's
-// default scale, 512 services at ringSize 65,537 with both halves of every
-// ring, as the loader allocates regions (first fit), and not one service
-// more; at the old size (2^20) it held 7.
+// default scale, 512 services at ringSize 65,537, with room for every one
+// of those rings to change in one push (the new half beside the old), as
+// the loader allocates halves (first fit): 1,024 halves, and not one more
+// (1,024 such services at rest); at the old size (2^20) it held 15.
 func TestDefaultRingsHoldKatranScale(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		entries uint32
-		fit     int // services of ringSize 65,537 that fit
+		fit     int // halves of ringSize 65,537 that fit
 	}{
-		{"default", DefaultRingEntries, KatranServices},
-		{"compiled (2^20)", 1 << 20, 7},
-		{"one entry short of the default", DefaultRingEntries - 1, KatranServices - 1},
+		{"default", DefaultRingEntries, 2 * KatranServices},
+		{"compiled (2^20)", 1 << 20, 15},
+		{"one entry short of the default", DefaultRingEntries - 1, 2*KatranServices - 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rs := newRegions(tc.entries)
+			p := newRingPool(tc.entries)
 			n := 0
 			for {
-				r, ok := rs.alloc(KatranRingSize)
-				if !ok {
+				if _, err := p.alloc(halfKey{uint32(n/2 + 1), uint8(n % 2)}, KatranRingSize, noMoves{t}, &placeStats{}); err != nil {
 					break
 				}
-				rs.byService[uint32(n+1)] = r
 				n++
 			}
 			if n != tc.fit {
-				t.Fatalf("%d entries hold %d services at ringSize %d, want %d", tc.entries, n, KatranRingSize, tc.fit)
+				t.Fatalf("%d entries hold %d halves at ringSize %d, want %d", tc.entries, n, KatranRingSize, tc.fit)
 			}
 		})
 	}

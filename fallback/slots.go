@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/cilium/ebpf"
 )
@@ -126,16 +127,16 @@ func scanRows[V any](rm *rowMem, fn func(slot uint32, v *V)) error {
 	return nil
 }
 
-// loadIndex rebuilds the slot indexes and the ring regions from the
+// loadIndex rebuilds the slot indexes and the rings pool from the
 // service and backend arrays, and calls the functions given (if any) for
 // every live row.
 func (dp *Datapath) loadIndex(onService func(*serviceVal), onBackend func(*backendVal)) error {
 	svc := newSlots(dp.Services.MaxEntries())
-	regs := newRegions(dp.Rings.MaxEntries())
+	pool := newRingPool(dp.Rings.MaxEntries())
 	if err := scanRows(dp.svcMem, func(slot uint32, v *serviceVal) {
 		svc.byID[v.Id], svc.bySlot[slot] = slot, v.Id
-		if v.RingCap > 0 {
-			regs.byService[v.Id] = region{base: v.RingBase, cap: v.RingCap}
+		if s, ok := activeRegion(v, pool.size); ok {
+			pool.halves[halfKey{v.Id, v.ActiveHalf & 1}] = s
 		}
 		if onService != nil {
 			onService(v)
@@ -152,12 +153,71 @@ func (dp *Datapath) loadIndex(onService func(*serviceVal), onBackend func(*backe
 	}); err != nil {
 		return fmt.Errorf("read backends: %w", err)
 	}
-	dp.svcSlots, dp.beSlots, dp.regions = svc, be, regs
+	if dp.pool != nil {
+		keepOwnHalves(pool, dp.pool, svc)
+	}
+	pool.rebuildFree()
+	dp.svcSlots, dp.beSlots, dp.pool = svc, be, pool
 	return nil
 }
 
+// activeRegion is the region a service row points at: from its ring word
+// (the first index; ring_base equals it in rows this loader writes, and
+// is the start of both halves in rows of loaders before issue 35, whose
+// region held two halves of ring_cap each), ring_cap long. A row whose
+// ring word is 0 points at nothing.
+func activeRegion(v *serviceVal, size uint32) (span, bool) {
+	if v.Ring == 0 {
+		return span{}, false
+	}
+	s := span{base: uint32(v.Ring), n: max(v.RingCap, uint32(v.Ring>>32))}
+	if s.base >= size {
+		return span{}, false
+	}
+	s.n = min(s.n, size-s.base)
+	return s, true
+}
+
+// keepOwnHalves adds to pool, rebuilt from the rows, what only this
+// process knows: the inactive halves it wrote and has not freed, and the
+// quarantine of an Apply in progress, where no row (another process's
+// write) has taken the space since.
+func keepOwnHalves(pool, old *ringPool, svc *slots) {
+	taken := make([]span, 0, len(pool.halves))
+	for _, s := range pool.halves {
+		taken = append(taken, s)
+	}
+	sort.Slice(taken, func(i, j int) bool { return taken[i].base < taken[j].base })
+	vacant := func(s span) bool {
+		i := sort.Search(len(taken), func(i int) bool { return taken[i].end() > s.base })
+		return i == len(taken) || !taken[i].overlaps(s)
+	}
+	keys := make([]halfKey, 0, len(old.halves))
+	for k := range old.halves {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return old.halves[keys[i]].base < old.halves[keys[j]].base })
+	for _, k := range keys {
+		s := old.halves[k]
+		if _, has := pool.halves[k]; has || !vacant(s) {
+			continue
+		}
+		if _, row := svc.byID[k.svc]; !row {
+			continue
+		}
+		pool.halves[k] = s
+		i := sort.Search(len(taken), func(i int) bool { return taken[i].base > s.base })
+		taken = append(taken[:i], append([]span{s}, taken[i:]...)...)
+	}
+	for _, s := range old.quarantine {
+		if vacant(s) {
+			pool.quarantine = append(pool.quarantine, s)
+		}
+	}
+}
+
 func (dp *Datapath) index() error {
-	if dp.svcSlots != nil && dp.beSlots != nil && dp.regions != nil {
+	if dp.svcSlots != nil && dp.beSlots != nil && dp.pool != nil {
 		return nil
 	}
 	return dp.loadIndex(nil, nil)

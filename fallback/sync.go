@@ -13,8 +13,17 @@ import (
 
 // ApplyResult counts what Apply wrote.
 type ApplyResult struct {
-	Writes  int // map elements written or deleted
+	// Writes are the map elements written or deleted; a half's region
+	// freed by its deletes counts none (its slots are left as they are).
+	Writes  int
 	Batches int // syscalls (ring slots and service rows are written through the maps' memory: none)
+	// Compacted is the ring slots compaction copied to make room for a
+	// ring that fitted only once live regions had moved (pool.go).
+	Compacted int
+	// Graces counts the waits for the packets in flight (grace.go):
+	// before ring entries freed in this Apply are given out again, and
+	// between a row's new ring word and its new epoch.
+	Graces int
 }
 
 // Apply writes the changes into the maps in their order (compiler.DiffIR
@@ -26,14 +35,14 @@ type ApplyResult struct {
 // clock as targets.Clock describes: own deadline = own now + (Deadline −
 // compile now), rounded up to a tick. compileNow reads the compile clock;
 // the test build (whose clock is the compile clock) ignores it.
-func (dp *Datapath) Apply(changes []compiler.Change, compileNow func() time.Duration) (ApplyResult, error) {
-	var res ApplyResult
+func (dp *Datapath) Apply(changes []compiler.Change, compileNow func() time.Duration) (res ApplyResult, err error) {
 	if err := dp.index(); err != nil {
 		return res, err
 	}
 	defer dp.svcSlots.endApply()
 	defer dp.beSlots.endApply()
-	defer dp.regions.endApply()
+	var st placeStats
+	defer func() { res.Compacted, res.Graces = int(st.copied), st.graces }()
 	vipDeleted := false
 	for i := 0; i < len(changes); {
 		c := changes[i]
@@ -42,7 +51,22 @@ func (dp *Datapath) Apply(changes []compiler.Change, compileNow func() time.Dura
 			for j < len(changes) && changes[j].Ring != nil {
 				j++
 			}
-			if err := dp.applyRings(changes[i:j]); err != nil {
+			n, err := dp.applyRings(changes[i:j], &st)
+			res.Writes += n
+			if err != nil {
+				return res, err
+			}
+			i = j
+			continue
+		}
+		if c.Service != nil && c.Op != Delete {
+			j := i
+			for j < len(changes) && changes[j].Service != nil && changes[j].Op != Delete {
+				j++
+			}
+			syscalls, err := dp.applyServices(changes[i:j], &st)
+			res.Batches += syscalls
+			if err != nil {
 				return res, err
 			}
 			res.Writes += j - i
@@ -122,34 +146,14 @@ func (dp *Datapath) applyOne(c compiler.Change, compileNow func() time.Duration)
 			return 1, err
 		}
 		return 2, dp.Vips.Put(&k, vipVal{Id: c.VIP.ServiceID, Slot: dp.svcSlots.get(c.VIP.ServiceID)})
-	case c.Service != nil:
+	case c.Service != nil && del:
 		id := c.Service.ID
-		if id == 0 {
-			return 0, fmt.Errorf("service %q: ID 0 is reserved", c.Service.Name)
+		if slot, ok := dp.svcSlots.free(id); ok {
+			dp.svcMem.writeRow(slot, make([]byte, dp.svcMem.vsize), []uint32{svcOffID}, nil)
 		}
-		if del {
-			if slot, ok := dp.svcSlots.free(id); ok {
-				dp.svcMem.writeRow(slot, make([]byte, dp.svcMem.vsize), []uint32{svcOffID}, nil)
-			}
-			dp.regions.free(id)
-			return 0, nil
-		}
-		slot, fresh, err := dp.svcSlots.alloc(id)
-		if err != nil {
-			return 0, fullOf(err, "services", fmt.Sprintf("service %d", id))
-		}
-		n := 0
-		if fresh {
-			// The slot's counters may be a previous service's.
-			if err := dp.ServiceStats.Put(slot, make([]svcStats, possibleCPUs())); err != nil {
-				dp.svcSlots.free(id)
-				return 1, err
-			}
-			n++
-		}
-		v := encodeService(c.Service, dp.regions.byService[id], dp.clock)
-		dp.writeService(slot, &v, fresh)
-		return n, nil
+		dp.pool.release(halfKey{id, 0})
+		dp.pool.release(halfKey{id, 1})
+		return 0, nil
 	case c.Backend != nil:
 		id := c.Backend.ID
 		if id == 0 {

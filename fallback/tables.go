@@ -53,14 +53,15 @@ func decodeVIPKey(k vipKey) compiler.VIPKey {
 	return compiler.VIPKey{VIP: addrFrom16(k.Addr), Port: k.Port, Proto: k.Proto, Kind: compiler.MatchKind(k.Kind)}
 }
 
-// encodeService builds a service row; reg is the service's region of
-// the rings array (zero when it has none: the ring word then says size 0,
-// and lookups drop).
-func encodeService(s *compiler.ServiceRow, reg region, clk tickClock) serviceVal {
+// encodeService builds a service row; reg is the region of its active
+// half in the rings array (zero when it has none: the ring word then says
+// size 0, and lookups drop).
+func encodeService(s *compiler.ServiceRow, reg span, clk tickClock) serviceVal {
 	v := serviceVal{Id: s.ID, Epoch: s.Epoch, ActiveHalf: s.ActiveHalf, Encap: s.Encap, IdleSec: s.IdleTimeoutSec,
-		Idle: IdleTicks(time.Duration(s.IdleTimeoutSec)*time.Second, clk.tick), RingBase: reg.base, RingCap: reg.cap}
-	if reg.cap > 0 && s.RingSize > 0 && s.ActiveHalf < 2 {
-		v.Ring = ringWord(reg, s.ActiveHalf, s.RingSize)
+		Idle: IdleTicks(time.Duration(s.IdleTimeoutSec)*time.Second, clk.tick)}
+	if reg.n > 0 && s.RingSize > 0 && s.ActiveHalf < 2 {
+		v.Ring = ringWord(reg, s.RingSize)
+		v.RingBase, v.RingCap = reg.base, reg.n
 	}
 	if s.SynNew {
 		v.Flags |= svcSynNew
@@ -83,8 +84,8 @@ func encodeService(s *compiler.ServiceRow, reg region, clk tickClock) serviceVal
 
 // ringWord is the service row's `ring`: the index of the active half's
 // first slot, and the ring size in the high half.
-func ringWord(reg region, half uint8, size uint32) uint64 {
-	return uint64(size)<<32 | uint64(reg.base+uint32(half)*reg.cap)
+func ringWord(reg span, size uint32) uint64 {
+	return uint64(size)<<32 | uint64(reg.base)
 }
 
 func decodeService(v serviceVal) compiler.ServiceRow {

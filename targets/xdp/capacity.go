@@ -10,13 +10,8 @@ import (
 
 // SizeFlags are the flags of `lbc push`, `lbc run` and `lbc validate`
 // (--target xdp) that size each map when it is created, by map name
-// (fallback.Sizes).
-var SizeFlags = map[string]string{
-	"services":  "--service-entries",
-	"backends":  "--backend-entries",
-	"rings":     "--ring-entries",
-	"conntrack": "--conntrack-entries",
-}
+// (fallback.Sizes; fallback's errors name them too).
+var SizeFlags = fallback.SizeFlags
 
 // Capacity is the size of the XDP program's tables when its maps have
 // sizes s (those a load creates with them, or those that exist already),
@@ -84,7 +79,13 @@ func (t *Target) fullHint(err error) error {
 	flag := SizeFlags[fe.Map]
 	need := fe.Size + 1
 	if fe.Map == "rings" {
+		// A new map is written packed: what is in use and the ring that
+		// did not fit. When the free entries would have held it but in
+		// pieces, room for that ring beside a full map.
 		need = fe.Used + fe.Need
+		if fe.Short() == 0 {
+			need = fe.Size + fe.Need
+		}
 	}
 	return fmt.Errorf("%w: the %s map of %s holds %d entries, the size it was created with; to create it larger (the conntrack is lost with it, so established connections are re-selected): %s, then push again with %s %d or more (lbc validate -c lb.yaml --target xdp %s N tells whether N fits the whole configuration)",
 		err, fe.Map, t.Name(), fe.Size, DetachCommand(t.opts), flag, need, flag)

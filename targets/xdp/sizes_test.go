@@ -151,10 +151,10 @@ func TestAttachSizes(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = tgt.Apply(ctx, compiler.DiffIR(held, ringIR(4, 13))) // 4 × 26 > 60
+		_, err = tgt.Apply(ctx, compiler.DiffIR(held, ringIR(5, 13))) // 5 × 13 > 60: a ring holds one half at rest
 		return err
 	})
-	want := fmt.Sprintf("the rings map of xdp lbv0 holds 60 entries, the size it was created with; to create it larger (the conntrack is lost with it, so established connections are re-selected): lbc detach --target xdp --iface lbv0 --pin-dir %s --state-dir %s, then push again with --ring-entries 78 or more", pins, state)
+	want := fmt.Sprintf("the rings map of xdp lbv0 holds 60 entries, the size it was created with; to create it larger (the conntrack is lost with it, so established connections are re-selected): lbc detach --target xdp --iface lbv0 --pin-dir %s --state-dir %s, then push again with --ring-entries 65 or more", pins, state)
 	var full *fallback.FullError
 	if !errors.As(err, &full) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("a push the rings cannot hold: %v\nwant it to contain %q", err, want)

@@ -694,14 +694,34 @@ func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
 // Apply implements targets.Target. Map writes follow the diff's order;
 // meta.json is written before (with the union of old and new names) and
 // after (without the deleted rows), so a crash in between never loses a name.
+// At each of the diff's barriers it waits until no packet that may have
+// read what the writes before made unreachable is still in the program
+// (fallback.Datapath.Grace: an RCU grace period, a fraction of a
+// millisecond), so that a packet that chose a backend from the old ring
+// finds its row.
 func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats, error) {
 	start := time.Now()
 	t.meta.merge(d)
 	if err := t.meta.save(t.metaPathOrEmpty()); err != nil {
 		return targets.ApplyStats{}, fmt.Errorf("xdp: save %s: %w", t.metaPathOrEmpty(), err)
 	}
-	res, err := t.dp.Apply(d.Changes, t.opts.Clock)
-	st := targets.ApplyStats{Counts: d.Counts(), Writes: res.Writes, Batches: res.Batches, Duration: time.Since(start)}
+	st := targets.ApplyStats{Counts: d.Counts()}
+	var err error
+	for i, seg := range d.Segments() {
+		if i > 0 {
+			if err = t.dp.Grace(); err != nil {
+				break
+			}
+		}
+		var res fallback.ApplyResult
+		res, err = t.dp.Apply(seg, t.opts.Clock)
+		st.Writes += res.Writes
+		st.Batches += res.Batches
+		if err != nil {
+			break
+		}
+	}
+	st.Duration = time.Since(start)
 	if err != nil {
 		return st, fmt.Errorf("xdp: %w", t.fullHint(err))
 	}
@@ -713,6 +733,11 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 	st.Duration = time.Since(start)
 	return st, err
 }
+
+// RingEntries implements targets.RingRoom: the size of the rings map, so
+// that a push takes the changing rings in waves it holds beside the
+// others (compiler.DiffWithin).
+func (t *Target) RingEntries() int { return int(t.dp.Rings.MaxEntries()) }
 
 // Commit records what a diff does not carry: every row's name and
 // informational fields, the ID allocators, and the tunnel sources. `lbc
