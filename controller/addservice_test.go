@@ -41,8 +41,9 @@ func apiService(port int) string {
 }
 
 // apiEntries is what the api service is on the switch: 3 backend rows,
-// both halves of its 251-slot ring, its service row, one VIP row.
-const apiEntries = 3 + 2*251 + 1 + 1
+// its 251-slot ring in the half its row points at (the other is empty at
+// rest), its service row, one VIP row.
+const apiEntries = 3 + 251 + 1 + 1
 
 // writesOf sums the updates of the lb tables in the server's log, by
 // type, and checks that each is of an entry of svc (its rows in before
@@ -165,15 +166,36 @@ func TestAddServiceWritesOnlyItsEntries(t *testing.T) {
 // TestAddServiceCutShortFinishedMinimally: the push that adds api stops
 // after its k-th update, before api's service row reached the switch
 // (the controller killed there: StopAfter), for k inside its backend
-// rows, inside each ring half and after both. A new controller on the
-// switch (lbc run restarted, or lbc push) finishes the add writing only
-// the entries that are missing, under the IDs the cut push chose: it used
-// to give api new IDs (nothing on the switch named the ones written),
-// write it whole and delete what the cut push had written.
+// rows, after them, after the first ring slot, inside the ring and after
+// it (the cut points are found in the add's own diff). A new controller
+// on the switch (lbc run restarted, or lbc push) finishes the add writing
+// only the entries that are missing, under the IDs the cut push chose: it
+// used to give api new IDs (nothing on the switch named the ones
+// written), write it whole and delete what the cut push had written.
 func TestAddServiceCutShortFinishedMinimally(t *testing.T) {
-	const ring = 251
-	for _, k := range []int{1, 2, 3 + ring/2, 3 + ring, 3 + ring + 100, 3 + 2*ring} {
-		t.Run(fmt.Sprintf("cut after update %d", k), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cut  func(t *testing.T, d compiler.Diff) int // updates applied
+	}{
+		{"inside the backend rows", func(*testing.T, compiler.Diff) int { return 1 }},
+		{"one backend row left", func(t *testing.T, d compiler.Diff) int {
+			return changeAt(t, d, compiler.TableRing, compiler.Insert) - 1
+		}},
+		{"the backend rows written", func(t *testing.T, d compiler.Diff) int {
+			return changeAt(t, d, compiler.TableRing, compiler.Insert)
+		}},
+		{"one ring slot written", func(t *testing.T, d compiler.Diff) int {
+			return changeAt(t, d, compiler.TableRing, compiler.Insert) + 1
+		}},
+		{"inside the ring", func(t *testing.T, d compiler.Diff) int {
+			first := changeAt(t, d, compiler.TableRing, compiler.Insert)
+			return first + (changeAt(t, d, compiler.TableService, compiler.Insert)-first)/2
+		}},
+		{"the ring written, no service row", func(t *testing.T, d compiler.Diff) int {
+			return changeAt(t, d, compiler.TableService, compiler.Insert)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			f := backendtest.Start(t, append(allSeedIPs(), "127.0.0.141", "127.0.0.142", "127.0.0.143")...)
 			web := strings.Replace(patientProbes(seedConfig(f.Port, true, 0, 1, 1)), "ringSize: 1021", "ringSize: 257", 1)
 			cfgPath := filepath.Join(t.TempDir(), "lb.yaml")
@@ -192,9 +214,15 @@ func TestAddServiceCutShortFinishedMinimally(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := compileWith(t, loadConfig(t, cfgPath), first)
-			if n := len(compiler.DiffIR(first, want).Changes); n != apiEntries {
-				t.Fatalf("the add is %d updates, want %d", n, apiEntries)
+			add := compiler.DiffIR(first, want)
+			if n := len(add.Changes); n != apiEntries {
+				t.Fatalf("the add is %d updates, want %d:\n%s", n, apiEntries, add.Summary())
 			}
+			k := tc.cut(t, add)
+			if k < 1 || k > changeAt(t, add, compiler.TableService, compiler.Insert) {
+				t.Fatalf("the cut after update %d is not before api's service row (update %d)", k, changeAt(t, add, compiler.TableService, compiler.Insert)+1)
+			}
+			t.Logf("cut after update %d of %d (%s)", k, len(add.Changes), add.Changes[k-1])
 			w := &ringWatch{allowed: [][]uint32{first.ActiveRing(first.ServiceByName("web")), want.ActiveRing(want.ServiceByName("api"))}}
 			kc.arm(srv, w, k)
 			if err := kc.c.Reload(kc.ctx); err == nil {

@@ -380,3 +380,22 @@ func startRigTargets(t *testing.T, cfg string, f *backendtest.Fleet, ts ...targe
 	t.Cleanup(r.stop)
 	return r
 }
+
+// oneHalfAtRest fails the test unless every service of ir holds its ring
+// in the half its row points at only: at rest the other half is empty
+// (issue 35), so that the ring table's spare room is shared.
+func oneHalfAtRest(t *testing.T, ir *compiler.IR, logs fmt.Stringer) {
+	t.Helper()
+	for i := range ir.Services {
+		s := &ir.Services[i]
+		r := ir.Ring(s.ID)
+		if r == nil {
+			continue
+		}
+		for slot, b := range r.Halves[1-s.ActiveHalf&1] {
+			if b != 0 {
+				t.Fatalf("service %q holds slot %d of half %d, which its row (half %d) does not look up: want one half at rest\n%s", s.Name, slot, 1-s.ActiveHalf&1, s.ActiveHalf, logs)
+			}
+		}
+	}
+}

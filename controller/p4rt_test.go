@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 )
 
 // p4infoPath is p4c's P4Info for p4/lb.p4, or the test server's fixture
@@ -162,6 +164,76 @@ func TestRestartWritesNothingP4Runtime(t *testing.T) {
 	b.probeAndSync(t)
 	if svc := readSwitch(t, b.tg).ServiceByName("web"); svc.Epoch != 2 || svc.Decision == "failover" {
 		t.Fatalf("after failback the switch holds %+v", svc)
+	}
+}
+
+// TestRestartDeletesAStaleSecondHalfOnce: a switch programmed by an lbc
+// from before issue 35 holds both halves of every ring at rest. A
+// controller started on it changes nothing packets see: it deletes the
+// half the row does not point at, once, and writes nothing else; the next
+// restart writes nothing at all.
+func TestRestartDeletesAStaleSecondHalfOnce(t *testing.T) {
+	for _, stale := range []string{"the same ring", "the ring before"} {
+		t.Run(stale, func(t *testing.T) {
+			f := backendtest.Start(t, allSeedIPs()...)
+			cfg := filepath.Join(t.TempDir(), "lb.yaml")
+			if err := os.WriteFile(cfg, []byte(strings.Replace(patientProbes(seedConfig(f.Port, true, 0, 1, 1)), "ringSize: 1021", "ringSize: 257", 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			srv := startSwitch(t)
+			a := startSwitchController(t, srv, 1, cfg)
+			a.stop()
+			// What the older lbc left: the other half filled too.
+			old := openSwitch(t, srv, 1)
+			held := readSwitch(t, old)
+			svc := held.ServiceByName("web")
+			ring := held.ActiveRing(svc)
+			if stale == "the ring before" {
+				prev := compileWith(t, loadConfig(t, cfg), held, "vm-a1")
+				ring = prev.ActiveRing(prev.ServiceByName("web"))
+			}
+			var d compiler.Diff
+			for slot, b := range ring {
+				d.Changes = append(d.Changes, compiler.Change{Table: compiler.TableRing, Op: compiler.Insert,
+					Ring: &compiler.RingEntry{ServiceID: svc.ID, Half: 1 - svc.ActiveHalf, Slot: uint32(slot), BackendID: b}})
+			}
+			if _, err := old.Apply(context.Background(), d); err != nil {
+				t.Fatal(err)
+			}
+			before := readSwitch(t, old)
+			old.Close()
+			if n := len(before.Ring(svc.ID).Halves[1-svc.ActiveHalf]); n != len(ring) {
+				t.Fatalf("the switch holds %d slots in the half web does not look up, want the %d written", n, len(ring))
+			}
+			srv.ResetLog()
+
+			b := startSwitchController(t, srv, 1, cfg)
+			b.probeAndSync(t) // nothing changed: nothing more to write
+			after := readSwitch(t, b.tg)
+			if controller.Digest(after) != controller.Digest(before) {
+				t.Fatalf("the restart changed what packets see\n%s", b.logs)
+			}
+			oneHalfAtRest(t, after, b.logs)
+			for i, e := range srv.Log() {
+				if e.Table == "tunnel_source" || e.Table == "egress_mtu" {
+					continue
+				}
+				if e.Type != p4v1.Update_DELETE || !strings.Contains(e.Table, "ring") {
+					t.Fatalf("update %d of the restart is a %s of %s; want only deletes of the stale half\n%s", i+1, e.Type, e.Table, b.logs)
+				}
+			}
+			if n := len(srv.Log()); n != len(ring) {
+				t.Fatalf("the restart wrote %d updates, want the %d deletes of the stale half\n%s", n, len(ring), b.logs)
+			}
+			b.stop()
+
+			srv.ResetLog()
+			c := startSwitchController(t, srv, 1, cfg)
+			c.probeAndSync(t)
+			if n := len(srv.Log()); n != 0 {
+				t.Fatalf("the next restart wrote %d updates, want 0\n%s", n, c.logs)
+			}
+		})
 	}
 }
 

@@ -118,11 +118,14 @@ func probeAndSync(r *switchRig) error {
 
 // TestPartialPushThenRetryOrNewChange (item 4, in the controller): vm-a1
 // fails; the switch fails update n of that push (a backend row, ring
-// slots of the inactive half, the flip). Then either the retry runs with
-// nothing changed, and writes exactly what is missing, or vm-d1 fails too
-// before it, and the push of that newer ring must not write it into the
-// half the switch still serves (the controller believed the failed flip
-// had happened). Either way the switch ends holding what was compiled.
+// slots of the half packets do not look up, the flip, the deletes of the
+// half it left: the first, a middle and the last update of each). Then
+// either the retry runs with nothing changed, and writes exactly what is
+// missing (a push that failed after its flip has its old half deleted),
+// or vm-d1 fails too before it, and the push of that newer ring must not
+// write it into the half the switch still serves (the controller believed
+// the failed flip had happened). Either way the switch ends holding what
+// was compiled, with one half of the ring at rest.
 func TestPartialPushThenRetryOrNewChange(t *testing.T) {
 	// The failover push's diff, to choose the updates to fail.
 	srv := p4rt.StartEmpty(t, "127.0.0.1:0")
@@ -203,11 +206,14 @@ func TestPartialPushThenRetryOrNewChange(t *testing.T) {
 	}
 }
 
-// converged checks that the switch serves web's ring of want and that the
-// controller's view of the switch is what it holds.
+// converged checks that the switch serves web's ring of want, holds one
+// half of every ring at rest (a push cut after its flip has had the old
+// half deleted since), and that the controller's view of the switch is
+// what it holds.
 func converged(t *testing.T, r *switchRig, want *compiler.IR) {
 	t.Helper()
 	held := r.held(t)
+	oneHalfAtRest(t, held, r.logs)
 	if have := held.ActiveRing(held.ServiceByName("web")); !slices.Equal(have, want.ActiveRing(want.ServiceByName("web"))) {
 		t.Fatalf("the switch serves another ring than the one compiled\n%s", r.logs)
 	}
@@ -287,32 +293,55 @@ func (kc *killedController) wait() {
 }
 
 // TestControllerKilledMidPush (issue 25, item 5): the controller is killed
-// after its k-th update, for k between the two ring halves of a first push
-// and inside each, and inside the inactive half of a failover push and just
-// before its flip. The switch keeps serving what it served (the old ring,
-// or nothing for a service whose row was not written), and a new
-// controller started on it finishes the job: it converges to the compiled
-// state, never makes a half-written half active, and writes only what is
-// missing.
+// after its k-th update: in a first push inside the ring, with the ring
+// written and no service row, and with the row and no VIP; in a failover
+// push after the backend row, inside the new ring (written into the half
+// packets do not look up), just before the flip, just after it (the old
+// half not yet deleted), inside the old half's deletes and before the last
+// one. The switch keeps serving a complete ring (the old one, or nothing
+// for a service whose row was not written; the new one once flipped), and
+// a new controller started on it finishes the job: it converges to the
+// compiled state with one half at rest, never makes a half-written half
+// active, and writes only what is missing. The cut points are found in the
+// push's own diff, and a case whose cut lies beyond the push fails at once
+// instead of waiting for a kill that never comes.
 func TestControllerKilledMidPush(t *testing.T) {
 	const ring = 257
-	// First push: 8 backends, half 0, half 1, the service, 2 VIPs.
-	const backends, first = 8, 8 + 2*ring + 1 + 2
-	// Failover push (vm-a1 fails): 1 backend, 66 ring slots, the flip.
-	const failover = 68
 	cases := []struct {
 		name   string
 		during string // "first push" or "failover"
-		k      int
+		cut    func(t *testing.T, d compiler.Diff) int
 	}{
-		{"inside half 0", "first push", backends + ring/2},
-		{"between the two halves", "first push", backends + ring},
-		{"inside half 1", "first push", backends + ring + ring/2},
-		{"both halves written, no service row", "first push", backends + 2*ring},
-		{"service row written, no VIP", "first push", backends + 2*ring + 1},
-		{"after the backend row", "failover", 1},
-		{"inside the inactive half", "failover", 1 + 33},
-		{"inactive half written, before the flip", "failover", failover - 1},
+		{"inside the ring", "first push", func(t *testing.T, d compiler.Diff) int {
+			first := changeAt(t, d, compiler.TableRing, compiler.Insert)
+			return first + (changeAt(t, d, compiler.TableService, compiler.Insert)-first)/2
+		}},
+		{"ring written, no service row", "first push", func(t *testing.T, d compiler.Diff) int {
+			return changeAt(t, d, compiler.TableService, compiler.Insert)
+		}},
+		{"service row written, no VIP", "first push", func(t *testing.T, d compiler.Diff) int {
+			return changeAt(t, d, compiler.TableService, compiler.Insert) + 1
+		}},
+		{"after the backend row", "failover", func(t *testing.T, d compiler.Diff) int {
+			return changeAt(t, d, compiler.TableRing, compiler.Insert)
+		}},
+		{"inside the new ring", "failover", func(t *testing.T, d compiler.Diff) int {
+			first := changeAt(t, d, compiler.TableRing, compiler.Insert)
+			return first + (changeAt(t, d, compiler.TableService, compiler.Modify)-first)/2
+		}},
+		{"new ring written, before the flip", "failover", func(t *testing.T, d compiler.Diff) int {
+			return changeAt(t, d, compiler.TableService, compiler.Modify)
+		}},
+		{"flipped, the old half not deleted", "failover", func(t *testing.T, d compiler.Diff) int {
+			return changeAt(t, d, compiler.TableService, compiler.Modify) + 1
+		}},
+		{"inside the old half's deletes", "failover", func(t *testing.T, d compiler.Diff) int {
+			first := changeAt(t, d, compiler.TableRing, compiler.Delete)
+			return first + (len(d.Changes)-first)/2
+		}},
+		{"one delete left", "failover", func(t *testing.T, d compiler.Diff) int {
+			return len(d.Changes) - 1
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.during+", "+tc.name, func(t *testing.T) {
@@ -325,18 +354,35 @@ func TestControllerKilledMidPush(t *testing.T) {
 			srv := p4rt.StartEmpty(t, "127.0.0.1:0")
 			w := &ringWatch{}
 			var before, want *compiler.IR
-			var total int
+			var d compiler.Diff // the push the kill cuts
+			var total, k int
 			var kc *killedController
+			// cut places the kill in the push's diff: after its k-th
+			// update, with at least one update left (a kill at the last
+			// update may land after the push has ended).
+			cut := func(push compiler.Diff) {
+				t.Helper()
+				d = push
+				total, k = len(d.Changes), tc.cut(t, d)
+				if k < 1 || k >= total {
+					t.Fatalf("the cut after update %d is not inside the push of %d updates:\n%s", k, total, d.Summary())
+				}
+				t.Logf("killed after update %d of %d (%s)", k, total, d.Changes[k-1])
+			}
 			if tc.during == "first push" {
 				want = compileWith(t, cfg, nil)
-				total = first
+				cut(compiler.DiffIR(nil, want))
 				w.allowed = [][]uint32{want.ActiveRing(want.ServiceByName("web"))}
-				kc = runController(t, srv, cfgPath, func(kc *killedController) { kc.arm(srv, w, tc.k) })
+				kc = runController(t, srv, cfgPath, func(kc *killedController) { kc.arm(srv, w, k) })
 				select {
 				case err := <-kc.done:
 					if err == nil {
 						t.Fatalf("the killed controller's first push returned no error\n%s", kc.logs)
 					}
+				case <-kc.c.Ready():
+					// Ready closes only when the first push worked: the kill
+					// never cut it.
+					t.Fatalf("the first push ended after %d updates without the kill at update %d\n%s", len(srv.Log()), k, kc.logs)
 				case <-time.After(waitBudget(t)):
 					t.Fatalf("the controller was not killed during its first push\n%s", kc.logs)
 				}
@@ -350,13 +396,11 @@ func TestControllerKilledMidPush(t *testing.T) {
 					t.Fatalf("controller: %v\n%s", err, kc.logs)
 				}
 				before = readSwitch(t, kc.tg)
+				oneHalfAtRest(t, before, kc.logs)
 				want = compileWith(t, cfg, before, "vm-a1")
-				total = len(compiler.DiffIR(before, want).Changes)
-				if total != failover {
-					t.Fatalf("the failover push is %d updates, the cases assume %d", total, failover)
-				}
+				cut(compiler.DiffIR(before, want))
 				w.allowed = [][]uint32{before.ActiveRing(before.ServiceByName("web")), want.ActiveRing(want.ServiceByName("web"))}
-				kc.arm(srv, w, tc.k)
+				kc.arm(srv, w, k)
 				f.Get(seedIPs["vm-a1"]).SetStatus(503)
 				kc.c.Monitor().ProbeAll(kc.ctx)
 				if err := kc.c.Sync(kc.ctx); err == nil {
@@ -367,19 +411,20 @@ func TestControllerKilledMidPush(t *testing.T) {
 			if err := w.err(); err != nil {
 				t.Fatalf("%v\n%s", err, kc.logs)
 			}
-			if got := len(srv.Log()); got != tc.k {
-				t.Fatalf("the switch applied %d updates, want the kill after %d", got, tc.k)
+			if got := len(srv.Log()); got != k {
+				t.Fatalf("the switch applied %d updates, want the kill after %d", got, k)
 			}
-			// The switch keeps serving the old ring; on a first push, a
-			// service whose row was written serves its complete ring.
+			// The switch keeps serving the old ring until the flip, the new
+			// one after it; on a first push, a service whose row was
+			// written serves its complete ring.
 			serving := want
-			if before != nil {
+			if before != nil && k <= changeAt(t, d, compiler.TableService, compiler.Modify) {
 				serving = before
 			}
 			srv.Snapshot(func(v p4rt.View) {
 				for id, have := range activeRingsOf(t, v) {
 					if s := serving.Service(id); s == nil || !slices.Equal(have, serving.ActiveRing(s)) {
-						t.Fatalf("after the kill service %d serves another ring than the old complete one", id)
+						t.Fatalf("after the kill service %d serves another ring than the complete one it served", id)
 					}
 				}
 			})
@@ -405,7 +450,7 @@ func TestControllerKilledMidPush(t *testing.T) {
 			if d := compiler.DiffIR(want, r.held(t)); !d.Empty() {
 				t.Fatalf("the switch does not hold the compiled state:\n%s", d.Summary())
 			}
-			if missing := total - tc.k; writes != missing {
+			if missing := total - k; writes != missing {
 				t.Fatalf("the new controller wrote %d updates, %d were missing\n%s", writes, missing, r.logs)
 			}
 			srv.ResetLog()
@@ -414,6 +459,17 @@ func TestControllerKilledMidPush(t *testing.T) {
 			}
 		})
 	}
+}
+
+// changeAt is the index in d of its first change of table by op: the
+// number of updates a switch has applied just before it.
+func changeAt(t *testing.T, d compiler.Diff, table string, op compiler.Op) int {
+	t.Helper()
+	i := slices.IndexFunc(d.Changes, func(c compiler.Change) bool { return c.Table == table && c.Op == op })
+	if i < 0 {
+		t.Fatalf("the push has no %s of %s:\n%s", op, table, d.Summary())
+	}
+	return i
 }
 
 func activeRingsOf(t *testing.T, v p4rt.View) map[uint32][]uint32 {

@@ -230,7 +230,9 @@ func sameInfo(a, b *compiler.IR) bool {
 // when the connection closes; the update that follows says the switch is
 // lost, and the push when it is back finishes the job. Neither can make a
 // half-written ring half active: placeRings keeps the half the switch
-// serves out of every diff, and the flip is the last write of a push.
+// serves out of every diff until the flip (or changes it in one write),
+// and what a push writes after a flip deletes only the half it left, which
+// the push that finishes the job deletes if this one could not.
 func (c *Controller) cutShort(ctx context.Context, ts *target, what string, err error) error {
 	name := ts.t.Name()
 	ts.held = nil

@@ -15,7 +15,11 @@ import (
 
 // TestSilentLossDuringPush (issue 25, items 2 and 4): the switch falls
 // silent (no answer, no closed connection: a partition, a hung process)
-// at the k-th update of a failover push, inside one of its Write RPCs.
+// at the k-th update of a failover push, inside one of its Write RPCs: in
+// its first batch, inside the new ring (written into the half packets do
+// not look up), just before and just after the flip, inside the deletes of
+// the half it left, and after the last update (the answer lost); the cut
+// points are found in the push's own diff.
 // The heartbeat's verdict ends the session, and the session's end cuts the
 // Write in flight short: the push fails as cut short, /healthz is 503 and
 // the VIPs are withdrawn within the heartbeat's bound, while the frozen
@@ -32,11 +36,16 @@ func TestSilentLossDuringPush(t *testing.T) {
 	r, _ := healthyRigRing(t, embeddedSwitchOptions(srv.Addr()), ring)
 	cfg := loadConfig(t, r.cfg)
 	before := r.held(t)
-	total := len(compiler.DiffIR(before, compileWith(t, cfg, before, "vm-a1")).Changes)
+	d := compiler.DiffIR(before, compileWith(t, cfg, before, "vm-a1"))
+	total := len(d.Changes)
 	r.stop()
 	srv.Stop()
 	if total < 4*batch {
 		t.Fatalf("the failover push is %d updates; the cases need several batches of %d", total, batch)
+	}
+	ins, flip, del := changeAt(t, d, compiler.TableRing, compiler.Insert), changeAt(t, d, compiler.TableService, compiler.Modify), changeAt(t, d, compiler.TableRing, compiler.Delete)
+	if !(0 < ins && ins < batch/2 && ins+batch < flip && flip < del && del+batch < total) {
+		t.Fatalf("the failover push is not the backend row, the new ring, the flip, the old half's deletes:\n%s", d.Summary())
 	}
 
 	cases := []struct {
@@ -44,8 +53,10 @@ func TestSilentLossDuringPush(t *testing.T) {
 		k    int
 	}{
 		{"inside the first batch (the backend row written)", batch / 2},
-		{"inside the inactive half", total / 2},
-		{"inactive half written, before the flip", total - 1},
+		{"inside the new ring", (ins + flip) / 2},
+		{"new ring written, before the flip", flip},
+		{"flipped, the old half not deleted", flip + 1},
+		{"inside the old half's deletes", (del + total) / 2},
 		{"everything written, the answer lost", total},
 	}
 	for _, tc := range cases {
