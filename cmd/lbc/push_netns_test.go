@@ -84,7 +84,7 @@ func TestPushXDPUnderIPNetnsExec(t *testing.T) {
 		t.Fatalf("push: %v\n%s%s", err, out, errw)
 	}
 	m := attachedLog.FindStringSubmatch(errw)
-	if m == nil || !strings.Contains(out, "xdp nc0: 2059 writes") {
+	if m == nil || !strings.Contains(out, "xdp nc0: 1035 writes") {
 		t.Fatalf("push did not report an attached program and its writes:\n%s%s", out, errw)
 	}
 	show, err := set.IP(ns, "-d", "link", "show", "nc0")

@@ -33,8 +33,8 @@ func TestPushXDPMapSizes(t *testing.T) {
 	pins := filepath.Join(xdp.BPFFS, fmt.Sprintf("lbc-test-%d-pushsizes", os.Getpid()))
 	state := t.TempDir()
 	t.Cleanup(func() { os.RemoveAll(pins) })
-	one := sizedServices(t, 1, 61, "")   // 122 ring entries
-	three := sizedServices(t, 3, 61, "") // 366
+	one := sizedServices(t, 1, 61, "")   // 61 ring entries at rest (122 with room for it to change)
+	three := sizedServices(t, 3, 61, "") // 244: 3 × 61 + 61
 	lbc := func(args ...string) (out, errw string, err error) {
 		if nerr := netns.Do(ns, func() error {
 			app := newApp()
@@ -81,9 +81,9 @@ func TestPushXDPMapSizes(t *testing.T) {
 	for _, args := range [][]string{on("push", three, "--ring-entries", "100"), on("push", three, "--ring-entries", "100", "--dry-run")} {
 		_, _, err := lbc(args...)
 		want := "xdp nc0: the maps this command would create are too small:"
-		rerun := "Run instead:\n   lbc " + strings.Join(args[:len(args)-2], " ") + " --ring-entries 366"
+		rerun := "Run instead:\n   lbc " + strings.Join(args[:len(args)-2], " ") + " --ring-entries 244"
 		if slices.Contains(args, "--dry-run") {
-			rerun = "Run instead:\n   lbc " + strings.Join(append(on("push", three), "--dry-run", "--ring-entries", "366"), " ")
+			rerun = "Run instead:\n   lbc " + strings.Join(append(on("push", three), "--dry-run", "--ring-entries", "244"), " ")
 		}
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), rerun) {
 			t.Fatalf("lbc %v: %v\nwant %q and %q", args, err, want, rerun)
@@ -105,7 +105,7 @@ func TestPushXDPMapSizes(t *testing.T) {
 		t.Fatalf("the first push made maps of %+v, want %+v", got, created)
 	}
 	out, errw, err = lbc("status", "--target", "xdp", "--iface", "nc0", "--pin-dir", pins, "--state-dir", state)
-	for _, want := range []string{"maps (sized when created", "services            1 of 10 rows (--service-entries)", "rings             122 of 200 entries (--ring-entries)", "conntrack        1024 connections (--conntrack-entries)"} {
+	for _, want := range []string{"maps (sized when created", "services            1 of 10 rows (--service-entries)", "rings              61 of 200 entries (--ring-entries)", "conntrack        1024 connections (--conntrack-entries)"} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("status lacks %q: %v\n%s%s", want, err, out, errw)
 		}
@@ -114,7 +114,7 @@ func TestPushXDPMapSizes(t *testing.T) {
 	var st struct {
 		Maps []mapUse `json:"maps"`
 	}
-	if err != nil || json.Unmarshal([]byte(out), &st) != nil || len(st.Maps) != 4 || st.Maps[2].Map != "rings" || st.Maps[2].Size != 200 || st.Maps[2].Used == nil || *st.Maps[2].Used != 122 || st.Maps[3].Used != nil {
+	if err != nil || json.Unmarshal([]byte(out), &st) != nil || len(st.Maps) != 4 || st.Maps[2].Map != "rings" || st.Maps[2].Size != 200 || st.Maps[2].Used == nil || *st.Maps[2].Used != 61 || st.Maps[3].Used != nil {
 		t.Errorf("status --format json: maps %+v: %v\n%s%s", st.Maps, err, out, errw)
 	}
 	prog := progOf()
@@ -136,16 +136,16 @@ func TestPushXDPMapSizes(t *testing.T) {
 			"\n   " + detach + "\n   " + rerun(one, "--ring-entries", "400"),
 		}, nil},
 		{"a configuration larger than the maps", on("push", three), []string{
-			"re-create the maps with --ring-entries 366 or more",
-			"\n   " + detach + "\n   " + rerun(three, "--ring-entries", "366"),
+			"re-create the maps with --ring-entries 244 or more",
+			"\n   " + detach + "\n   " + rerun(three, "--ring-entries", "244"),
 		}, nil},
 		{"a dry run of it", on("push", three, "--dry-run"), []string{
-			"re-create the maps with --ring-entries 366 or more",
-			"\n   " + detach + "\n   " + rerun(three, "--dry-run", "--ring-entries", "366"),
+			"re-create the maps with --ring-entries 244 or more",
+			"\n   " + detach + "\n   " + rerun(three, "--dry-run", "--ring-entries", "244"),
 		}, nil},
 		{"lbc run of it", on("run", three), []string{
-			"re-create the maps with --ring-entries 366 or more",
-			"\n   " + detach + "\n   lbc " + strings.Join(on("run", three), " ") + " --ring-entries 366",
+			"re-create the maps with --ring-entries 244 or more",
+			"\n   " + detach + "\n   lbc " + strings.Join(on("run", three), " ") + " --ring-entries 244",
 		}, nil},
 		{"a size flag smaller than the map", on("push", one, "--ring-entries", "150"), nil, []string{"xdp nc0: up to date (0 writes)"}},
 		{"the default sizes", on("push", one), nil, []string{"xdp nc0: up to date (0 writes)"}},
@@ -195,7 +195,7 @@ func TestPushXDPMapSizes(t *testing.T) {
 			t.Fatalf("%s: %v\n%s%s", line, err, out, errw)
 		}
 	}
-	want := fallback.Sizes{ServiceEntries: fallback.DefaultServiceEntries, BackendEntries: fallback.DefaultBackendEntries, RingEntries: 366, ConntrackEntries: fallback.DefaultConntrackEntries}
+	want := fallback.Sizes{ServiceEntries: fallback.DefaultServiceEntries, BackendEntries: fallback.DefaultBackendEntries, RingEntries: 244, ConntrackEntries: fallback.DefaultConntrackEntries}
 	if got := pinned(); got != want {
 		t.Fatalf("after the printed commands the maps are %+v, want %+v", got, want)
 	}
@@ -227,7 +227,7 @@ func TestPushXDPDefaultSizesUnderIPNetnsExec(t *testing.T) {
 	for _, want := range []string{
 		fmt.Sprintf("services            2 of %d rows (--service-entries)", fallback.DefaultServiceEntries),
 		fmt.Sprintf("backends            2 of %d rows (--backend-entries)", fallback.DefaultBackendEntries),
-		"rings             244 of 67109888 entries (--ring-entries)",
+		"rings             122 of 67109888 entries (--ring-entries)",
 		fmt.Sprintf("conntrack      %d connections (--conntrack-entries)", fallback.DefaultConntrackEntries),
 	} {
 		if err != nil || !strings.Contains(out, want) {

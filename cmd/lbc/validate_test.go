@@ -55,7 +55,7 @@ func TestValidateTargetCapacity(t *testing.T) {
 	small := manyServices(t, 3)
 	for _, tgt := range []string{"xdp", "bmv2"} {
 		out, _, err := runLBC(t, "validate", "-c", small, "--target", tgt)
-		if err != nil || !strings.Contains(out, "ok for --target "+tgt) || !strings.Contains(out, "186 of") {
+		if err != nil || !strings.Contains(out, "ok for --target "+tgt) || !strings.Contains(out, "124 of") {
 			t.Errorf("3 services on %s: %v\n%s", tgt, err, out)
 		}
 	}

@@ -35,8 +35,8 @@ func sizedServices(t *testing.T, n, ring int, limits string) string {
 // unless --conntrack-entries says otherwise. A size flag without --target
 // xdp, or out of range, is refused.
 func TestValidateXDPMapSizes(t *testing.T) {
-	katran := sizedServices(t, 512, 65537, "")
-	katran1 := sizedServices(t, 513, 65537, "")
+	katran := sizedServices(t, 1023, 65537, "")
+	katran1 := sizedServices(t, 1024, 65537, "")
 	many := sizedServices(t, 17000, 31, "")
 	conns := sizedServices(t, 3, 31, ", maxConnections: 1000000")
 	for _, tc := range []struct {
@@ -46,13 +46,13 @@ func TestValidateXDPMapSizes(t *testing.T) {
 		ok   bool
 		want []string
 	}{
-		{"512 services at ringSize 65537 fit the default", []string{"-c", katran}, true,
-			[]string{"ok for --target xdp (512 services", "rings map              67109888 of 67109888 ring entries"}},
-		{"513 do not, and the flag says what does", []string{"-c", katran1}, false,
-			[]string{"rings map", "raise it with --ring-entries 67240962 or more"}},
-		{"513 fit what the flag was told", []string{"-c", katran1, "--ring-entries", "67240962"}, true,
-			[]string{"rings map              67240962 of 67240962 ring entries"}},
-		{"512 do not fit a smaller --ring-entries", []string{"-c", katran, "--ring-entries", "1048576"}, false,
+		{"1023 services at ringSize 65537 fit the default", []string{"-c", katran}, true,
+			[]string{"ok for --target xdp (1023 services", "rings map              67109888 of 67109888 ring entries"}},
+		{"1024 do not, and the flag says what does", []string{"-c", katran1}, false,
+			[]string{"rings map", "raise it with --ring-entries 67175425 or more"}},
+		{"1024 fit what the flag was told", []string{"-c", katran1, "--ring-entries", "67175425"}, true,
+			[]string{"rings map              67175425 of 67175425 ring entries"}},
+		{"1023 do not fit a smaller --ring-entries", []string{"-c", katran, "--ring-entries", "1048576"}, false,
 			[]string{"rings map", "1048576", "raise it with --ring-entries 67109888 or more"}},
 		{"17000 services fit --service-entries 17000", []string{"-c", many, "--service-entries", "17000"}, true,
 			[]string{"services map           17000 of 17000 services"}},
