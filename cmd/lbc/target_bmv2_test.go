@@ -4,18 +4,22 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
+	"github.com/lbc-dev/lbc/testbench/p4rt"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"github.com/urfave/cli/v2"
 )
 
 // lbc push --target bmv2 against the in-process P4Runtime server: the first
 // push installs the pipeline and writes every table, a second identical
-// push writes nothing, a failover push writes the ring diff and one flip,
+// push writes nothing, a failover push writes the new ring, one flip and
+// the old half's deletes,
 // and status reads it back.
 func TestPushBMv2(t *testing.T) {
 	srv := startP4RT(t)
@@ -40,8 +44,17 @@ func TestPushBMv2(t *testing.T) {
 	if !strings.Contains(out, "service: 0 insert, 1 modify, 0 delete") || !strings.Contains(out, "backend: 0 insert, 3 modify, 0 delete") {
 		t.Fatalf("failover push output:\n%s", out)
 	}
-	if log := srv.Log(); log[len(log)-1].Table != "service" {
-		t.Fatalf("last write of the failover push is to %s, not the service flip", log[len(log)-1].Table)
+	// The flip comes after every ring insert and before the old half's
+	// deletes, which end the push (one half at rest).
+	log := srv.Log()
+	flip := slices.IndexFunc(log, func(e p4rt.LogEntry) bool { return e.Table == "service" })
+	if flip < 0 || log[len(log)-1].Table != "ring" || log[len(log)-1].Type != p4v1.Update_DELETE {
+		t.Fatalf("failover push: flip at %d, last write %s %v; want the flip, then the old half's deletes", flip, log[len(log)-1].Table, log[len(log)-1].Type)
+	}
+	for i, e := range log {
+		if e.Table == "ring" && (e.Type == p4v1.Update_DELETE) != (i > flip) {
+			t.Fatalf("failover push: ring %v at %d, the flip at %d", e.Type, i, flip)
+		}
 	}
 	st, errw, err := runLBC(t, append([]string{"status"}, args[:4]...)...)
 	if err != nil {
