@@ -200,58 +200,50 @@ func DiffWithin(old, new *IR, ringEntries int) Diff {
 	if ringEntries > 0 {
 		room = max(0, ringEntries-old.RingEntries())
 	}
-	var flipped []*ringPlan
-	for i := 0; i < len(plans); {
-		p := plans[i]
-		if p.old == nil || p.new == nil || (len(p.writes) == 0 && len(p.frees) == 0) {
-			i++
-			continue
+	// The services on both sides whose ring has something to write.
+	var changing []*ringPlan
+	done := map[uint32]bool{}
+	for _, p := range plans {
+		if p.old != nil && p.new != nil && len(p.writes)+len(p.frees) > 0 {
+			changing = append(changing, p)
+			done[p.id] = true
 		}
+	}
+	for len(changing) > 0 {
 		// A wave: as many services as the room holds, at least one.
-		var wave []*ringPlan
-		need := 0
-		for ; i < len(plans); i++ {
-			q := plans[i]
-			if q.old == nil || q.new == nil || (len(q.writes) == 0 && len(q.frees) == 0) {
-				continue
-			}
-			if room >= 0 && len(wave) > 0 && need+q.growth() > room {
+		n, need := 0, 0
+		for ; n < len(changing); n++ {
+			g := changing[n].growth()
+			if room >= 0 && n > 0 && need+g > room {
 				break
 			}
-			wave = append(wave, q)
-			need += q.growth()
+			need += g
 		}
+		wave := changing[:n]
+		changing = changing[n:]
 		for _, q := range wave {
 			for _, c := range q.writes {
 				add(c)
 			}
 		}
+		freed := 0
 		for _, q := range wave {
 			if !ServiceDatapathEqual(q.old, q.new) {
 				add(Change{Table: TableService, Op: Modify, Service: q.new})
 			}
-			flipped = append(flipped, q)
+			freed += len(q.frees)
 		}
-		freed := 0
-		for _, q := range wave {
-			if len(q.frees) > 0 {
-				barrier()
-				break
-			}
+		if freed > 0 {
+			barrier()
 		}
 		for _, q := range wave {
 			for _, c := range q.frees {
 				add(c)
 			}
-			freed += len(q.frees)
 		}
 		if room >= 0 {
 			room = max(0, room-need+freed)
 		}
-	}
-	done := map[uint32]bool{}
-	for _, q := range flipped {
-		done[q.id] = true
 	}
 
 	// 3. New services (their rings, then their rows), and rows that

@@ -158,19 +158,5 @@ func writeCompileText(w io.Writer, l *loaded, res *compiler.Result) {
 		tw.Flush()
 	}
 	c := res.IR
-	fmt.Fprintf(w, "\ntables: %d vip, %d service, %d ring, %d backend entries\n", len(c.VIPs), len(c.Services), ringEntries(c), len(c.Backends))
-}
-
-func ringEntries(ir *compiler.IR) int {
-	n := 0
-	for _, r := range ir.Rings {
-		for h := 0; h < 2; h++ {
-			for _, b := range r.Halves[h] {
-				if b != 0 {
-					n++
-				}
-			}
-		}
-	}
-	return n
+	fmt.Fprintf(w, "\ntables: %d vip, %d service, %d ring, %d backend entries\n", len(c.VIPs), len(c.Services), c.RingEntries(), len(c.Backends))
 }
