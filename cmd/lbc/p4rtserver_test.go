@@ -114,7 +114,7 @@ func TestPushAndStatusOnP4RTServer(t *testing.T) {
 			push := append(append([]string{"push", "-c", cfg}, target...), tc.pushArgs...)
 			// Issue 36: the first push can be previewed, pipeline or not.
 			out, errw, err = runLBC(t, append(push, "--dry-run")...)
-			if err != nil || !strings.Contains(out, "write 2053 changes (dry run)") {
+			if err != nil || !strings.Contains(out, "write 1032 changes (dry run)") {
 				t.Fatalf("push --dry-run before the first push: %v\n%s%s", err, out, errw)
 			}
 			if tc.statusErr != "" && !strings.Contains(out, "runs no pipeline yet; a push would push the pipeline") {
@@ -127,7 +127,7 @@ func TestPushAndStatusOnP4RTServer(t *testing.T) {
 				}
 			}
 			out, errw, err = runLBC(t, push...)
-			if err != nil || !strings.Contains(out, "bmv2 "+addr+": 2053 writes in ") {
+			if err != nil || !strings.Contains(out, "bmv2 "+addr+": 1032 writes in ") {
 				t.Fatalf("push: %v\n%s%s", err, out, errw)
 			}
 			if strings.Contains(errw, "mastership lost") || strings.Contains(errw, "level=WARN") {

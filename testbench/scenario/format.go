@@ -350,6 +350,17 @@ func (sc *Scenario) BackendNames() []string {
 	return out
 }
 
+// maxSilence is how long a kept connection may go unanswered from a
+// step on before it counts as broken: twice the step's black-hole bound
+// and a second, the time TCP's doubling retransmission timeout may take
+// to resend after a black hole that long, and never under minSilence.
+func (sc *Scenario) maxSilence(step int) time.Duration {
+	if step < 0 || step >= len(sc.Steps) || sc.Steps[step].Expect.BlackHole == nil {
+		return minSilence
+	}
+	return max(minSilence, 2*sc.Steps[step].Expect.BlackHole.Max.D()+time.Second)
+}
+
 // ServiceName is the service's name.
 func (sc *Scenario) ServiceName() string { s, _ := sc.Service["name"].(string); return s }
 

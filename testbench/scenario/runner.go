@@ -325,7 +325,8 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 	if err := r.writeConfig(); err != nil {
 		return nil, err
 	}
-	r.tr = &traffic{ns: r.env.ClientNS(), clients: r.env.ClientAddrs(), vip: r.env.VIP(), start: time.Now(), backends: r.backends}
+	r.tr = &traffic{ns: r.env.ClientNS(), clients: r.env.ClientAddrs(), vip: r.env.VIP(), start: time.Now(), backends: r.backends,
+		maxSilence: sc.maxSilence}
 	r.probe = startSchedProbe(r.tr.start)
 	defer r.probe.Stop()
 	if err := r.startController(ctx); err != nil {
@@ -373,6 +374,7 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 		r.tr.run(ctx, i, st.Traffic, rng)
 		fw.Wait()
 		r.tr.ping()
+		r.tr.settle(ctx)
 		sr.End = r.tr.since()
 		after, okAfter := r.readCounters(ctx, i, "at its end")
 		if okBefore && okAfter {

@@ -39,7 +39,11 @@ type kept struct {
 	step     int
 	opened   time.Duration
 	restarts int // the backend's restarts when it opened
-	stalls   int // pings in a row that got no answer in time
+	// Set while its pings get no answer in time: since when, and in
+	// which step the silence began (a break is that step's).
+	silent      bool
+	silentSince time.Duration
+	silentStep  int
 
 	// Set when it broke.
 	brokeAt   time.Duration
@@ -58,6 +62,9 @@ type traffic struct {
 	backends map[string]*backend
 
 	pingMu sync.Mutex // one ping round at a time: rounds share each connection's reader
+	// maxSilence is how long a connection silent since a step may stay
+	// so before it counts as broken (nil: minSilence).
+	maxSilence func(step int) time.Duration
 
 	mu    sync.Mutex
 	flows []Flow
@@ -232,6 +239,7 @@ func (t *traffic) ping() {
 	t.mu.Unlock()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
+	sent := t.since()
 	for _, k := range live {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -249,17 +257,25 @@ func (t *traffic) ping() {
 				why = fmt.Sprintf("answered by %s", got)
 			}
 			if why == "" {
-				k.stalls = 0
+				k.silent = false
 				return
 			}
-			// A software switch on a loaded machine may stall a while:
-			// silence is a break only when it lasts three rounds (a late
-			// answer is read by the next ping; every answer is the name).
+			brokeAt, brokeStep := t.since(), step
+			// Silence is not a break while TCP may still be backing off:
+			// a segment lost in a black hole is resent after a timeout
+			// that doubles each time, so a connection that outlived a
+			// black hole of B answers within about 2B (a late answer is
+			// read by the next ping; every answer is the name).
 			if stall {
-				if k.stalls++; k.stalls < 3 {
+				if !k.silent {
+					k.silent, k.silentSince, k.silentStep = true, sent, step
+				}
+				silence := t.since() - k.silentSince
+				if silence < t.silenceLimit(k.silentStep) {
 					return
 				}
-				why = fmt.Sprintf("no answer to 3 pings in a row (%s)", why)
+				why = fmt.Sprintf("no answer for %.1f s (%s)", silence.Seconds(), why)
+				brokeAt, brokeStep = k.silentSince, k.silentStep
 			}
 			k.c.Close()
 			byRestart := false
@@ -269,11 +285,47 @@ func (t *traffic) ping() {
 				b.mu.Unlock()
 			}
 			t.mu.Lock()
-			k.why, k.brokeAt, k.brokeStep, k.byRestart = why, t.since(), step, byRestart
+			k.why, k.brokeAt, k.brokeStep, k.byRestart = why, brokeAt, brokeStep, byRestart
 			t.mu.Unlock()
 		}()
 	}
 	wg.Wait()
+}
+
+// minSilence is the shortest silence that breaks a connection: three
+// pings with their 2 s deadlines, as a loaded software switch may stall.
+const minSilence = 6 * time.Second
+
+func (t *traffic) silenceLimit(step int) time.Duration {
+	if t.maxSilence == nil {
+		return minSilence
+	}
+	return t.maxSilence(step)
+}
+
+// settle pings until no kept connection is silent: each answers or
+// stays silent past its limit and is broken, so that a step is judged
+// with every connection's fate known (a break belongs to the step its
+// silence began in).
+func (t *traffic) settle(ctx context.Context) {
+	for ctx.Err() == nil {
+		t.pingMu.Lock()
+		t.mu.Lock()
+		silent := false
+		for _, k := range t.kept {
+			silent = silent || (k.why == "" && k.silent)
+		}
+		t.mu.Unlock()
+		t.pingMu.Unlock()
+		if !silent {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+		t.ping()
+	}
 }
 
 // pinger pings every interval until ctx ends.
