@@ -64,6 +64,11 @@ func (c Change) String() string {
 // Diff is the writes that turn one IR into another, in an order that is
 // safe to apply one by one while packets flow (design decision 4):
 //
+//  0. what goes and nothing staying needs meanwhile: VIP deletes, the
+//     deletes of services no staying VIP points to, and after a barrier
+//     their rings and the backends no staying ring points at, so that a
+//     table full of what goes has room for what comes (a revert after a
+//     push cut short by a full table);
 //  1. backend inserts and modifies (rows exist before rings point at them);
 //  2. for each service whose ring changes, in waves that fit the ring
 //     table (DiffWithin): the new ring into the half packets do not look
@@ -73,8 +78,9 @@ func (c Change) String() string {
 //  3. new services: their rings, then their rows; service rows that
 //     change without a new ring;
 //  4. VIP inserts and modifies (a service is reachable once it is whole);
-//  5. VIP deletes and service deletes; after a barrier, the rings of the
-//     services gone and the backends no ring points at any more.
+//  5. the deletes of services that a VIP pointed to until step 4 moved
+//     it; after a barrier, their rings and the backends no ring points
+//     at any more.
 //
 // At rest a service holds one half of its ring; the table's spare room is
 // shared by the services that change.
@@ -176,15 +182,90 @@ func DiffWithin(old, new *IR, ringEntries int) Diff {
 		}
 	}
 
-	// 1. Backends in.
 	oldB := map[uint32]*BackendRow{}
 	for i := range old.Backends {
 		oldB[old.Backends[i].ID] = &old.Backends[i]
 	}
 	newB := map[uint32]*BackendRow{}
 	for i := range new.Backends {
+		newB[new.Backends[i].ID] = &new.Backends[i]
+	}
+
+	ox, nx := old.Index(), new.Index()
+	plans := ringPlans(old, new, ox, nx)
+
+	// 0. What goes first. A service that goes stays while a VIP that
+	// stays points to it: step 4 moves that VIP, then it goes (step 5).
+	newV := map[VIPKey]bool{}
+	for i := range new.VIPs {
+		newV[new.VIPs[i].Key] = true
+	}
+	pointed := map[uint32]bool{}
+	for i := range old.VIPs {
+		if newV[old.VIPs[i].Key] {
+			pointed[old.VIPs[i].ServiceID] = true
+		}
+	}
+	for i := range old.VIPs {
+		if !newV[old.VIPs[i].Key] {
+			add(Change{Table: TableVIP, Op: Delete, VIP: &old.VIPs[i]})
+		}
+	}
+	early := map[uint32]bool{} // rings deleted in step 0
+	for i := range old.Services {
+		if id := old.Services[i].ID; nx.Service(id) == nil && !pointed[id] {
+			add(Change{Table: TableService, Op: Delete, Service: &old.Services[i]})
+			early[id] = true
+		}
+	}
+	var first []Change
+	for _, p := range plans {
+		// A ring with no row on either side (left by a push cut short)
+		// is looked up by no packet: it goes now too.
+		if p.new == nil && (p.old == nil || early[p.id]) {
+			early[p.id] = true
+			first = append(append(first, p.writes...), p.frees...)
+		}
+	}
+	staying := map[uint32]bool{} // backends a ring that stays for now points at
+	for _, r := range old.Rings {
+		if early[r.ServiceID] {
+			continue
+		}
+		for h := range r.Halves {
+			for _, b := range r.Halves[h] {
+				staying[b] = true
+			}
+		}
+	}
+	var gone []uint32 // backends that go, in ID order
+	for id := range oldB {
+		if newB[id] == nil {
+			gone = append(gone, id)
+		}
+	}
+	sort.Slice(gone, func(i, j int) bool { return gone[i] < gone[j] })
+	goneEarly := map[uint32]bool{}
+	for _, id := range gone {
+		if !staying[id] {
+			goneEarly[id] = true
+			first = append(first, Change{Table: TableBackend, Op: Delete, Backend: oldB[id]})
+		}
+	}
+	freedFirst := 0
+	if len(first) > 0 && len(d.Changes) > 0 {
+		barrier()
+	}
+	for _, c := range first {
+		add(c)
+		if c.Table == TableRing && c.Op == Delete {
+			freedFirst++
+		}
+	}
+
+	// 1. Backends in.
+	for i := range new.Backends {
 		b := &new.Backends[i]
-		newB[b.ID] = b
 		if o, ok := oldB[b.ID]; !ok {
 			add(Change{Table: TableBackend, Op: Insert, Backend: b})
 		} else if !BackendDatapathEqual(o, b) {
@@ -192,13 +273,10 @@ func DiffWithin(old, new *IR, ringEntries int) Diff {
 		}
 	}
 
-	ox, nx := old.Index(), new.Index()
-	plans := ringPlans(old, new, ox, nx)
-
 	// 2. Services whose rings change, in waves.
 	room := -1 // unlimited
 	if ringEntries > 0 {
-		room = max(0, ringEntries-old.RingEntries())
+		room = max(0, ringEntries-old.RingEntries()+freedFirst)
 	}
 	// The services on both sides whose ring has something to write.
 	var changing []*ringPlan
@@ -251,7 +329,7 @@ func DiffWithin(old, new *IR, ringEntries int) Diff {
 	// either side (left by a push cut short) is written here too: no
 	// packet looks it up.
 	for _, p := range plans {
-		if p.new == nil && p.old != nil || done[p.id] {
+		if p.new == nil || done[p.id] {
 			continue
 		}
 		for _, c := range p.writes {
@@ -275,10 +353,8 @@ func DiffWithin(old, new *IR, ringEntries int) Diff {
 	for i := range old.VIPs {
 		oldV[old.VIPs[i].Key] = &old.VIPs[i]
 	}
-	newV := map[VIPKey]bool{}
 	for i := range new.VIPs {
 		v := &new.VIPs[i]
-		newV[v.Key] = true
 		if o, ok := oldV[v.Key]; !ok {
 			add(Change{Table: TableVIP, Op: Insert, VIP: v})
 		} else if o.ServiceID != v.ServiceID {
@@ -286,38 +362,29 @@ func DiffWithin(old, new *IR, ringEntries int) Diff {
 		}
 	}
 
-	// 5. Deletes, outermost first.
-	for i := range old.VIPs {
-		if !newV[old.VIPs[i].Key] {
-			add(Change{Table: TableVIP, Op: Delete, VIP: &old.VIPs[i]})
-		}
-	}
+	// 5. The services that stayed while a VIP pointed to them, then
+	// (after a barrier) their rings and the backends that are left.
 	for i := range old.Services {
-		if nx.Service(old.Services[i].ID) == nil {
+		if id := old.Services[i].ID; nx.Service(id) == nil && !early[id] {
 			add(Change{Table: TableService, Op: Delete, Service: &old.Services[i]})
 		}
 	}
-	var gone []Change
+	var last []Change
 	for _, p := range plans {
-		if p.new == nil && p.old != nil {
-			gone = append(append(gone, p.writes...), p.frees...)
+		if p.new == nil && p.old != nil && !early[p.id] {
+			last = append(append(last, p.writes...), p.frees...)
 		}
 	}
-	ids := make([]uint32, 0)
-	for id := range oldB {
-		if newB[id] == nil {
-			ids = append(ids, id)
+	for _, id := range gone {
+		if !goneEarly[id] {
+			last = append(last, Change{Table: TableBackend, Op: Delete, Backend: oldB[id]})
 		}
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	if len(gone)+len(ids) > 0 {
+	if len(last) > 0 {
 		barrier()
 	}
-	for _, c := range gone {
+	for _, c := range last {
 		add(c)
-	}
-	for _, id := range ids {
-		add(Change{Table: TableBackend, Op: Delete, Backend: oldB[id]})
 	}
 	return d
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lbc-dev/lbc/internal/testenv"
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
 )
@@ -135,10 +136,10 @@ type bmv2Process struct {
 	cmd                 *exec.Cmd
 }
 
-func startBMv2Process(b *testing.B) *bmv2Process {
+func startBMv2Process(b testing.TB) *bmv2Process {
 	bin, err := exec.LookPath("simple_switch_grpc")
 	if err != nil {
-		b.Skipf("simple_switch_grpc not on PATH: %v", err)
+		testenv.SkipWithoutBMv2(b, fmt.Errorf("simple_switch_grpc not on PATH: %w", err), "the in-process P4Runtime server runs the same checks")
 	}
 	free := func() int {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -157,7 +158,7 @@ func startBMv2Process(b *testing.B) *bmv2Process {
 }
 
 // start runs the switch and returns when it accepts connections.
-func (p *bmv2Process) start(b *testing.B) time.Time {
+func (p *bmv2Process) start(b testing.TB) time.Time {
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		b.Fatal(err)

@@ -239,6 +239,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		c.log.Info("target read back", "target", ts.t.Name(), "services", len(held.Services), "backends", len(held.Backends), "digest", c.digest(held))
 	}
+	if err := c.fits(c.cfg); err != nil {
+		return fmt.Errorf("%s: %w", c.opts.ConfigPath, err)
+	}
 	c.m.setConfig(c.cfg)
 	c.mon.SetTargets(ctx, health.TargetsOf(c.cfg))
 	// Take each target's change signal before the first update reads
@@ -515,6 +518,16 @@ func (c *Controller) reload(ctx context.Context, force bool) error {
 	}
 	if sum == c.cfgSum && !force {
 		return nil
+	}
+	if err := c.fits(cfg); err != nil {
+		// Rejected as a bad file is: the running configuration stays,
+		// and the datapaths keep serving it (issue 31).
+		c.cfgSum = sum
+		c.log.Error("configuration rejected; the running configuration stays", "file", c.opts.ConfigPath, "err", err.Error())
+		c.m.reload("rejected")
+		c.rejected = err
+		c.setReloadError(err)
+		return err
 	}
 	c.cfg, c.cfgSum = cfg, sum
 	c.log.Info("configuration loaded", "file", c.opts.ConfigPath, "services", len(cfg.Services))

@@ -118,6 +118,7 @@ var errorKinds = []string{
 	"counters",    // a target's counters could not be read at a scrape
 	"connection",  // a switch's session was lost (it died, hung or was cut off)
 	"program",     // a switch without lbc's pipeline could not be given it again
+	"capacity",    // a push refused before writing: the tables cannot hold the change while it is made
 }
 
 // targetLabels splits a target's name ("xdp eth1", "bmv2 127.0.0.1:9559",

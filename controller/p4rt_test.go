@@ -76,7 +76,13 @@ type switchController struct {
 
 func startSwitchController(t *testing.T, srv *p4rt.Server, election uint64, cfg string) *switchController {
 	t.Helper()
-	sc := &switchController{tg: openSwitch(t, srv, election), done: make(chan error, 1), logs: &syncBuffer{}}
+	return startControllerOn(t, openSwitch(t, srv, election), cfg)
+}
+
+// startControllerOn is startSwitchController on a target already open.
+func startControllerOn(t *testing.T, tg *bmv2.Target, cfg string) *switchController {
+	t.Helper()
+	sc := &switchController{tg: tg, done: make(chan error, 1), logs: &syncBuffer{}}
 	c, err := controller.New(controller.Options{
 		ConfigPath: cfg, Targets: []targets.Target{sc.tg},
 		Logger: slog.New(slog.NewTextHandler(sc.logs, nil)),

@@ -142,6 +142,16 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 		ts.st.LastError = ""
 		return nil
 	}
+	if err := checkTransition(ts, d); err != nil {
+		// Nothing is written: a push that would fail on a full table
+		// part-way is refused whole (issue 31).
+		if ts.st.LastError != err.Error() {
+			c.m.error("capacity")
+			c.log.Error("push refused before writing: the target's tables cannot hold the change while it is made", "target", name, "trigger", why, "err", err)
+		}
+		ts.st.LastError = err.Error()
+		return fmt.Errorf("target %s: %w", name, err)
+	}
 	start := time.Now()
 	stats, err := ts.apply(wctx, d)
 	took := time.Since(start)
@@ -326,4 +336,52 @@ func oneLine(s string) string {
 		}
 	}
 	return string(out)
+}
+
+// checkTransition checks d against the tables of a target that knows
+// their size (targets.Sized) before anything is written.
+func checkTransition(ts *target, d compiler.Diff) error {
+	sz, ok := ts.t.(targets.Sized)
+	if !ok {
+		return nil
+	}
+	cp, err := sz.Capacity()
+	if err != nil {
+		return nil // a program without lb.p4's tables fails elsewhere, by name
+	}
+	return compiler.CheckTransition(ts.held, d, cp)
+}
+
+// fits reports why cfg cannot be taken: a target whose tables do not hold
+// it (compiler.CheckCapacity, what lbc validate --target checks), or whose
+// tables cannot hold the change from what it holds while it is made
+// (compiler.CheckTransition). Nothing is written.
+func (c *Controller) fits(cfg *compiler.Config) error {
+	var r *Reconciled
+	for _, ts := range c.tgts {
+		sz, ok := ts.t.(targets.Sized)
+		if !ok {
+			continue
+		}
+		cp, err := sz.Capacity()
+		if err != nil {
+			continue
+		}
+		if ps := compiler.CheckCapacity(cfg, cp); len(ps) > 0 {
+			return fmt.Errorf("does not fit target %s: %d problem(s):\n%s", ts.t.Name(), len(ps), ps.Error())
+		}
+		if ts.held == nil {
+			continue // read back first; the push checks the change then
+		}
+		if r == nil {
+			if r, err = Reconcile(cfg, c.mon.State(), c.ir, c.now()); err != nil {
+				return err
+			}
+		}
+		want := placeRings(ts.held, r.IR)
+		if err := compiler.CheckTransition(ts.held, targets.DiffFor(ts.t, ts.held, want), cp); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -42,6 +42,13 @@ type RingRoom interface {
 	RingEntries() int
 }
 
+// Sized is a target that knows the size of its tables: a push to it is
+// checked with compiler.CheckTransition before anything is written, and a
+// configuration with compiler.CheckCapacity before it is taken.
+type Sized interface {
+	Capacity() (compiler.Capacity, error)
+}
+
 // DiffFor is the diff from held to want for t: compiler.DiffWithin when t
 // is a RingRoom, compiler.DiffIR otherwise.
 func DiffFor(t Target, held, want *compiler.IR) compiler.Diff {

@@ -317,6 +317,13 @@ func (t *Target) RingEntries() int {
 	return int(tb.GetSize())
 }
 
+// Capacity is the size of the tables of the program the switch runs, from
+// its P4Info (targets.Sized).
+func (t *Target) Capacity() (compiler.Capacity, error) {
+	kind, _, _ := strings.Cut(t.Name(), " ")
+	return P4Capacity(kind, t.tr.Schema().Info, "recompile p4/lb.p4 with make p4 P4FLAGS=-D%s=N")
+}
+
 // Close releases the connection; the switch keeps its tables.
 func (t *Target) Close() error { return t.c.Close() }
 

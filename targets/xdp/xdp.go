@@ -739,6 +739,16 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 // others (compiler.DiffWithin).
 func (t *Target) RingEntries() int { return int(t.dp.Rings.MaxEntries()) }
 
+// Capacity is the size of the maps the datapath holds (targets.Sized).
+func (t *Target) Capacity() (compiler.Capacity, error) {
+	return Capacity(fallback.Sizes{
+		ServiceEntries:   t.dp.Services.MaxEntries(),
+		RingEntries:      t.dp.Rings.MaxEntries(),
+		BackendEntries:   t.dp.Backends.MaxEntries(),
+		ConntrackEntries: t.dp.Conntrack.MaxEntries(),
+	}, nil)
+}
+
 // Commit records what a diff does not carry: every row's name and
 // informational fields, the ID allocators, and the tunnel sources. `lbc
 // push` calls it after Apply with the IR it pushed.

@@ -1,0 +1,97 @@
+package compiler
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Peak is the most rows of each kind (Holds*) a target holds at any point
+// while d is applied, one change after another, to held.
+func (d Diff) Peak(held *IR) map[string]int {
+	n := map[string]int{}
+	if held != nil {
+		n[HoldsServices] = len(held.Services)
+		n[HoldsBackends] = len(held.Backends)
+		n[HoldsRingEntries] = held.RingEntries()
+		for i := range held.VIPs {
+			n[vipHolds(held.VIPs[i].Key.Kind)]++
+		}
+		n[HoldsVIPs] = len(held.VIPs)
+	}
+	peak := map[string]int{}
+	for k, v := range n {
+		peak[k] = v
+	}
+	for _, c := range d.Changes {
+		var k string
+		switch {
+		case c.Service != nil:
+			k = HoldsServices
+		case c.Backend != nil:
+			k = HoldsBackends
+		case c.Ring != nil:
+			k = HoldsRingEntries
+		case c.VIP != nil:
+			k = vipHolds(c.VIP.Key.Kind)
+		}
+		ks := []string{k}
+		if c.VIP != nil {
+			ks = append(ks, HoldsVIPs) // one table on some targets, three on others
+		}
+		for _, k := range ks {
+			switch c.Op {
+			case Insert:
+				n[k]++
+			case Delete:
+				n[k]--
+			}
+			peak[k] = max(peak[k], n[k])
+		}
+	}
+	return peak
+}
+
+func vipHolds(k MatchKind) string {
+	switch k {
+	case MatchAllPorts:
+		return HoldsVIPProtos
+	case MatchAnyProto:
+		return HoldsVIPAddrs
+	}
+	return HoldsVIPPorts
+}
+
+// TransitionError says that a change does not fit a target's tables while
+// it is made, though the configuration it leads to may: what a hitless
+// change must hold at once is the rows that go and the rows that come.
+type TransitionError struct {
+	Target string
+	Tables []string // one line per table that overflows
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("%s: the change does not fit while it is made (nothing was written): %s; make it in two steps: first a configuration without what goes, then one with what comes",
+		e.Target, strings.Join(e.Tables, "; "))
+}
+
+// CheckTransition reports, before anything is written, a table of c that
+// applying d to held would overflow at some point. Removals come first
+// in a diff (DiffWithin, step 0), so only what a hitless change keeps
+// meanwhile (a service a moving VIP still points to, the spare ring half
+// of a changing service) counts beside what comes.
+func CheckTransition(held *IR, d Diff, c Capacity) error {
+	peak := d.Peak(held)
+	var over []string
+	for _, t := range c.Tables {
+		if t.Holds == HoldsConnections || t.Holds == HoldsIdleTimeout {
+			continue
+		}
+		if p := peak[t.Holds]; p > t.Size {
+			over = append(over, fmt.Sprintf("%s holds %d %s, %d at once are needed", t.Table, t.Size, t.Holds, p))
+		}
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	return &TransitionError{Target: c.Target, Tables: over}
+}
