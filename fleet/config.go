@@ -34,7 +34,8 @@ type Config struct {
 	Refresh string `yaml:"refresh"`
 	// MaxExceptions bounds the exceptions one peer's snapshot may hold
 	// (default 262144, the XDP conntrack's size): a larger snapshot is
-	// refused whole.
+	// refused whole. A peer has one Sync stream at a time, so this also
+	// bounds what its snapshot in transit holds here.
 	MaxExceptions int `yaml:"maxExceptions"`
 	// MaxSnapshotsPerSecond bounds how often one peer may send a snapshot
 	// (default 20); one over the rate is refused whole.

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -11,6 +12,7 @@ import (
 	"maps"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,7 +35,32 @@ type Options struct {
 	Logger    *slog.Logger
 	// Registry receives the metrics; nil: none.
 	Registry prometheus.Registerer
+	// HandshakeTimeout bounds a connection's TLS and HTTP/2 handshake
+	// (0: DefaultHandshakeTimeout); MaxHandshakes bounds the connections
+	// in their handshake at once (0: DefaultMaxHandshakes).
+	HandshakeTimeout time.Duration
+	MaxHandshakes    int
+
+	// rejectLogWindow is the rate limit's window (0:
+	// DefaultRejectLogWindow); tests lengthen it.
+	rejectLogWindow time.Duration
 }
+
+// Defaults of the fleet port's guard against connections that do not
+// authenticate: a TLS 1.3 handshake on a network of nodes takes
+// milliseconds, and a fleet has few peers.
+const (
+	DefaultHandshakeTimeout = 5 * time.Second
+	DefaultMaxHandshakes    = 64
+)
+
+// The server's keepalive: a peer's connection that stops answering is
+// dropped within keepaliveTime + keepaliveTimeout, and with it the peer's
+// Sync stream.
+const (
+	keepaliveTime    = 5 * time.Second
+	keepaliveTimeout = 5 * time.Second
+)
 
 // Node is one fleet node's sharing: it publishes the exceptions of its
 // datapath's conntrack to its peers and installs theirs.
@@ -44,6 +71,10 @@ type Node struct {
 	m    *metrics
 	pool *x509.CertPool
 	pair tls.Certificate
+
+	handshakeTimeout time.Duration
+	handshakes       chan struct{} // a slot per connection in its handshake
+	warns            *warnLimiter
 
 	trigger chan struct{} // a push changed a ring or a backend: publish
 	repush  chan struct{} // the IR changed: install the peers' again
@@ -88,6 +119,19 @@ type inbound struct {
 	// tokens is the peer's snapshot budget (MaxSnapshotsPerSecond).
 	tokens float64
 	last   time.Time
+
+	// stream is the peer's one Sync stream, nil while it has none: what
+	// a peer holds buffered here is bounded per peer, not per stream.
+	stream atomic.Pointer[openStream]
+	// buffered is how many exceptions of the snapshot in transit the
+	// stream holds.
+	buffered atomic.Int64
+}
+
+// openStream is a peer's Sync stream, for the refusal of a second one.
+type openStream struct {
+	remote string
+	since  time.Time
 }
 
 // What an installed exception is, this node's datapath records: it
@@ -114,15 +158,20 @@ func New(opts Options) (*Node, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if opts.HandshakeTimeout < 0 || opts.MaxHandshakes < 0 {
+		return nil, fmt.Errorf("fleet: handshake timeout %v and max handshakes %d: want 0 (the defaults, %v and %d) or more", opts.HandshakeTimeout, opts.MaxHandshakes, DefaultHandshakeTimeout, DefaultMaxHandshakes)
+	}
 	n := &Node{cfg: opts.Config, log: opts.Logger, ct: opts.Conntrack, m: newMetrics(opts.Registry), pool: pool, pair: pair,
-		trigger: make(chan struct{}, 1), repush: make(chan struct{}, 1), ready: make(chan struct{}),
+		handshakeTimeout: cmp.Or(opts.HandshakeTimeout, DefaultHandshakeTimeout),
+		handshakes:       make(chan struct{}, cmp.Or(opts.MaxHandshakes, DefaultMaxHandshakes)),
+		warns:            newWarnLimiter(opts.Logger, cmp.Or(opts.rejectLogWindow, DefaultRejectLogWindow)),
+		trigger:          make(chan struct{}, 1), repush: make(chan struct{}, 1), ready: make(chan struct{}),
 		in: map[string]*inbound{}, out: map[string]*sender{}, rejected: map[string]uint64{}}
 	for _, p := range opts.Config.Peers {
 		n.out[p.Name] = newSender(n, p)
 		n.in[p.Name] = &inbound{installed: map[exception.Key]targets.ConntrackEntry{}, refused: map[string]uint64{}, tokens: float64(opts.Config.MaxSnapshotsPerSecond)}
-		n.m.setConnected(p.Name, false)
-		n.m.installed.WithLabelValues(p.Name).Set(0)
 	}
+	n.m.zero(opts.Config.Peers)
 	return n, nil
 }
 
@@ -201,13 +250,11 @@ func (n *Node) Run(ctx context.Context) error {
 
 // Serve is Run on a listener of the caller's.
 func (n *Node) Serve(ctx context.Context, ln net.Listener) error {
-	peers := map[string]bool{}
-	for _, p := range n.cfg.Peers {
-		peers[p.Name] = true
-	}
-	creds := &guardCreds{TransportCredentials: credentials.NewTLS(serverTLS(n.pool, n.pair)), peers: peers, onReject: n.reject}
-	srv := grpc.NewServer(grpc.Creds(creds), grpc.MaxRecvMsgSize(maxMessage), grpc.MaxConcurrentStreams(4),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
+	creds := &guardCreds{TransportCredentials: credentials.NewTLS(serverTLS(n.pool, n.pair)), slots: n.handshakes, onReject: n.reject}
+	// ConnectionTimeout is gRPC's deadline on a new connection's TLS and
+	// HTTP/2 handshake (its default is 120 s).
+	srv := grpc.NewServer(grpc.Creds(creds), grpc.ConnectionTimeout(n.handshakeTimeout), grpc.MaxRecvMsgSize(maxMessage), grpc.MaxConcurrentStreams(4),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}))
 	fleetpb.RegisterFleetServer(srv, &service{n: n})
 	var wg sync.WaitGroup
@@ -223,15 +270,18 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener) error {
 	n.publishLoop(ctx)
 	srv.Stop()
 	wg.Wait()
+	n.warns.flush()
 	return nil
 }
 
+// reject counts a rejected connection or stream, and logs it within the
+// rate limit.
 func (n *Node) reject(reason, remote string, err error) {
 	n.m.rejected.WithLabelValues(reason).Inc()
 	n.mu.Lock()
 	n.rejected[reason]++
 	n.mu.Unlock()
-	n.log.Warn("fleet: peer rejected", "reason", reason, "remote", remote, "err", err)
+	n.warns.warn(reason, "fleet: peer rejected", "reason", reason, "remote", remote, "err", err)
 }
 
 // publishLoop publishes after each push that changed the tables' state

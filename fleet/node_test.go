@@ -91,12 +91,21 @@ type testFleet struct {
 	dps   []*lockedSim
 	cfgs  []*Config
 	regs  []*prometheus.Registry
+	// stop ends every node's Serve and waits for it (also at cleanup).
+	stop func()
 }
 
 // newTestFleet writes certificates and a fleet.yaml per node (edit
 // changes each before it is loaded) and starts the nodes; wrap, if
 // given, stands between each node and its datapath.
 func newTestFleet(t testing.TB, n int, edit func(i int, c *Config), wrap ...func(*lockedSim) targets.ConntrackTarget) *testFleet {
+	t.Helper()
+	return newTestFleetOpts(t, n, edit, nil, wrap...)
+}
+
+// newTestFleetOpts is newTestFleet with opt, if given, editing each
+// node's Options before New.
+func newTestFleetOpts(t testing.TB, n int, edit func(i int, c *Config), opt func(i int, o *Options), wrap ...func(*lockedSim) targets.ConntrackTarget) *testFleet {
 	t.Helper()
 	dir := t.TempDir()
 	var names []string
@@ -118,7 +127,8 @@ func newTestFleet(t testing.TB, n int, edit func(i int, c *Config), wrap ...func
 	f := &testFleet{dir: dir}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	f.stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(f.stop)
 	for i := range n {
 		var y strings.Builder
 		fmt.Fprintf(&y, "node: %s\nlisten: %s\nca: ca.pem\ncert: %s.pem\nkey: %s-key.pem\nrefresh: 200ms\npeers:\n", names[i], lns[i].Addr(), names[i], names[i])
@@ -141,7 +151,11 @@ func newTestFleet(t testing.TB, n int, edit func(i int, c *Config), wrap ...func
 			ct = w(dp)
 		}
 		reg := prometheus.NewRegistry()
-		node, err := New(Options{Config: cfg, Conntrack: ct, Registry: reg})
+		o := Options{Config: cfg, Conntrack: ct, Registry: reg}
+		if opt != nil {
+			opt(i, &o)
+		}
+		node, err := New(o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,6 +164,25 @@ func newTestFleet(t testing.TB, n int, edit func(i int, c *Config), wrap ...func
 		go func() { defer wg.Done(); node.Serve(ctx, lns[i]) }()
 	}
 	return f
+}
+
+// silent is an edit that keeps node i from dialling its peers (their
+// addresses are a port nobody listens on), so that a test can speak as
+// node i: a peer has one Sync stream at a time.
+func silent(t testing.TB, i int) func(int, *Config) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	return func(j int, c *Config) {
+		if j == i {
+			for k := range c.Peers {
+				c.Peers[k].Address = dead
+			}
+		}
+	}
 }
 
 // push applies next to every node's datapath and tells the node.
@@ -324,7 +357,7 @@ func TestRejectsUnauthenticatedPeersRFLEET(t *testing.T) {
 // VIP or backend n1 does not have, or malformed, are refused and counted
 // by reason, and nothing reaches n1's conntrack.
 func TestRefusesWhatLocalConfigLacksRFLEET(t *testing.T) {
-	f := newTestFleet(t, 2, nil)
+	f := newTestFleet(t, 2, silent(t, 1))
 	v1 := compileLB(t, testLB, nil)
 	f.push(t, &compiler.IR{}, v1)
 	st, err := dialAs(t, f.cfgs[0].Listen, filepath.Join(f.dir, "ca.pem"), filepath.Join(f.dir, "n2.pem"), filepath.Join(f.dir, "n2-key.pem"), "n1")
@@ -377,7 +410,10 @@ func TestRefusesWhatLocalConfigLacksRFLEET(t *testing.T) {
 // error naming the bound; one over maxSnapshotsPerSecond is refused
 // whole, naming its bound; both are counted.
 func TestBoundsRFLEET(t *testing.T) {
-	f := newTestFleet(t, 2, func(i int, c *Config) { c.MaxExceptions, c.MaxSnapshotsPerSecond = 10, 1 })
+	f := newTestFleet(t, 2, func(i int, c *Config) {
+		c.MaxExceptions, c.MaxSnapshotsPerSecond = 10, 1
+		silent(t, 1)(i, c)
+	})
 	v1 := compileLB(t, testLB, nil)
 	f.push(t, &compiler.IR{}, v1)
 	dial := func() grpc.BidiStreamingClient[fleetpb.Batch, fleetpb.Ack] {

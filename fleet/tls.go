@@ -44,38 +44,57 @@ func clientTLS(pool *x509.CertPool, pair tls.Certificate, peer string) *tls.Conf
 	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: peer}
 }
 
-// Reasons a connecting peer is rejected.
+// Reasons a connecting peer is rejected (lbc_fleet_peers_rejected_total).
+// The first three end the connection during the TLS handshake, before
+// the peer could be told anything; the last two answer its Sync call
+// with a gRPC status that says why.
 const (
-	RejectTLS         = "tls"          // no certificate, not the CA's, expired, not TLS at all
-	RejectUnknownPeer = "unknown-peer" // the CA's, but not a peer fleet.yaml lists
+	RejectTLS          = "tls"           // no certificate, not the CA's, expired, not TLS at all
+	RejectTimeout      = "timeout"       // no complete TLS handshake within the handshake timeout
+	RejectBusy         = "busy"          // MaxHandshakes connections were in their handshake already
+	RejectUnknownPeer  = "unknown-peer"  // the CA's, but not a peer fleet.yaml lists (PermissionDenied)
+	RejectSecondStream = "second-stream" // the peer has a Sync stream open already (AlreadyExists)
 )
 
-// guardCreds is the server's TLS with every rejected handshake counted
-// and a certificate of a name that is not a listed peer refused.
+// rejectReasons are every reason, for the metrics to start at 0.
+var rejectReasons = []string{RejectTLS, RejectTimeout, RejectBusy, RejectUnknownPeer, RejectSecondStream}
+
+// guardCreds is the server's TLS with every failed handshake counted, and
+// at most cap(slots) handshakes at once: a connection that has not
+// authenticated holds a slot until it does or the handshake timeout
+// (grpc.ConnectionTimeout) ends it. A peer whose certificate is the CA's
+// passes, whatever its name: the Sync call refuses a name fleet.yaml does
+// not list with a status the peer can read.
 type guardCreds struct {
 	credentials.TransportCredentials
-	peers    map[string]bool
+	slots    chan struct{}
 	onReject func(reason, remote string, err error)
 }
 
 func (g *guardCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	conn, info, err := g.TransportCredentials.ServerHandshake(c)
-	if err != nil {
-		g.onReject(RejectTLS, c.RemoteAddr().String(), err)
+	select {
+	case g.slots <- struct{}{}:
+		defer func() { <-g.slots }()
+	default:
+		err := fmt.Errorf("%d connections are in their TLS handshake already, the bound (fleet.Options.MaxHandshakes)", cap(g.slots))
+		g.onReject(RejectBusy, c.RemoteAddr().String(), err)
+		c.Close()
 		return nil, nil, err
 	}
-	name := peerName(info)
-	if !g.peers[name] {
-		conn.Close()
-		err := fmt.Errorf("certificate of %q, which is not a peer in fleet.yaml", name)
-		g.onReject(RejectUnknownPeer, c.RemoteAddr().String(), err)
+	conn, info, err := g.TransportCredentials.ServerHandshake(c)
+	if err != nil {
+		reason := RejectTLS
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			reason = RejectTimeout
+		}
+		g.onReject(reason, c.RemoteAddr().String(), err)
 		return nil, nil, err
 	}
 	return conn, info, nil
 }
 
 func (g *guardCreds) Clone() credentials.TransportCredentials {
-	return &guardCreds{TransportCredentials: g.TransportCredentials.Clone(), peers: g.peers, onReject: g.onReject}
+	return &guardCreds{TransportCredentials: g.TransportCredentials.Clone(), slots: g.slots, onReject: g.onReject}
 }
 
 // ClientHandshake is the embedded one's (the server side is guarded).

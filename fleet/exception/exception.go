@@ -102,6 +102,9 @@ const (
 	Expired        Reason = "expired"         // idle for the service's idle timeout or longer (R-AGE)
 )
 
+// Reasons are every refusal reason, for counters that start at 0.
+var Reasons = []Reason{UnknownService, UnknownVIP, UnknownBackend, BackendAddress, Tracking, Malformed, Expired}
+
 // Refusal is Resolve's error: the reason and what did not match.
 type Refusal struct {
 	Reason Reason
