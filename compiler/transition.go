@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -94,4 +95,43 @@ func CheckTransition(held *IR, d Diff, c Capacity) error {
 		return nil
 	}
 	return &TransitionError{Target: c.Target, Tables: over}
+}
+
+// MetaChanges are the modifies that bring what a target stores beside the
+// datapath fields of a row (names, the decision and eligible set of a
+// service, a backend's weight and failover flag) from old to new, for
+// rows whose datapath fields already agree: DiffWithin leaves those rows
+// alone, so a target that reads these fields back from its entries (P4
+// metadata) would show them stale (issue 31, item 5).
+func MetaChanges(old, new *IR) []Change {
+	if old == nil {
+		return nil
+	}
+	var out []Change
+	ox := old.Index()
+	for i := range new.Services {
+		s := &new.Services[i]
+		if o := ox.Service(s.ID); o != nil && ServiceDatapathEqual(o, s) && !serviceMetaEqual(o, s) {
+			out = append(out, Change{Table: TableService, Op: Modify, Service: s})
+		}
+	}
+	oldB := map[uint32]*BackendRow{}
+	for i := range old.Backends {
+		oldB[old.Backends[i].ID] = &old.Backends[i]
+	}
+	for i := range new.Backends {
+		b := &new.Backends[i]
+		if o := oldB[b.ID]; o != nil && BackendDatapathEqual(o, b) && !backendMetaEqual(o, b) {
+			out = append(out, Change{Table: TableBackend, Op: Modify, Backend: b})
+		}
+	}
+	return out
+}
+
+func serviceMetaEqual(a, b *ServiceRow) bool {
+	return a.Name == b.Name && a.Decision == b.Decision && a.Rule == b.Rule && a.FailoverSide == b.FailoverSide && slices.Equal(a.Eligible, b.Eligible)
+}
+
+func backendMetaEqual(a, b *BackendRow) bool {
+	return a.Name == b.Name && a.Weight == b.Weight && a.Failover == b.Failover && a.DeadlineRule == b.DeadlineRule
 }

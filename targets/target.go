@@ -50,12 +50,27 @@ type Sized interface {
 }
 
 // DiffFor is the diff from held to want for t: compiler.DiffWithin when t
-// is a RingRoom, compiler.DiffIR otherwise.
+// is a RingRoom, compiler.DiffIR otherwise, and for an EntryMetadata
+// target the modifies of rows whose stored names or flags changed.
 func DiffFor(t Target, held, want *compiler.IR) compiler.Diff {
+	var d compiler.Diff
 	if r, ok := t.(RingRoom); ok {
-		return compiler.DiffWithin(held, want, r.RingEntries())
+		d = compiler.DiffWithin(held, want, r.RingEntries())
+	} else {
+		d = compiler.DiffIR(held, want)
 	}
-	return compiler.DiffIR(held, want)
+	if _, ok := t.(EntryMetadata); ok {
+		d.Changes = append(d.Changes, compiler.MetaChanges(held, want)...)
+	}
+	return d
+}
+
+// EntryMetadata is a target that stores names, decisions, weights and
+// failover flags in its entries and reads them back from there (P4
+// metadata): DiffFor adds the modifies that keep them true
+// (compiler.MetaChanges), so that status shows what is in force.
+type EntryMetadata interface {
+	MetadataInEntries()
 }
 
 // PacketTarget is a datapath that can run one packet for replay and

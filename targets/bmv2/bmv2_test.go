@@ -14,6 +14,7 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/runtime"
+	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
@@ -686,5 +687,42 @@ func TestEnsureProgramRestoresPipelineAndDefaults(t *testing.T) {
 	}
 	if back, err := tg.Read(ctx); err != nil || back.TunnelSource4 != ir.TunnelSource4 || back.MTU != ir.MTU {
 		t.Fatalf("read back: %+v, %v", back, err)
+	}
+}
+
+// TestReadBackShowsStoredFieldsInForce (issue 31, item 5): a group that
+// becomes a failover group changes no datapath field of its endpoints'
+// rows, only the flag their metadata stores; targets.DiffFor writes it,
+// so that what the switch reads back (lbc status --target) is the truth,
+// and a second push writes nothing.
+func TestReadBackShowsStoredFieldsInForce(t *testing.T) {
+	b := newBench(t, true, p4rt.Options{})
+	tg := b.open(t, 1)
+	ctx := context.Background()
+	pushFor := func(cfg *compiler.Config) compiler.Diff {
+		t.Helper()
+		held, err := tg.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := targets.DiffFor(tg, held, compile(t, cfg, nil, held, 0))
+		if _, err := tg.Apply(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	pushFor(load(t, strings.Replace(testConfig, "        failover: true\n", "", 1)))
+	pushFor(load(t, testConfig))
+	held, err := tg.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"vm-b1", "vm-b2"} {
+		if r := findBackend(held, name); r == nil || !r.Failover {
+			t.Errorf("%s read back as %+v, want failover (its group became a failover group)", name, r)
+		}
+	}
+	if d := pushFor(load(t, testConfig)); !d.Empty() {
+		t.Errorf("a second push writes %d changes:\n%s", len(d.Changes), d.Summary())
 	}
 }

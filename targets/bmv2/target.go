@@ -324,6 +324,10 @@ func (t *Target) Capacity() (compiler.Capacity, error) {
 	return P4Capacity(kind, t.tr.Schema().Info, "recompile p4/lb.p4 with make p4 P4FLAGS=-D%s=N")
 }
 
+// MetadataInEntries: names, decisions and failover flags ride in the
+// entries' P4Runtime metadata (targets.EntryMetadata).
+func (t *Target) MetadataInEntries() {}
+
 // Close releases the connection; the switch keeps its tables.
 func (t *Target) Close() error { return t.c.Close() }
 
