@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/controller"
 	"github.com/lbc-dev/lbc/targets"
+	"github.com/lbc-dev/lbc/testbench/p4rt"
 )
 
 // gatedTarget is a sim whose counters are read in three steps (a
@@ -287,5 +289,60 @@ func TestFailingCounterReadLoggedOncePerMinute(t *testing.T) {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("after the read that worked, /metrics lacks %s:\n%s", want, grepLines(body, "lbc_datapath_|counters\""))
 		}
+	}
+}
+
+// TestHeartbeatLateDuringCounterReadsIsNoLoss (issue 31, item 2): the
+// switch answers its heartbeat late (the test's P4Runtime server holds
+// Capabilities) while the controller's counter reads hold the target and
+// are answered: busy, not lost. Through 3 late heartbeats /healthz stays
+// 200, the VIPs stay announced, and no loss is counted or logged. Before,
+// the first late heartbeat dropped the session: a switch loss, with
+// /healthz 503 and the VIPs withdrawn.
+func TestHeartbeatLateDuringCounterReadsIsNoLoss(t *testing.T) {
+	srv := p4rt.StartEmpty(t, "127.0.0.1:0")
+	r, _ := healthyRig(t, embeddedSwitchOptions(srv.Addr()))
+	release, late := make(chan struct{}), make(chan struct{}, 16)
+	srv.HoldCapabilities(release, late)
+	defer srv.HoldCapabilities(nil, nil)
+	defer close(release)
+	stop, reading := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(reading)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r.c.ReadCounters(r.ctx)
+		}
+	}()
+	_, _, announced := r.ann.serving()
+	for n := 0; n < 3; {
+		select {
+		case <-late:
+			n++
+		case <-announced:
+			var ok bool
+			var why string
+			if ok, why, announced = r.ann.serving(); !ok {
+				close(stop)
+				<-reading
+				t.Fatalf("the VIPs were withdrawn (%s) after %d late heartbeats while counter reads were answered\n%s", why, n, r.logs)
+			}
+		case <-time.After(budgetTB(t)):
+			t.Fatalf("3 heartbeats not late\n%s", r.logs)
+		}
+	}
+	close(stop)
+	<-reading
+	if code, body := healthz(r.c); code != http.StatusOK {
+		t.Errorf("healthz after 3 late heartbeats while the switch answered: %d %q\n%s", code, body, r.logs)
+	}
+	metricsSay(t, r.m, `lbc_errors_total{kind="connection"} 0`, `lbc_errors_total{kind="counters"} 0`,
+		`lbc_datapath_counters_up{target="switch",target_instance=""} 1`)
+	if strings.Contains(r.logs.String(), "lost the switch") {
+		t.Errorf("a loss was logged:\n%s", r.logs)
 	}
 }
