@@ -116,14 +116,16 @@ func (c *Controller) logCounterRead(ts *target, l *counterLog, now time.Time, er
 	name := ts.t.Name()
 	if err == nil {
 		if log, n := l.worked(); log {
-			c.log.Info("counters read again", "target", name, "failed reads before", n+1)
+			c.log.Info("counters read again", "target", name, "failed_reads", n+1)
 		}
 		return
 	}
 	c.m.error("counters")
 	if log, n := l.failed(now); log {
+		// One line a minute at most: a switch that stays unreadable must
+		// not flood the log at every read.
 		c.log.Warn("cannot read the target's counters; /metrics and /v1/status serve the last ones read (lbc_datapath_counters_age_seconds)",
-			"target", name, "err", err, "unlogged failures", n, "next line", "within "+counterLogEvery.String()+" if it keeps failing")
+			"target", name, "err", err, "unlogged_failures", n, "log_every", counterLogEvery.String())
 	}
 }
 
