@@ -368,6 +368,9 @@ func (d datapathCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, tc := range countersFn() {
+		if tc.At.IsZero() && tc.Err == nil {
+			continue // not read yet (or never: --counter-interval 0)
+		}
 		k, i := targetLabels(tc.Name)
 		c := tc.Counters
 		up := 0.0

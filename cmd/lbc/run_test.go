@@ -367,16 +367,17 @@ func TestRunMetricsExportICMPErrorMisses(t *testing.T) {
 	// Scrapes serve the counters of the last read (every 20 ms here).
 	inst := srv.Addr()
 	want7 := `lbc_datapath_icmp_error_misses_total{service="web",target="bmv2",target_instance="` + inst + `"} 7`
+	want3 := `lbc_datapath_new_connections_total{service="web",target="bmv2",target_instance="` + inst + `"} 3`
 	var m string
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
-		if _, m = getBody(t, r.base+"/metrics"); strings.Contains(m, want7) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); { // a read may fall between the two SetCounters
+		if _, m = getBody(t, r.base+"/metrics"); strings.Contains(m, want7) && strings.Contains(m, want3) {
 			break
 		}
 	}
 	for _, want := range []string{
 		"# TYPE lbc_datapath_icmp_error_misses_total counter",
 		want7,
-		`lbc_datapath_new_connections_total{service="web",target="bmv2",target_instance="` + inst + `"} 3`,
+		want3,
 		`lbc_datapath_counters_up{target="bmv2",target_instance="` + inst + `"} 1`,
 		`lbc_datapath_counters_age_seconds{target="bmv2",target_instance="` + inst + `"}`,
 	} {
