@@ -49,6 +49,12 @@ type Options struct {
 	// compared with what was pushed; a target that drifted is repaired
 	// (default 60 s; negative: never).
 	VerifyInterval time.Duration
+	// CounterInterval is how often the datapaths' counters are read into
+	// the snapshot that /metrics and /v1/status serve (default
+	// DefaultCounterInterval; negative: never). A scrape never reads a
+	// datapath: it would wait for the target behind a push, and a push
+	// behind it.
+	CounterInterval time.Duration
 	// Metrics receives the controller's metrics; nil: none.
 	Metrics *Metrics
 	// Announcer, if set, is told after every update which VIPs this node
@@ -87,13 +93,18 @@ type Controller struct {
 
 	dmu     sync.Mutex // guards digests
 	digests map[*compiler.IR]string
+
+	cread sync.Mutex // one ReadCounters at a time
+	cmu   sync.Mutex // guards csnap
+	csnap []targetCounters
+	clogs []counterLog // per target; ReadCounters's, under cread
 }
 
 // target is the controller's view of one datapath. Calls to the datapath
-// go through mu: adapters need not be safe for concurrent use, and status
-// and metrics read counters while the loop pushes.
+// go through mu: adapters need not be safe for concurrent use, and the
+// counter reader reads while the loop pushes (a push goes first).
 type target struct {
-	mu   sync.Mutex
+	mu   pushFirst
 	t    targets.Target
 	held *compiler.IR // what it holds; nil: unknown, read it back first
 	// of is the compiled IR that held realises: held itself, or held with
@@ -178,6 +189,9 @@ func New(opts Options) (*Controller, error) {
 	if opts.VerifyInterval == 0 {
 		opts.VerifyInterval = 60 * time.Second
 	}
+	if opts.CounterInterval == 0 {
+		opts.CounterInterval = DefaultCounterInterval
+	}
 	c := &Controller{
 		opts:       opts,
 		log:        opts.Logger,
@@ -204,7 +218,9 @@ func New(opts Options) (*Controller, error) {
 		c.tgts = append(c.tgts, ts)
 		c.m.addTarget(ts.st.Name, ts.st.Primary)
 	}
-	c.m.watch(func() []TargetStatus { ts, _ := c.targetStatuses(); return ts }, c.counters)
+	c.csnap = make([]targetCounters, len(c.tgts))
+	c.clogs = make([]counterLog, len(c.tgts))
+	c.m.watch(func() []TargetStatus { ts, _ := c.targetStatuses(); return ts }, c.counterSnapshot)
 	return c, nil
 }
 
@@ -265,6 +281,12 @@ func (c *Controller) Run(ctx context.Context) error {
 		if ts.arb != nil {
 			go c.forwardMastership(ctx, ts.arb, changes[i])
 		}
+	}
+	if c.opts.CounterInterval > 0 {
+		cctx, stopCounters := context.WithCancel(ctx)
+		countersDone := make(chan struct{})
+		go func() { c.readCounters(cctx, c.opts.CounterInterval); close(countersDone) }()
+		defer func() { stopCounters(); <-countersDone }()
 	}
 	return c.loop(ctx)
 }
@@ -576,6 +598,12 @@ func (ts *target) read(ctx context.Context) (*compiler.IR, error) {
 // releases the context and reports whether the session moved. A target
 // without sessions gets ctx itself.
 func (ts *target) whileSession(ctx context.Context) (wctx context.Context, end func() (moved bool)) {
+	return ts.whileSessionOf(ctx, true)
+}
+
+// whileSessionOf is whileSession; a session as backup lasts too unless
+// primary is needed (reads need no mastership).
+func (ts *target) whileSessionOf(ctx context.Context, needPrimary bool) (wctx context.Context, end func() (moved bool)) {
 	if ts.arb == nil {
 		return ctx, func() bool { return false }
 	}
@@ -585,7 +613,7 @@ func (ts *target) whileSession(ctx context.Context) (wctx context.Context, end f
 	_, term, _ := ts.arb.Mastership()
 	same := func() bool {
 		primary, now, lost := ts.arb.Mastership()
-		return primary && lost == nil && now == term
+		return (primary || !needPrimary) && lost == nil && now == term
 	}
 	var moved atomic.Bool
 	if !same() {
@@ -634,42 +662,4 @@ func (ts *target) apply(ctx context.Context, d compiler.Diff) (targets.ApplyStat
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return ts.t.Apply(ctx, d)
-}
-
-// counters reads the datapath's counters; ok is false when it has none.
-func (ts *target) counters(ctx context.Context) (targets.Counters, bool, error) {
-	ct, ok := ts.t.(targets.CounterTarget)
-	if !ok {
-		return targets.Counters{}, false, nil
-	}
-	if ts.arb != nil {
-		// A switch that is gone would hold the scrape (or the status) up
-		// until its timeout.
-		if _, _, lost := ts.arb.Mastership(); lost != nil {
-			return targets.Counters{}, true, fmt.Errorf("no session with the switch: %w", lost)
-		}
-	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	c, err := ct.Counters(ctx)
-	return c, true, err
-}
-
-// targetCounters is one target's counters at a scrape.
-type targetCounters struct {
-	Name     string
-	Counters targets.Counters
-	Err      error
-}
-
-// counters reads every target that has counters.
-func (c *Controller) counters(ctx context.Context) []targetCounters {
-	var out []targetCounters
-	for _, ts := range c.tgts {
-		x, ok, err := ts.counters(ctx)
-		if ok {
-			out = append(out, targetCounters{Name: ts.t.Name(), Counters: x, Err: err})
-		}
-	}
-	return out
 }

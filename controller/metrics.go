@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -41,7 +40,7 @@ type Metrics struct {
 	mu         sync.Mutex
 	ir         *compiler.IR
 	statusFn   func() []TargetStatus
-	countersFn func(context.Context) []targetCounters
+	countersFn func() []targetCounters
 	// Label sets of the last publish, to delete what is gone.
 	prevSvcs      map[string]bool
 	prevWeights   map[[2]string]bool
@@ -115,7 +114,7 @@ var errorKinds = []string{
 	"commit",      // a target could not store names
 	"drift",       // a target's tables differed from what was pushed
 	"config-read", // the watched configuration file could not be read
-	"counters",    // a target's counters could not be read at a scrape
+	"counters",    // a read of a target's counters failed (or was cut short)
 	"connection",  // a switch's session was lost (it died, hung or was cut off)
 	"program",     // a switch without lbc's pipeline could not be given it again
 	"capacity",    // a push refused before writing: the tables cannot hold the change while it is made
@@ -150,7 +149,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-func (m *Metrics) watch(status func() []TargetStatus, counters func(context.Context) []targetCounters) {
+// watch makes scrapes serve the targets' status and counter snapshots
+// (neither waits on a target).
+func (m *Metrics) watch(status func() []TargetStatus, counters func() []targetCounters) {
 	if m == nil {
 		return
 	}
@@ -217,14 +218,20 @@ func (m *Metrics) event(e Event) {
 	}
 }
 
-func (m *Metrics) push(target string, d compiler.Diff, took time.Duration, err error) {
+// push records one push; a push cut short (the session with the switch
+// ended, or the controller stopped) failed, but the target refused
+// nothing: it is not an error of kind push (a lost session counts as
+// kind connection where it is found).
+func (m *Metrics) push(target string, d compiler.Diff, took time.Duration, err error, cutShort bool) {
 	if m == nil {
 		return
 	}
 	res := "ok"
 	if err != nil {
 		res = "error"
-		m.errors.WithLabelValues("push").Inc()
+		if !cutShort {
+			m.errors.WithLabelValues("push").Inc()
+		}
 	}
 	tk, ti := targetLabels(target)
 	m.pushes.WithLabelValues(tk, ti, res).Inc()
@@ -306,7 +313,8 @@ func (m *Metrics) publish(ir *compiler.IR, weighted map[string]bool) {
 	m.prevSvcs, m.prevBackends, m.prevDecisions, m.prevWeights = svcs, bes, decisions, weights
 }
 
-// datapathCollector reads the targets' own counters at scrape time.
+// datapathCollector serves the targets' counters from the controller's
+// snapshot (read every --counter-interval), never from the datapath.
 type datapathCollector struct{ m *Metrics }
 
 // The datapath series carry the target's kind and instance (targetLabels).
@@ -315,7 +323,7 @@ var (
 	dpBytes     = prometheus.NewDesc("lbc_datapath_bytes_total", "Bytes the datapath matched to the service.", []string{"target", "target_instance", "service"}, nil)
 	dpNewConns  = prometheus.NewDesc("lbc_datapath_new_connections_total", "New connections (selections from the ring) per service.", []string{"target", "target_instance", "service"}, nil)
 	dpICMPMiss  = prometheus.NewDesc("lbc_datapath_icmp_error_misses_total", "ICMP errors for the service that quoted a flow with no conntrack entry, so went to the backend the ring chose for it, counted apart from new connections (R-CT-3; the P4 programs' service_icmp_error_misses; 0 where the datapath does not count them).", []string{"target", "target_instance", "service"}, nil)
-	dpSessions  = prometheus.NewDesc("lbc_datapath_sessions", "Live conntrack entries per service, where the datapath counts them (XDP: a walk of its conntrack at each scrape; absent where the datapath cannot count them).", []string{"target", "target_instance", "service"}, nil)
+	dpSessions  = prometheus.NewDesc("lbc_datapath_sessions", "Live conntrack entries per service, where the datapath counts them (XDP: a walk of its conntrack at each read of the counters, every --counter-interval; absent where the datapath cannot count them).", []string{"target", "target_instance", "service"}, nil)
 	dpBePkts    = prometheus.NewDesc("lbc_datapath_backend_packets_total", "Packets sent to the backend.", []string{"target", "target_instance", "service", "backend"}, nil)
 	dpBeConns   = prometheus.NewDesc("lbc_datapath_backend_new_connections_total", "New connections sent to the backend.", []string{"target", "target_instance", "service", "backend"}, nil)
 	dpDrops     = prometheus.NewDesc("lbc_datapath_drops_total", "Packets dropped, by reason.", []string{"target", "target_instance", "reason"}, nil)
@@ -324,7 +332,8 @@ var (
 	dpCTRefused = prometheus.NewDesc("lbc_datapath_ct_refused_total", "Packets of flows refused a conntrack entry because every slot they may take held a live entry, forwarded by the ring without one (R-CT-CAP; the TNA program's ct_refused; absent where the datapath has no such counter).", []string{"target", "target_instance"}, nil)
 	tgtDiverged = prometheus.NewDesc("lbc_target_diverged", "1 if the target's tables differ from the other targets' or from what was last read back.", []string{"target", "target_instance"}, nil)
 	tgtDigest   = prometheus.NewDesc("lbc_target_digest_info", "The digest of the tables the target holds, as a label (equal digests: same backend for every new flow).", []string{"target", "target_instance", "digest"}, nil)
-	dpUp        = prometheus.NewDesc("lbc_datapath_counters_up", "1 if the target's counters were read at this scrape, 0 if reading them failed (each failure also counts in lbc_errors_total{kind=\"counters\"}).", []string{"target", "target_instance"}, nil)
+	dpUp        = prometheus.NewDesc("lbc_datapath_counters_up", "1 if the last read of the target's counters (every --counter-interval) worked, 0 if it failed (each failure also counts in lbc_errors_total{kind=\"counters\"}); the datapath series keep the last values read.", []string{"target", "target_instance"}, nil)
+	dpAge       = prometheus.NewDesc("lbc_datapath_counters_age_seconds", "How old the target's datapath series are: seconds since the last read of its counters that worked (absent until one has).", []string{"target", "target_instance"}, nil)
 )
 
 func (datapathCollector) Describe(chan<- *prometheus.Desc) {} // unchecked: series depend on the IR
@@ -359,17 +368,21 @@ func (d datapathCollector) Collect(ch chan<- prometheus.Metric) {
 	if countersFn == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, tc := range countersFn(ctx) {
+	for _, tc := range countersFn() {
+		if tc.At.IsZero() && tc.Err == nil {
+			continue // not read yet (or never: --counter-interval 0)
+		}
 		k, i := targetLabels(tc.Name)
 		c := tc.Counters
-		if tc.Err != nil {
-			d.m.error("counters")
-			ch <- prometheus.MustNewConstMetric(dpUp, prometheus.GaugeValue, 0, k, i)
-			continue
+		up := 0.0
+		if tc.Err == nil && !tc.At.IsZero() {
+			up = 1
 		}
-		ch <- prometheus.MustNewConstMetric(dpUp, prometheus.GaugeValue, 1, k, i)
+		ch <- prometheus.MustNewConstMetric(dpUp, prometheus.GaugeValue, up, k, i)
+		if tc.At.IsZero() {
+			continue // never read: no series rather than false zeros
+		}
+		ch <- prometheus.MustNewConstMetric(dpAge, prometheus.GaugeValue, tc.Age.Seconds(), k, i)
 		for id, s := range c.Services {
 			n, ok := svcName[id]
 			if !ok {

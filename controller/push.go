@@ -155,7 +155,7 @@ func (c *Controller) push(ctx context.Context, ts *target, prev *compiler.IR, r 
 	start := time.Now()
 	stats, err := ts.apply(wctx, d)
 	took := time.Since(start)
-	c.m.push(name, d, took, err)
+	c.m.push(name, d, took, err, err != nil && wctx.Err() != nil)
 	ts.st.Pushes++
 	ts.st.LastPush = c.clock.Now()
 	ts.st.LastPushWrites = len(d.Changes)
@@ -252,7 +252,29 @@ func (c *Controller) cutShort(ctx context.Context, ts *target, what string, err 
 	}
 	ts.st.LastError = fmt.Sprintf("%s cut short: the session with the switch ended (%v)", what, err)
 	c.log.Warn(what+" cut short: the session with the switch ended; the switch is read back when it answers again", "target", name, "err", err)
+	c.sessionEnded(ts, what)
 	return fmt.Errorf("target %s: %s cut short: the session with the switch ended: %w", name, what, err)
+}
+
+// sessionEnded counts, once, the loss of ts's session that cut work on it
+// short: as kind connection, as when the next update finds it lost (the
+// client may have reconnected by then, in a new term; a session that
+// merely changed hands is no loss). The update that follows then says
+// the switch answers again, or that it is still gone, without counting
+// it twice.
+func (c *Controller) sessionEnded(ts *target, what string) {
+	if ts.arb == nil || ts.lost {
+		return
+	}
+	_, term, lost := ts.arb.Mastership()
+	if lost == nil && term == ts.term {
+		return
+	}
+	ts.lost = true
+	ts.st.Primary = false
+	c.m.setPrimary(ts.t.Name(), false)
+	c.m.error("connection")
+	c.log.Error("lost the switch: its VIPs are not served from here until it is back; reconnecting", "target", ts.t.Name(), "during", what, "err", lost)
 }
 
 // verify reads every target back and compares its digest with what the
@@ -280,6 +302,7 @@ func (c *Controller) verify(ctx context.Context) bool {
 			drifted = true
 			ts.held = nil
 			ts.st.LastError = fmt.Sprintf("read back cut short: the session with the switch ended (%v)", err)
+			c.sessionEnded(ts, "verify")
 			continue
 		}
 		if err != nil {

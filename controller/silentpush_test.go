@@ -28,7 +28,9 @@ import (
 // reads it back and writes exactly what is missing.
 //
 // Before, the Write waited until gRPC keepalive closed the connection
-// (≈ 12 s), and the verdict with it: healthz said 200 meanwhile.
+// (≈ 12 s), and the verdict with it: healthz said 200 meanwhile. The loss
+// counts as lbc_errors_total{kind="connection"}, once; before issue 31
+// item 2 it counted as kind push.
 func TestSilentLossDuringPush(t *testing.T) {
 	const ring, batch = 257, 10
 	// The failover push's size (vm-a1 fails), to place k.
@@ -115,6 +117,9 @@ func TestSilentLossDuringPush(t *testing.T) {
 			case <-time.After(budgetTB(t)):
 				t.Fatalf("the push in flight never ended\n%s", r.logs)
 			}
+			// A lost switch, counted once as such (docs/controller.md), not
+			// as a push the switch refused (issue 31, item 2).
+			metricsSay(t, r.m, `lbc_errors_total{kind="connection"} 1`, `lbc_errors_total{kind="push"} 0`)
 			// An upper bound only, generous for a loaded machine: ten
 			// times the heartbeat's (200 ms to the next check + 800 ms).
 			bound := runtime.DefaultHeartbeat + runtime.DefaultHeartbeatTimeout

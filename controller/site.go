@@ -34,6 +34,7 @@ func (r *SiteReporter) Report() metrics.SiteReport {
 	defer cancel()
 	st := r.C.Status(ctx)
 	now := r.C.clock.Now()
+	at := st.CountersAt // the counters' own time: rates between two reads
 	gap := r.MinGap
 	if gap <= 0 {
 		gap = time.Second
@@ -63,10 +64,10 @@ func (r *SiteReporter) Report() metrics.SiteReport {
 			switch {
 			case !ok || c.Bytes < prev.bytes || c.NewConnections < prev.newConn:
 				// First sample, or the datapath was reloaded: no rate yet.
-				r.last[s.Name] = sample{at: now, bytes: c.Bytes, newConn: c.NewConnections}
-			case now.Sub(prev.at) >= gap:
-				dt := now.Sub(prev.at).Seconds()
-				cur := sample{at: now, bytes: c.Bytes, newConn: c.NewConnections,
+				r.last[s.Name] = sample{at: at, bytes: c.Bytes, newConn: c.NewConnections}
+			case at.Sub(prev.at) >= gap:
+				dt := at.Sub(prev.at).Seconds()
+				cur := sample{at: at, bytes: c.Bytes, newConn: c.NewConnections,
 					bps: float64(c.Bytes-prev.bytes) * 8 / dt, cps: float64(c.NewConnections-prev.newConn) / dt}
 				r.last[s.Name] = cur
 				sr.BitsPerSec, sr.NewConnectionsPerSec = cur.bps, cur.cps

@@ -32,6 +32,9 @@ type Status struct {
 	Announce *AnnounceStatus `json:"announce,omitempty"`
 	// Fleet is the exception sharing's view (lbc run --fleet).
 	Fleet *FleetStatus `json:"fleet,omitempty"`
+	// CountersAt is when the services' and backends' counters were read
+	// (every --counter-interval); zero: none read yet.
+	CountersAt time.Time `json:"countersAt,omitzero"`
 }
 
 // ServiceStatus is one service's decision and backends.
@@ -236,8 +239,9 @@ func markDivergence(ts []TargetStatus) bool {
 	return agree
 }
 
-// Status returns the live view. Counters come from the first target that
-// exposes them.
+// Status returns the live view. Counters come from the snapshot of the
+// first target whose last counter read worked (else the first that has
+// any); Status never waits on a target.
 func (c *Controller) Status(ctx context.Context) Status {
 	ts, agree := c.targetStatuses()
 	c.mu.Lock()
@@ -257,14 +261,8 @@ func (c *Controller) Status(ctx context.Context) Status {
 		out.Fleet = &fs
 	}
 	var ctrs *targets.Counters
-	for _, ts := range c.tgts {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		x, ok, err := ts.counters(cctx)
-		cancel()
-		if ok && err == nil {
-			ctrs = &x
-			break
-		}
+	for _, tc := range bestCounters(c.counterSnapshot()) {
+		ctrs, out.CountersAt = &tc.Counters, tc.At
 	}
 	probes := map[string]health.Status{}
 	for _, p := range c.mon.Statuses() {
@@ -323,6 +321,22 @@ func (c *Controller) Status(ctx context.Context) Status {
 	}
 	sort.SliceStable(out.Services, func(i, j int) bool { return out.Services[i].ID < out.Services[j].ID })
 	return out
+}
+
+// bestCounters picks the snapshot Status shows: the first whose last
+// read worked, else the first read at all; none when nothing was read.
+func bestCounters(snaps []targetCounters) []targetCounters {
+	for _, s := range snaps {
+		if s.Err == nil && !s.At.IsZero() {
+			return []targetCounters{s}
+		}
+	}
+	for _, s := range snaps {
+		if !s.At.IsZero() {
+			return []targetCounters{s}
+		}
+	}
+	return nil
 }
 
 // StatusHandler serves Status as JSON.

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
@@ -187,6 +188,11 @@ type Client struct {
 	quit     chan struct{} // closed by Close
 
 	pkt packetIO // packet-outs and packet-ins on the stream (packetio.go)
+
+	// answered is when the server last answered any RPC (a unary reply,
+	// a streamed message), in UnixNano: a heartbeat that goes unanswered
+	// while other answers arrive is a busy switch, not a lost one.
+	lastAnswer atomic.Int64
 }
 
 // Dial connects and starts arbitration in the background; use WaitPrimary
@@ -239,13 +245,15 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Heartbeat > 0 && !opts.ReadOnly {
 		dopts = append(dopts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}))
 	}
+	c := &Client{opts: opts, log: log.With("p4rt", opts.Addr),
+		done: make(chan struct{}), changed: make(chan struct{}), quit: make(chan struct{})}
+	dopts = append(dopts, grpc.WithChainUnaryInterceptor(c.stampUnary), grpc.WithChainStreamInterceptor(c.stampStream))
 	conn, err := grpc.NewClient(opts.Addr, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("p4runtime %s: %w", opts.Addr, err)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	c := &Client{opts: opts, conn: conn, rt: p4v1.NewP4RuntimeClient(conn), log: log.With("p4rt", opts.Addr),
-		cancel: cancel, done: make(chan struct{}), changed: make(chan struct{}), quit: make(chan struct{})}
+	c.conn, c.rt, c.cancel = conn, p4v1.NewP4RuntimeClient(conn), cancel
 	if opts.ReadOnly {
 		c.reason = errors.New("read-only connection")
 		go func() { <-sctx.Done(); close(c.done) }()
@@ -579,10 +587,50 @@ func (c *Client) session(ctx context.Context) (reachedPrimary bool, err error) {
 	}
 }
 
+// stampUnary and stampStream record each answer of the server (see
+// lastAnswer).
+func (c *Client) stampUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if err == nil {
+		c.lastAnswer.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+func (c *Client) stampStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return stampedStream{s, c}, nil
+}
+
+type stampedStream struct {
+	grpc.ClientStream
+	c *Client
+}
+
+func (s stampedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err == nil || err == io.EOF {
+		s.c.lastAnswer.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+// answeredSince reports whether the server answered any RPC after t.
+func (c *Client) answeredSince(t time.Time) bool {
+	return c.lastAnswer.Load() > t.UnixNano()
+}
+
 // heartbeat calls Capabilities every Heartbeat while ctx lasts; the first
-// that fails or takes longer than HeartbeatTimeout is sent on failed and
-// ends the session (cancel). A server without Capabilities (UNIMPLEMENTED)
-// is not checked.
+// that fails or takes longer than HeartbeatTimeout while the server
+// answers nothing else is sent on failed and ends the session (cancel).
+// A server that answers other RPCs meanwhile (a long read streaming in, a
+// Write batch) is alive but busy: its late heartbeat is logged and the
+// session stays (issue 31, item 2: BMv2 under a full read-back answered
+// a heartbeat late while healthy). A server without Capabilities
+// (UNIMPLEMENTED) is not checked.
 func (c *Client) heartbeat(ctx context.Context, cancel context.CancelFunc, failed chan<- error) {
 	t := time.NewTicker(c.opts.Heartbeat)
 	defer t.Stop()
@@ -592,6 +640,7 @@ func (c *Client) heartbeat(ctx context.Context, cancel context.CancelFunc, faile
 			return
 		case <-t.C:
 		}
+		sent := time.Now()
 		hctx, hcancel := context.WithTimeout(ctx, c.opts.HeartbeatTimeout)
 		_, err := c.rt.Capabilities(hctx, &p4v1.CapabilitiesRequest{})
 		hcancel()
@@ -602,6 +651,8 @@ func (c *Client) heartbeat(ctx context.Context, cancel context.CancelFunc, faile
 		case status.Code(err) == codes.Unimplemented:
 			c.log.Debug("the server has no Capabilities RPC: no heartbeat", "err", err)
 			return
+		case status.Code(err) == codes.DeadlineExceeded && c.answeredSince(sent):
+			c.log.Debug("heartbeat late, but the switch answered other RPCs meanwhile: busy, not lost", "timeout", c.opts.HeartbeatTimeout)
 		default:
 			failed <- err
 			cancel()

@@ -72,6 +72,14 @@ type hangingServer struct {
 	p4v1.UnimplementedP4RuntimeServer
 	mu   sync.Mutex
 	hung chan struct{} // closed while answering; replaced by an open one to hang
+	// late, when set, receives each heartbeat the client gave up on.
+	late chan struct{}
+}
+
+// Read answers at once, hung or not: with hang, a switch too busy to
+// answer its heartbeat in time that still answers other RPCs.
+func (s *hangingServer) Read(_ *p4v1.ReadRequest, stream p4v1.P4Runtime_ReadServer) error {
+	return stream.Send(&p4v1.ReadResponse{})
 }
 
 func (s *hangingServer) gate() <-chan struct{} {
@@ -99,6 +107,10 @@ func (s *hangingServer) Capabilities(ctx context.Context, _ *p4v1.CapabilitiesRe
 	select {
 	case <-s.gate():
 	case <-ctx.Done():
+		select {
+		case s.late <- struct{}{}: // nil or full: nobody counts
+		default:
+		}
 		return nil, ctx.Err()
 	}
 	return &p4v1.CapabilitiesResponse{P4RuntimeApiVersion: "1.5.0"}, nil
@@ -155,6 +167,76 @@ func TestHeartbeatDropsSilentSession(t *testing.T) {
 	t.Logf("silent switch found out in %v (heartbeat 20 ms + timeout 100 ms)", time.Since(start))
 	hs.hang(false)
 	waitSession(t, c, "switch answering again", func(p bool, term uint64, lost error) bool { return p && lost == nil && term >= 2 })
+}
+
+// TestHeartbeatLateWhileSwitchAnswers (issue 31, item 2): a switch that
+// answers its heartbeat late while it answers other RPCs (BMv2 busy with
+// a long read) is busy, not lost: the session stays through several late
+// heartbeats. Once nothing else answers either, the late heartbeat drops
+// it as before.
+func TestHeartbeatLateWhileSwitchAnswers(t *testing.T) {
+	hs := &hangingServer{hung: make(chan struct{}), late: make(chan struct{}, 100)}
+	close(hs.hung)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	p4v1.RegisterP4RuntimeServer(gs, hs)
+	go gs.Serve(ln)
+	defer gs.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := dialPrimary(t, ctx, runtime.Options{Addr: ln.Addr().String(), DeviceID: 1, ElectionLow: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+		Heartbeat: 20 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	changed := c.Changed()
+	_, term, _ := c.Session()
+
+	// Reads answered back to back while every heartbeat goes unanswered.
+	stop := make(chan struct{})
+	reading := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				reading <- nil
+				return
+			default:
+			}
+			if _, err := c.Read(ctx); err != nil {
+				reading <- err
+				return
+			}
+		}
+	}()
+	hs.hang(true)
+	for late := 0; late < 3; {
+		select {
+		case <-changed:
+			p, tm, lost := c.Session()
+			t.Fatalf("after %d late heartbeats while reads were answered: the session changed (primary %v, term %d→%d, lost %v)", late, p, term, tm, lost)
+		case err := <-reading:
+			t.Fatalf("a read failed: %v", err)
+		case <-hs.late:
+			late++
+		case <-ctx.Done():
+			t.Fatal("three heartbeats not late within a minute")
+		}
+	}
+	close(stop)
+	if err := <-reading; err != nil {
+		t.Fatalf("a read failed: %v", err)
+	}
+	if p, tm, lost := c.Session(); !p || tm != term || lost != nil {
+		t.Fatalf("after 3 late heartbeats while reads were answered: primary %v, term %d→%d, lost %v", p, term, tm, lost)
+	}
+	// Nothing answers now: the next late heartbeat is a loss.
+	waitSession(t, c, "switch silent", func(p bool, _ uint64, lost error) bool { return !p && errors.Is(lost, runtime.ErrUnreachable) })
+	hs.hang(false)
 }
 
 // TestCloseWhileSwitchDown: with no switch to talk to, the session waits

@@ -1,6 +1,10 @@
 package targets
 
-import "context"
+import (
+	"context"
+
+	"github.com/lbc-dev/lbc/compiler"
+)
 
 // Counters are a datapath's own counters, cumulative since it was loaded.
 // Maps are keyed by the IR's service and backend IDs.
@@ -51,3 +55,38 @@ type BackendCounters struct {
 type CounterTarget interface {
 	Counters(ctx context.Context) (Counters, error)
 }
+
+// CounterStepper is a CounterTarget that reads its counters a piece at a
+// time, each piece one request to the datapath (one counter array), so
+// that a reader that holds the target between pieces only can let a push
+// go first: a whole read of a switch's counters is tens of thousands of
+// cells and takes long enough to hold a push up.
+type CounterStepper interface {
+	CounterTarget
+	// CounterRead starts a read of the counters of ir's services and
+	// backends (the IR the caller maps the counters to names with; the
+	// datapath's own tables are not read back).
+	CounterRead(ir *compiler.IR) CounterRead
+}
+
+// CounterRead is one read of a datapath's counters, in steps.
+type CounterRead interface {
+	// Step reads the next piece; done is true once there is nothing more
+	// to read. A failed step ends the read.
+	Step(ctx context.Context) (done bool, err error)
+	// Counters is what the steps read, once done.
+	Counters() Counters
+}
+
+// NewCounters returns Counters with its maps made.
+func NewCounters() Counters {
+	return Counters{Services: map[uint32]ServiceCounters{}, Backends: map[uint32]BackendCounters{}, Drops: map[string]uint64{}}
+}
+
+// FailedCounterRead is a CounterRead whose first step fails with err.
+func FailedCounterRead(err error) CounterRead { return failedRead{err} }
+
+type failedRead struct{ err error }
+
+func (f failedRead) Step(context.Context) (bool, error) { return true, f.err }
+func (f failedRead) Counters() Counters                 { return NewCounters() }

@@ -33,6 +33,7 @@ var (
 	runDebounceFlag = &cli.DurationFlag{Name: "debounce", Value: 100 * time.Millisecond, Usage: "gather health changes over `DURATION` into one push"}
 	runWatchFlag    = &cli.DurationFlag{Name: "watch-interval", Value: 2 * time.Second, Usage: "check the configuration file for changes every `DURATION` (0: only on SIGHUP)"}
 	runVerifyFlag   = &cli.DurationFlag{Name: "verify-interval", Value: time.Minute, Usage: "read every target back every `DURATION`, flag and repair drift (0: never)"}
+	runCountersFlag = &cli.DurationFlag{Name: "counter-interval", Value: controller.DefaultCounterInterval, Usage: "read the datapaths' counters every `DURATION` into the snapshot that /metrics and " + controller.StatusPath + " serve, so that a scrape never reads a switch nor waits for a push, and a push never waits for more than one counter array (lbc_datapath_counters_age_seconds says how old the snapshot is; 0: never read them, and export no datapath series)"}
 	runRetryFlag    = &cli.DurationFlag{Name: "retry-interval", Value: 5 * time.Second, Usage: "retry a push that failed (a target that refused or lost writes) after `DURATION`; a switch that comes back is pushed to at once, without this wait"}
 	runProbesFlag   = &cli.IntFlag{Name: "max-probes", Value: 64, Usage: "health probes in flight at most"}
 	runLogFlag      = &cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of logs on stderr: debug, info, warn, error"}
@@ -84,7 +85,7 @@ Examples:
 With --bgp, SIGTERM first withdraws every VIP and closes the BGP sessions
 (the routers move traffic to the other nodes at once), then stops; a node
 that dies is withdrawn by its routers when the BGP hold time runs out.`,
-	Flags: append(append([]cli.Flag{configFlag, exampleFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runRetryFlag, runProbesFlag, runLogFlag, runLogFmtFlag, runBGPFlag, runFleetFlag, runRTTAllowFlag, runRTTPortsFlag, runRTTRateFlag}, adapterFlags()...), xdpSizeFlags...),
+	Flags: append(append([]cli.Flag{configFlag, exampleFlag, runTargetFlag, runMetricsFlag, runSiteFlag, runDebounceFlag, runWatchFlag, runVerifyFlag, runCountersFlag, runRetryFlag, runProbesFlag, runLogFlag, runLogFmtFlag, runBGPFlag, runFleetFlag, runRTTAllowFlag, runRTTPortsFlag, runRTTRateFlag}, adapterFlags()...), xdpSizeFlags...),
 	Action: func(c *cli.Context) error {
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(c.String(runLogFlag.Name))); err != nil {
@@ -225,6 +226,7 @@ that dies is withdrawn by its routers when the BGP hold time runs out.`,
 				Debounce:          orNever(c.Duration(runDebounceFlag.Name)),
 				WatchInterval:     orNever(c.Duration(runWatchFlag.Name)),
 				VerifyInterval:    orNever(c.Duration(runVerifyFlag.Name)),
+				CounterInterval:   orNever(c.Duration(runCountersFlag.Name)),
 				RetryInterval:     c.Duration(runRetryFlag.Name),
 				MaxProbesInFlight: c.Int(runProbesFlag.Name),
 				Metrics:           m,

@@ -354,7 +354,7 @@ func TestRunExampleRunsEmbeddedExample(t *testing.T) {
 // the other per-service counters, where /metrics had no such series.
 func TestRunMetricsExportICMPErrorMisses(t *testing.T) {
 	srv := startP4RT(t)
-	r := startRun(t, "-c", td+"seed001.yaml", "--target", "bmv2", "--addr", srv.Addr(), "--watch-interval", "0")
+	r := startRun(t, "-c", td+"seed001.yaml", "--target", "bmv2", "--addr", srv.Addr(), "--watch-interval", "0", "--counter-interval", "20ms")
 	r.waitStatus(t, func(st controller.Status) bool { return st.Ready && len(st.Services) == 1 })
 	// The switch counted 7 ICMP errors for service 1 (web) and 3 new
 	// connections; the two are apart.
@@ -364,12 +364,22 @@ func TestRunMetricsExportICMPErrorMisses(t *testing.T) {
 	if err := srv.SetCounter("service_new_conns", 1, 3, 0); err != nil {
 		t.Fatal(err)
 	}
-	_, m := getBody(t, r.base+"/metrics")
+	// Scrapes serve the counters of the last read (every 20 ms here).
 	inst := srv.Addr()
+	want7 := `lbc_datapath_icmp_error_misses_total{service="web",target="bmv2",target_instance="` + inst + `"} 7`
+	want3 := `lbc_datapath_new_connections_total{service="web",target="bmv2",target_instance="` + inst + `"} 3`
+	var m string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); { // a read may fall between the two SetCounters
+		if _, m = getBody(t, r.base+"/metrics"); strings.Contains(m, want7) && strings.Contains(m, want3) {
+			break
+		}
+	}
 	for _, want := range []string{
 		"# TYPE lbc_datapath_icmp_error_misses_total counter",
-		`lbc_datapath_icmp_error_misses_total{service="web",target="bmv2",target_instance="` + inst + `"} 7`,
-		`lbc_datapath_new_connections_total{service="web",target="bmv2",target_instance="` + inst + `"} 3`,
+		want7,
+		want3,
+		`lbc_datapath_counters_up{target="bmv2",target_instance="` + inst + `"} 1`,
+		`lbc_datapath_counters_age_seconds{target="bmv2",target_instance="` + inst + `"}`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(m, "lbc_datapath_"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 )
@@ -25,83 +26,113 @@ func DropReason(index int64) string {
 	return fmt.Sprintf("reason-%d", index)
 }
 
-var _ targets.CounterTarget = (*Target)(nil)
+var (
+	_ targets.CounterTarget  = (*Target)(nil)
+	_ targets.CounterStepper = (*Target)(nil)
+)
 
 // Counters reads lb.p4's counters for the services and backends the switch
-// holds, and the TNA program's ct_refused where its P4Info has it. The
-// counter arrays are indexed by ID modulo their size.
+// holds (its tables are read back for their IDs), and the TNA program's
+// ct_refused where its P4Info has it. The counter arrays are indexed by ID
+// modulo their size.
 func (t *Target) Counters(ctx context.Context) (targets.Counters, error) {
-	out := targets.Counters{Services: map[uint32]targets.ServiceCounters{}, Backends: map[uint32]targets.BackendCounters{}, Drops: map[string]uint64{}}
 	ir, err := t.Read(ctx)
 	if err != nil {
-		return out, err
+		return targets.NewCounters(), err
 	}
-	read := func(name string) (map[int64]runtime.Counter, int64, error) {
-		c, err := t.tr.Schema().Counter(name)
+	r := t.CounterRead(ir)
+	for {
+		done, err := r.Step(ctx)
 		if err != nil {
-			return nil, 0, err
+			return targets.NewCounters(), err
 		}
-		cells, err := t.c.ReadCounter(ctx, c.Preamble.Id)
-		if err != nil {
-			return nil, 0, fmt.Errorf("counter %s: %w", name, err)
+		if done {
+			return r.Counters(), nil
 		}
-		m := map[int64]runtime.Counter{}
-		for _, x := range cells {
-			m[x.Index] = x
-		}
-		return m, c.Size, nil
 	}
-	pk, psize, err := read("service_packets")
-	if err != nil {
-		return out, err
-	}
-	nc, nsize, err := read("service_new_conns")
-	if err != nil {
-		return out, err
-	}
-	im, isize, err := read("service_icmp_error_misses")
-	if err != nil {
-		return out, err
-	}
-	bn, bsize, err := read("backend_new_conns")
-	if err != nil {
-		return out, err
-	}
-	for _, s := range ir.Services {
-		p := pk[int64(s.ID)%psize]
-		out.Services[s.ID] = targets.ServiceCounters{Packets: uint64(p.Packets), Bytes: uint64(p.Bytes), NewConnections: uint64(nc[int64(s.ID)%nsize].Packets),
-			ICMPErrorMisses: uint64(im[int64(s.ID)%isize].Packets)}
-	}
-	for _, b := range ir.Backends {
-		out.Backends[b.ID] = targets.BackendCounters{NewConnections: uint64(bn[int64(b.ID)%bsize].Packets)}
-	}
-	fb, _, err := read("fallback_packets")
-	if err != nil {
-		return out, err
-	}
-	out.FallbackPunts = uint64(fb[0].Packets)
-	drops, _, err := read("drops")
-	if err != nil {
-		return out, err
-	}
+}
+
+// counterArrays are the arrays a read takes, one wildcard read each.
+var counterArrays = []string{"service_packets", "service_new_conns", "service_icmp_error_misses", "backend_new_conns", "fallback_packets", "drops"}
+
+// CounterRead reads one counter array per step (a wildcard CounterEntry
+// read: every cell in one request), then maps the cells to ir's IDs.
+func (t *Target) CounterRead(ir *compiler.IR) targets.CounterRead {
+	names := counterArrays
 	// Only a program that refuses flows an entry has ct_refused (the TNA
 	// program since issue 22; R-CT-CAP).
 	if _, err := t.tr.Schema().Counter("ct_refused"); err == nil {
-		rf, _, err := read("ct_refused")
-		if err != nil {
-			return out, err
-		}
-		out.CTRefused, out.HasCTRefused = uint64(rf[0].Packets), true
+		names = append(names[:len(names):len(names)], "ct_refused")
 	}
-	for i, c := range drops {
+	return &counterRead{t: t, ir: ir, names: names, cells: map[string]counterArray{}}
+}
+
+type counterArray struct {
+	cells map[int64]runtime.Counter
+	size  int64
+}
+
+type counterRead struct {
+	t     *Target
+	ir    *compiler.IR
+	names []string
+	cells map[string]counterArray
+}
+
+func (r *counterRead) Step(ctx context.Context) (bool, error) {
+	if len(r.cells) == len(r.names) {
+		return true, nil
+	}
+	name := r.names[len(r.cells)]
+	c, err := r.t.tr.Schema().Counter(name)
+	if err != nil {
+		return true, err
+	}
+	cells, err := r.t.c.ReadCounter(ctx, c.Preamble.Id)
+	if err != nil {
+		return true, fmt.Errorf("counter %s: %w", name, err)
+	}
+	m := make(map[int64]runtime.Counter, len(cells))
+	for _, x := range cells {
+		m[x.Index] = x
+	}
+	r.cells[name] = counterArray{m, max(c.Size, 1)}
+	return len(r.cells) == len(r.names), nil
+}
+
+// Counters maps the cells read to the IR's services and backends.
+func (r *counterRead) Counters() targets.Counters {
+	return countersOf(r.ir, r.cells)
+}
+
+// countersOf is Counters' pure part: cells of each array by name, to the
+// counters of ir's services and backends.
+func countersOf(ir *compiler.IR, arrays map[string]counterArray) targets.Counters {
+	out := targets.NewCounters()
+	at := func(name string, id int64) runtime.Counter {
+		a := arrays[name]
+		return a.cells[id%max(a.size, 1)]
+	}
+	if ir != nil {
+		for _, s := range ir.Services {
+			p := at("service_packets", int64(s.ID))
+			out.Services[s.ID] = targets.ServiceCounters{Packets: uint64(p.Packets), Bytes: uint64(p.Bytes),
+				NewConnections:  uint64(at("service_new_conns", int64(s.ID)).Packets),
+				ICMPErrorMisses: uint64(at("service_icmp_error_misses", int64(s.ID)).Packets)}
+		}
+		for _, b := range ir.Backends {
+			out.Backends[b.ID] = targets.BackendCounters{NewConnections: uint64(at("backend_new_conns", int64(b.ID)).Packets)}
+		}
+	}
+	out.FallbackPunts = uint64(at("fallback_packets", 0).Packets)
+	if rf, ok := arrays["ct_refused"]; ok {
+		out.CTRefused, out.HasCTRefused = uint64(rf.cells[0].Packets), true
+	}
+	for i, c := range arrays["drops"].cells {
 		if c.Packets == 0 {
 			continue
 		}
-		name := dropReasons[i]
-		if name == "" {
-			name = fmt.Sprintf("reason-%d", i)
-		}
-		out.Drops[name] += uint64(c.Packets)
+		out.Drops[DropReason(i)] += uint64(c.Packets)
 	}
-	return out, nil
+	return out
 }

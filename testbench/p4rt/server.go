@@ -66,6 +66,10 @@ type Server struct {
 	failIn, stopIn     int
 	failCode, stopCode codes.Code
 	readCalls          int
+	// HoldCapabilities: Capabilities waits for capRelease; capLate hears
+	// of each call its client gave up on meanwhile.
+	capRelease <-chan struct{}
+	capLate    chan<- struct{}
 
 	born        time.Time
 	switchClock func() uint64 // packetio.go
@@ -292,8 +296,35 @@ func (s *Server) checkDevice(id uint64) error {
 }
 
 // Capabilities reports the P4Runtime version the server speaks.
-func (s *Server) Capabilities(context.Context, *p4v1.CapabilitiesRequest) (*p4v1.CapabilitiesResponse, error) {
+func (s *Server) Capabilities(ctx context.Context, _ *p4v1.CapabilitiesRequest) (*p4v1.CapabilitiesResponse, error) {
+	s.mu.Lock()
+	release, late := s.capRelease, s.capLate
+	s.mu.Unlock()
+	if release != nil {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			if late != nil {
+				select {
+				case late <- struct{}{}:
+				default: // nobody counts
+				}
+			}
+			return nil, ctx.Err()
+		}
+	}
 	return &p4v1.CapabilitiesResponse{P4RuntimeApiVersion: "1.5.0"}, nil
+}
+
+// HoldCapabilities makes Capabilities (lbc's heartbeat) answer only once
+// release is closed, while every other RPC is answered as usual: a switch
+// too busy to answer its heartbeat in time that still answers the rest.
+// Each call whose client gave up first is sent on late (when it has
+// room; late may be nil). A nil release answers at once again.
+func (s *Server) HoldCapabilities(release <-chan struct{}, late chan<- struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.capRelease, s.capLate = release, late
 }
 
 // SetForwardingPipelineConfig implements VERIFY, VERIFY_AND_SAVE,
