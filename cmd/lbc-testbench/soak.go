@@ -24,7 +24,7 @@ or root needed) for --duration, while:
     in turn every --flap-every (health checks every 1 s, thresholds 1);
   - the configuration file is rewritten every --reload-every (a backend
     added, then removed and drained);
-  - /metrics (which reads the switch's counters), /v1/status and /healthz
+  - /metrics (the counter snapshot lbc run reads every --counter-interval), /v1/status and /healthz
     are scraped every --scrape-every (250 ms) each.
 Every second it samples lbc run's resident memory (/proc/PID/status VmRSS),
 goroutines (go_goroutines of its /metrics) and open files (/proc/PID/fd).
