@@ -255,11 +255,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		c.log.Info("target read back", "target", ts.t.Name(), "services", len(held.Services), "backends", len(held.Backends), "digest", c.digest(held))
 	}
+	c.m.setConfig(c.cfg)
+	c.mon.SetTargets(ctx, health.TargetsOf(c.cfg)) // probes each backend once
 	if err := c.fits(c.cfg); err != nil {
 		return fmt.Errorf("%s: %w", c.opts.ConfigPath, err)
 	}
-	c.m.setConfig(c.cfg)
-	c.mon.SetTargets(ctx, health.TargetsOf(c.cfg))
 	// Take each target's change signal before the first update reads
 	// Primary, so that a change in between is not lost.
 	changes := make([]<-chan struct{}, len(c.tgts))

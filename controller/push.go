@@ -397,8 +397,11 @@ func (c *Controller) fits(cfg *compiler.Config) error {
 			continue // read back first; the push checks the change then
 		}
 		if r == nil {
+			// Before the health the configuration needs is known (a
+			// weight not probed yet), nothing compiles: the push checks
+			// the change then, before it writes.
 			if r, err = Reconcile(cfg, c.mon.State(), c.ir, c.now()); err != nil {
-				return err
+				return nil
 			}
 		}
 		want := placeRings(ts.held, r.IR)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/controller/internal/backendtest"
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
 	"google.golang.org/grpc/codes"
@@ -273,5 +274,32 @@ func TestRevertAfterFailedPush(t *testing.T) {
 				t.Fatalf("/healthz after the push of %s*: %d %s", then, code, body)
 			}
 		})
+	}
+}
+
+// TestCapacityChecksWaitForWeights (issue 31, item 1): the checks of a
+// configuration against a switch's tables need no health: a
+// WEIGHTED_MAGLEV service starts on a switch once its weights are probed,
+// and a reload that adds one whose endpoints are not probed yet is taken
+// (the push checks the change before it writes). The first version
+// compiled before the first probes and refused both ("needs its weight").
+func TestCapacityChecksWaitForWeights(t *testing.T) {
+	f := backendtest.Start(t, "127.0.0.41", "127.0.0.42", "127.0.0.43", "127.0.0.44")
+	for ip, w := range map[string]string{"127.0.0.41": "1", "127.0.0.42": "2", "127.0.0.43": "6", "127.0.0.44": "3"} {
+		f.Get(ip).SetWeight(w)
+	}
+	r := startReloadRig(t, weightedConfig(f.Port), false)
+	if code, body := r.healthz(t); code != http.StatusOK {
+		t.Fatalf("/healthz of a weighted service on a switch: %d %s", code, body)
+	}
+	second := weightedConfig(f.Port) + strings.NewReplacer("name: api", "name: api2", "203.0.113.20", "203.0.113.21",
+		"api-1, ip: 127.0.0.41", "api2-1, ip: 127.0.0.44", "          - {name: api-2, ip: 127.0.0.42}\n", "", "          - {name: api-3, ip: 127.0.0.43}\n", "").
+		Replace(strings.SplitN(weightedConfig(f.Port), "services:\n", 2)[1])
+	r.write(t, second)
+	if err := r.sc.c.Reload(context.Background()); err != nil {
+		t.Fatalf("a reload adding a weighted service: %v", err)
+	}
+	if st := r.sc.c.Status(context.Background()); st.ReloadError != "" || len(st.Services) != 2 {
+		t.Fatalf("after the reload: %d services, reloadError %q", len(st.Services), st.ReloadError)
 	}
 }
