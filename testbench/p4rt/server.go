@@ -67,7 +67,11 @@ type Server struct {
 	failCode, stopCode codes.Code
 	readCalls          int
 	// HoldCapabilities: Capabilities waits for capRelease; capLate hears
-	// of each call its client gave up on meanwhile.
+	// of each call its client gave up on meanwhile. Under capMu, not mu:
+	// the heartbeat is answered while a long read holds mu, as a switch
+	// answers it while it reads (a heartbeat starved by the server's own
+	// lock failed the 1 s-scrape soak at load 8).
+	capMu      sync.Mutex
 	capRelease <-chan struct{}
 	capLate    chan<- struct{}
 
@@ -297,9 +301,9 @@ func (s *Server) checkDevice(id uint64) error {
 
 // Capabilities reports the P4Runtime version the server speaks.
 func (s *Server) Capabilities(ctx context.Context, _ *p4v1.CapabilitiesRequest) (*p4v1.CapabilitiesResponse, error) {
-	s.mu.Lock()
+	s.capMu.Lock()
 	release, late := s.capRelease, s.capLate
-	s.mu.Unlock()
+	s.capMu.Unlock()
 	if release != nil {
 		select {
 		case <-release:
@@ -322,8 +326,8 @@ func (s *Server) Capabilities(ctx context.Context, _ *p4v1.CapabilitiesRequest) 
 // Each call whose client gave up first is sent on late (when it has
 // room; late may be nil). A nil release answers at once again.
 func (s *Server) HoldCapabilities(release <-chan struct{}, late chan<- struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.capMu.Lock()
+	defer s.capMu.Unlock()
 	s.capRelease, s.capLate = release, late
 }
 

@@ -11,7 +11,9 @@ import (
 
 	"github.com/lbc-dev/lbc/runtime"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 const fixture = "testdata/lb-fixture.p4info.txtpb"
@@ -420,5 +422,33 @@ func TestInjectedPartialWrites(t *testing.T) {
 				t.Fatalf("applied slots %v, want %v", got, tc.want.slots)
 			}
 		})
+	}
+}
+
+// TestCapabilitiesAnsweredWhileBusy: the heartbeat (Capabilities) is
+// answered while the server holds its state for a long write or read, as
+// a switch answers it while it works; only HoldCapabilities delays it.
+func TestCapabilitiesAnsweredWhileBusy(t *testing.T) {
+	srv, s := start(t, true, Options{})
+	c := dial(t, srv, 1)
+	inside, release := make(chan struct{}), make(chan struct{})
+	srv.OnUpdate(func(View) { inside <- struct{}{}; <-release })
+	wrote := make(chan error, 1)
+	go func() { wrote <- c.Write(context.Background(), []*p4v1.Update{upd(p4v1.Update_INSERT, ringEntry(t, s, 1, 1))}) }()
+	<-inside // the write holds the server's state now
+	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = p4v1.NewP4RuntimeClient(conn).Capabilities(ctx, &p4v1.CapabilitiesRequest{})
+	close(release)
+	if err != nil {
+		t.Fatalf("Capabilities during a write: %v", err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
 	}
 }
