@@ -434,7 +434,9 @@ func TestCapabilitiesAnsweredWhileBusy(t *testing.T) {
 	inside, release := make(chan struct{}), make(chan struct{})
 	srv.OnUpdate(func(View) { inside <- struct{}{}; <-release })
 	wrote := make(chan error, 1)
-	go func() { wrote <- c.Write(context.Background(), []*p4v1.Update{upd(p4v1.Update_INSERT, ringEntry(t, s, 1, 1))}) }()
+	go func() {
+		wrote <- c.Write(context.Background(), []*p4v1.Update{upd(p4v1.Update_INSERT, ringEntry(t, s, 1, 1))})
+	}()
 	<-inside // the write holds the server's state now
 	conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
