@@ -158,3 +158,24 @@ func TestRingPinned(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRingBuildPattern times one weighted 65537-slot build per fill,
+// weight pattern and N, alone (for profiles: -cpuprofile with -bench
+// 'RingBuildPattern/EARLIEST_RANK/1:4/N=250'); bench/peers compares the
+// same builds with Cilium's.
+func BenchmarkRingBuildPattern(b *testing.B) {
+	for _, fill := range allFills {
+		for _, p := range weightPatterns {
+			for _, n := range []int{10, 100, 250, 1000} {
+				ms := patternMembers(p.name, n)
+				b.Run(fmt.Sprintf("%s/%s/N=%d", fill, p.name, n), func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						if _, err := BuildRing(ms, 65537, true, fill); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
