@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -136,26 +137,28 @@ func fillProbeStride(r *Ring, quota []int, ps []perm) {
 	// the slots moved beyond the minimum by about 40 % against classic
 	// Maglev.
 	probes := make([]int, n)
-	var s scheduler
+	key := make([]uint64, n)
 	for i := range ps {
+		key[i] = strideDone
 		if quota[i] > 0 {
-			s.items = append(s.items, turn{key: 1 / float64(quota[i]), idx: int32(i)})
+			key[i] = math.Float64bits(1 / float64(quota[i]))
 		}
 	}
-	s.init()
+	s := newStrideTree(key)
 	slots := r.Slots
 	// Probes test a bitmap (8 KiB for 65537 slots: it stays in L1) rather
 	// than the slot array; most probes near the end find a taken slot.
 	taken := make([]uint64, (m+63)/64)
 	for filled := 0; filled < m; {
-		i := s.items[0].idx
-		p := pos[i]
-		for k := 0; k < probeBatch; k++ {
+		i := s.winner()
+		// Positions wrap without a branch (slots are below m < 2³¹).
+		p, d := pos[i], ps[i].skip-um
+		k := 0
+		for k < probeBatch {
 			cur := p
-			if p += ps[i].skip; p >= um {
-				p -= um
-			}
-			probes[i]++
+			p += d
+			p += um & uint32(int32(p)>>31)
+			k++
 			if bit := uint64(1) << (cur & 63); taken[cur>>6]&bit == 0 {
 				taken[cur>>6] |= bit
 				slots[cur] = i
@@ -165,12 +168,13 @@ func fillProbeStride(r *Ring, quota []int, ps []perm) {
 			}
 		}
 		pos[i] = p
+		probes[i] += k
 		if r.Counts[i] < quota[i] {
-			s.items[0].key = float64(probes[i]+1) / float64(quota[i])
-			s.down(0)
+			key[i] = math.Float64bits(float64(probes[i]+1) / float64(quota[i]))
 		} else {
-			s.popTop()
+			key[i] = strideDone
 		}
+		s.replay(i)
 	}
 }
 
@@ -214,54 +218,93 @@ func Apportion(m int, weights []int) []int {
 	return out
 }
 
-// scheduler orders turns by virtual time (probes+1)/quota, the smallest
+// strideDone is the key of a member that takes no more turns: +Inf.
+const strideDone = 0x7ff0000000000000
+
+// strideTree orders turns by virtual time (probes+1)/quota, the smallest
 // first, ties to the lower index: a stride scheduler. The division is
 // IEEE-754 correctly rounded, so the order is the same on every machine.
-type scheduler struct{ items []turn }
-
-type turn struct {
-	key float64
-	idx int32
+// Keys are kept as the bits of these positive doubles (+Inf for a member
+// done), which order as the doubles do.
+//
+// It is a tournament tree of losers: each internal node keeps the loser of
+// the match played there, node 0 the overall winner. A new key for the
+// winner replays its path to the root, one comparison per level, a fixed
+// number of levels and without a branch on the outcomes, which are
+// unpredictable (a binary heap's sift-down mispredicts about twice a
+// level). Any exact priority queue gives the same turns: no two members
+// compare equal.
+type strideTree struct {
+	key  []uint64
+	node []int32
+	p    int32 // leaves: a power of two ≥ len(key); leaf p+i is member i
 }
 
-func (t turn) before(o turn) bool { return t.key < o.key || (t.key == o.key && t.idx < o.idx) }
-
-func (s *scheduler) init() {
-	for i := len(s.items)/2 - 1; i >= 0; i-- {
-		s.down(i)
+func newStrideTree(key []uint64) *strideTree {
+	p := int32(1)
+	for int(p) < len(key) {
+		p *= 2
 	}
+	t := &strideTree{key: key, node: make([]int32, p), p: p}
+	// Leaves beyond the members are members that never win.
+	win := make([]int32, 2*p)
+	for l := int32(0); l < p; l++ {
+		win[p+l] = l
+	}
+	for v := p - 1; v >= 1; v-- {
+		a, b := win[2*v], win[2*v+1]
+		if t.less(b, a) {
+			a, b = b, a
+		}
+		win[v], t.node[v] = a, b
+	}
+	t.node[0] = win[1]
+	return t
 }
 
-func (s *scheduler) popTop() {
-	last := len(s.items) - 1
-	s.items[0] = s.items[last]
-	s.items = s.items[:last]
-	if last > 0 {
-		s.down(0)
+// less orders members by (key, index); a leaf beyond the members is +Inf.
+func (t *strideTree) less(a, b int32) bool {
+	ka, kb := uint64(strideDone), uint64(strideDone)
+	if int(a) < len(t.key) {
+		ka = t.key[a]
 	}
+	if int(b) < len(t.key) {
+		kb = t.key[b]
+	}
+	return ka < kb || ka == kb && a < b
 }
 
-// down restores the heap below i after its key grew.
-func (s *scheduler) down(i int) {
-	h := s.items
-	n := len(h)
-	x := h[i]
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
+func (t *strideTree) winner() int32 { return t.node[0] }
+
+// replay plays member i's path again after its key changed; i must be the
+// winner.
+func (t *strideTree) replay(i int32) {
+	node := t.node
+	key := t.key
+	n := int32(len(key))
+	cur := i
+	kc := key[i]
+	for v := (t.p + i) >> 1; v >= 1; v >>= 1 {
+		o := node[v]
+		ko := uint64(strideDone)
+		if o < n {
+			ko = key[o]
 		}
-		c := l
-		if r := l + 1; r < n && h[r].before(h[l]) {
-			c = r
-		}
-		if !h[c].before(x) {
-			break
-		}
-		h[i] = h[c]
-		i = c
+		// o wins: it moves up, cur stays as the loser.
+		sw := -(b2i(ko < kc) | b2i(ko == kc)&b2i(o < cur))
+		x := (cur ^ o) & sw
+		node[v] = o ^ x
+		cur ^= x
+		kc ^= (kc ^ ko) & uint64(int64(sw))
 	}
-	h[i] = x
+	node[0] = cur
+}
+
+func b2i(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // nameHash is FNV-1a 64 of a backend name: stable across versions and

@@ -146,12 +146,20 @@ func fillEarliestRank(r *Ring, w []uint64, ps []perm) {
 // taken when its turn comes is replaced by the walker's next.
 func takeFree(owner []int32, count []int, w []uint64, ps []perm, take, full func(int32) bool, left int) {
 	m := uint32(len(owner))
+	// Walkers test a bitmap of taken slots (8 KiB for 65537 slots: it
+	// stays in L1) rather than owner.
+	taken := make([]uint64, (m+63)/64)
+	for s, o := range owner {
+		if o >= 0 {
+			taken[s>>6] |= 1 << (s & 63)
+		}
+	}
 	h := walkHeap{w: w}
 	for i := int32(0); int(i) < len(w); i++ {
 		if take(i) {
 			x := walker{i: i, s: ps[i].off}
 			if owner[x.s] >= 0 {
-				x.seek(owner, ps[i].skip, m)
+				x.seek(taken, ps[i].skip, m)
 			}
 			h.items = append(h.items, x)
 		}
@@ -161,6 +169,7 @@ func takeFree(owner []int32, count []int, w []uint64, ps []perm, take, full func
 		x := &h.items[0]
 		if owner[x.s] < 0 {
 			owner[x.s] = x.i
+			taken[x.s>>6] |= 1 << (x.s & 63)
 			count[x.i]++
 			left--
 			if full(x.i) {
@@ -168,7 +177,7 @@ func takeFree(owner []int32, count []int, w []uint64, ps []perm, take, full func
 				continue
 			}
 		}
-		x.seek(owner, ps[x.i].skip, m)
+		x.seek(taken, ps[x.i].skip, m)
 		h.down(0)
 	}
 }
@@ -220,28 +229,41 @@ func earliestRank(owner []int32, w []uint64, ps []perm) (next, at []uint32) {
 		// and the bound grows until every slot is reached. A probe beyond
 		// an earlier bound is later than every time recorded so far, so
 		// it can only claim a slot nobody has reached.
+		//
+		// So a slot reached in an earlier round is settled, and ties
+		// between members fall to the lower index whatever order they
+		// walk in (the comparison includes the index): the result is the
+		// minimum of (time, index) over all members. While a quarter or
+		// more of the slots are unreached (dense rounds: the first one or
+		// two) every probe runs the comparison without
+		// a branch on its outcome, which is unpredictable there; later
+		// rounds test the bitmap old (8 KiB for 65537 slots, it stays in
+		// L1) of slots reached in earlier rounds first and skip those,
+		// most probes by then.
 		rank := make([]uint32, m)
+		old := make([]uint64, (m+63)/64)
+		fresh := make([]uint32, m+1) // slots first reached in this round, and one spare
+		wp := make([]uint64, n+1)    // wp[o+1] = w[o]; 0 for no owner (-1)
+		copy(wp[1:], w)
 		covered := uint32(0)
 		for bound := (uint64(m) + total - 1) / total; covered < m; bound += bound/4 + 1 {
+			dense := covered < m/4*3
+			nf := 0
 			for i := 0; i < n; i++ {
 				if w[i] == 0 {
 					continue
 				}
-				lim := min(bound*w[i], uint64(m))
-				j, s, skip, wi := next[i], at[i], ps[i].skip, w[i]
-				for ; uint64(j) < lim; j++ {
-					if o := owner[s]; o < 0 {
-						owner[s], rank[s] = int32(i), j
-						covered++
-					} else if uint64(j+1)*w[o] < uint64(rank[s]+1)*wi {
-						owner[s], rank[s] = int32(i), j
-					}
-					if s += skip; s >= m {
-						s -= m
-					}
+				lim := uint32(min(bound*w[i], uint64(m)))
+				if dense {
+					next[i], at[i], nf = walkDense(owner, rank, wp, fresh, nf, int32(i), next[i], lim, at[i], ps[i].skip)
+				} else {
+					next[i], at[i], nf = walkSparse(owner, rank, old, wp, fresh, nf, int32(i), next[i], lim, at[i], ps[i].skip)
 				}
-				next[i], at[i] = j, s
 			}
+			for _, s := range fresh[:nf] {
+				old[s>>6] |= 1 << (s & 63)
+			}
+			covered += uint32(nf)
 		}
 	}
 	return next, at
@@ -253,18 +275,46 @@ type walker struct {
 	j, s uint32
 }
 
-// seek moves the walker to the next free slot after its current one. A
-// walker with a deficit always finds one: its permutation covers every
-// slot, and free slots remain while it is short.
-func (x *walker) seek(owner []int32, skip, m uint32) {
+// seek moves the walker to the next free slot after its current one (a
+// clear bit of taken). A walker with a deficit always finds one: its
+// permutation covers every slot, and free slots remain while it is short.
+// Four positions are computed at once from the first, so that the wrap
+// (without a branch; slots are below m < 2³¹) does not chain from probe
+// to probe.
+func (x *walker) seek(taken []uint64, skip, m uint32) {
+	free := func(s uint32) bool { return taken[s>>6]&(1<<(s&63)) == 0 }
+	k2 := skip + skip - m
+	k2 += m & uint32(int32(k2)>>31)
+	k3 := k2 + skip - m
+	k3 += m & uint32(int32(k3)>>31)
+	k4 := k3 + skip - m
+	k4 += m & uint32(int32(k4)>>31)
+	d1, d2, d3, d4 := skip-m, k2-m, k3-m, k4-m
+	j, s := x.j, x.s
 	for {
-		x.j++
-		if x.s += skip; x.s >= m {
-			x.s -= m
-		}
-		if owner[x.s] < 0 {
+		s1 := s + d1
+		s1 += m & uint32(int32(s1)>>31)
+		s2 := s + d2
+		s2 += m & uint32(int32(s2)>>31)
+		s3 := s + d3
+		s3 += m & uint32(int32(s3)>>31)
+		s4 := s + d4
+		s4 += m & uint32(int32(s4)>>31)
+		switch {
+		case free(s1):
+			x.j, x.s = j+1, s1
+			return
+		case free(s2):
+			x.j, x.s = j+2, s2
+			return
+		case free(s3):
+			x.j, x.s = j+3, s3
+			return
+		case free(s4):
+			x.j, x.s = j+4, s4
 			return
 		}
+		j, s = j+4, s4
 	}
 }
 
@@ -315,4 +365,88 @@ func (h *walkHeap) down(i int) {
 		i = c
 	}
 	it[i] = x
+}
+
+// walkDense walks member i (weight wp[i+1] > 0) from position j at slot s
+// up to position lim for earliestRank. Every probe compares the time
+// (j+1)/w with the slot's owner's, ties to the lower index; an unowned slot
+// (owner -1, rank 0, weight wp[0] = 0) always loses. Slots first owned are
+// appended to fresh[nf:]. Neither outcome is a branch: owner, rank and
+// fresh are written on every probe. Positions wrap without a branch too
+// (slots are below m < 2³¹).
+func walkDense(owner []int32, rank []uint32, wp []uint64, fresh []uint32, nf int, i int32, j, lim, s, skip uint32) (uint32, uint32, int) {
+	m := uint32(len(owner))
+	wi := wp[i+1]
+	d := skip - m
+	for ; j < lim; j++ {
+		o := owner[s]
+		x, y := uint64(j+1)*wp[o+1], uint64(rank[s]+1)*wi
+		lt, eq := uint32(0), uint32(0)
+		if x < y {
+			lt = 1
+		}
+		if x == y && i < o {
+			eq = 1
+		}
+		take := -(lt | eq) // all ones when member i takes the slot
+		owner[s] = o ^ ((o ^ i) & int32(take))
+		rank[s] ^= (rank[s] ^ j) & take
+		fresh[nf] = s
+		nf += int(uint32(o) >> 31)
+		s += d
+		s += m & uint32(int32(s)>>31)
+	}
+	return j, s, nf
+}
+
+// walkSparse is walkDense for rounds where most slots are reached: a probe
+// of a slot in old (reached in an earlier round, so earlier than any
+// probe of this round) is skipped; four positions are computed at once
+// from the first, so that the wrap, four operations long, does not chain
+// from probe to probe.
+func walkSparse(owner []int32, rank []uint32, old []uint64, wp []uint64, fresh []uint32, nf int, i int32, j, lim, s, skip uint32) (uint32, uint32, int) {
+	m := uint32(len(owner))
+	wi := wp[i+1]
+	probe := func(j, s uint32) {
+		if old[s>>6]&(1<<(s&63)) != 0 {
+			return
+		}
+		o := owner[s]
+		if o < 0 {
+			owner[s], rank[s] = i, j
+			fresh[nf] = s
+			nf++
+		} else if x, y := uint64(j+1)*wp[o+1], uint64(rank[s]+1)*wi; x < y || x == y && i < o {
+			owner[s], rank[s] = i, j
+		}
+	}
+	// dc is c·skip mod m, minus m (mod 2³²).
+	k2 := skip + skip - m
+	k2 += m & uint32(int32(k2)>>31)
+	k3 := k2 + skip - m
+	k3 += m & uint32(int32(k3)>>31)
+	k4 := k3 + skip - m
+	k4 += m & uint32(int32(k4)>>31)
+	d1, d2, d3, d4 := skip-m, k2-m, k3-m, k4-m
+	for ; j+4 <= lim; j += 4 {
+		s1 := s + d1
+		s1 += m & uint32(int32(s1)>>31)
+		s2 := s + d2
+		s2 += m & uint32(int32(s2)>>31)
+		s3 := s + d3
+		s3 += m & uint32(int32(s3)>>31)
+		s4 := s + d4
+		s4 += m & uint32(int32(s4)>>31)
+		probe(j, s)
+		probe(j+1, s1)
+		probe(j+2, s2)
+		probe(j+3, s3)
+		s = s4
+	}
+	for ; j < lim; j++ {
+		probe(j, s)
+		s += d1
+		s += m & uint32(int32(s)>>31)
+	}
+	return j, s, nf
 }

@@ -7,5 +7,8 @@
 //	go test -run '^$' -bench . -benchtime 5x
 //
 // Today it holds Cilium's pkg/maglev (the Maglev of Cilium's kube-proxy
-// replacement) beside lbc's ring fills: build time and disruption per N.
+// replacement) beside lbc's ring fills: build time and disruption per N,
+// and build time per weight pattern (BenchmarkRingBuildWeighted: equal,
+// 1:4, 0:2:6, with zeros, 1..1000; Cilium is given the backends of weight
+// above 0, as a weight-0 backend is one in maintenance there).
 package peers
