@@ -113,6 +113,19 @@ func TestReloadThatDoesNotFitIsRejected(t *testing.T) {
 	forEachSwitch(t, testReloadThatDoesNotFitIsRejected)
 }
 
+// skipLarge skips a test of thousands of services under the race
+// detector, where each push takes minutes; the plain run covers it, and
+// the race run covers the same code on small configurations.
+func skipLarge(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: pushes of 2,500 services")
+	}
+	if raceDetector {
+		t.Skip("-race: pushes of 2,500 services take minutes under the race detector; go test without -race runs this test")
+	}
+}
+
 // forEachSwitch runs f on the in-process P4Runtime server and, outside
 // -short, on a live BMv2.
 func forEachSwitch(t *testing.T, f func(t *testing.T, live bool)) {
@@ -165,9 +178,7 @@ func testReloadThatDoesNotFitIsRejected(t *testing.T, live bool) {
 // one, 5,000 at once: the reload is refused before anything is written
 // and says how to proceed.
 func TestReloadBetweenFullConfigurations(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: three pushes of 2,500 services")
-	}
+	skipLarge(t)
 	forEachSwitch(t, testReloadBetweenFullConfigurations)
 }
 
@@ -207,9 +218,7 @@ func testReloadBetweenFullConfigurations(t *testing.T, live bool) {
 // middle (as SIGKILL would), and a new controller pushes X, or Y, from
 // what the switch holds.
 func TestRevertAfterCutShortPushBMv2(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: a live BMv2 (TestRevertAfterFailedPush runs the same checks on the P4Runtime test server)")
-	}
+	skipLarge(t) // TestRevertAfterFailedPush runs the same checks on the P4Runtime test server
 	for _, then := range []string{"x", "y"} {
 		t.Run("then "+then, func(t *testing.T) {
 			cut := 1500 * time.Millisecond
@@ -249,9 +258,7 @@ func TestRevertAfterCutShortPushBMv2(t *testing.T) {
 // configuration can be pushed: after X → Y fails in the middle, with
 // tables near full, reverting to X works, and so does Y again.
 func TestRevertAfterFailedPush(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: pushes of 2,500 services")
-	}
+	skipLarge(t)
 	for _, then := range []string{"x", "y"} {
 		t.Run("then "+then, func(t *testing.T) {
 			r := startReloadRig(t, fleetOf(2500, "x", 1), false)
