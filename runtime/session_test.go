@@ -138,12 +138,10 @@ func (s *hangingServer) StreamChannel(stream p4v1.P4Runtime_StreamChannelServer)
 	}
 }
 
-// TestHeartbeatDropsSilentSession (issue 25, item 2): a switch that stops
-// answering but keeps its connection open is found out by the heartbeat:
-// the session is lost with ErrUnreachable; when it answers again, a new
-// session in a new term.
-func TestHeartbeatDropsSilentSession(t *testing.T) {
-	hs := &hangingServer{hung: make(chan struct{})}
+// serveHanging serves hs (answering at first) on loopback until the test
+// ends, and returns its address.
+func serveHanging(t *testing.T, hs *hangingServer) string {
+	t.Helper()
 	close(hs.hung)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -152,10 +150,20 @@ func TestHeartbeatDropsSilentSession(t *testing.T) {
 	gs := grpc.NewServer()
 	p4v1.RegisterP4RuntimeServer(gs, hs)
 	go gs.Serve(ln)
-	defer gs.Stop()
+	t.Cleanup(gs.Stop)
+	return ln.Addr().String()
+}
+
+// TestHeartbeatDropsSilentSession (issue 25, item 2): a switch that stops
+// answering but keeps its connection open is found out by the heartbeat:
+// the session is lost with ErrUnreachable; when it answers again, a new
+// session in a new term.
+func TestHeartbeatDropsSilentSession(t *testing.T) {
+	hs := &hangingServer{hung: make(chan struct{})}
+	addr := serveHanging(t, hs)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := dialPrimary(t, ctx, runtime.Options{Addr: ln.Addr().String(), DeviceID: 1, ElectionLow: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+	c, err := dialPrimary(t, ctx, runtime.Options{Addr: addr, DeviceID: 1, ElectionLow: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 		Heartbeat: 20 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -176,18 +184,10 @@ func TestHeartbeatDropsSilentSession(t *testing.T) {
 // it as before.
 func TestHeartbeatLateWhileSwitchAnswers(t *testing.T) {
 	hs := &hangingServer{hung: make(chan struct{}), late: make(chan struct{}, 100)}
-	close(hs.hung)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	p4v1.RegisterP4RuntimeServer(gs, hs)
-	go gs.Serve(ln)
-	defer gs.Stop()
+	addr := serveHanging(t, hs)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := dialPrimary(t, ctx, runtime.Options{Addr: ln.Addr().String(), DeviceID: 1, ElectionLow: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+	c, err := dialPrimary(t, ctx, runtime.Options{Addr: addr, DeviceID: 1, ElectionLow: 1, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
 		Heartbeat: 20 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
