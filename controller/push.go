@@ -364,15 +364,22 @@ func oneLine(s string) string {
 // checkTransition checks d against the tables of a target that knows
 // their size (targets.Sized) before anything is written.
 func checkTransition(ts *target, d compiler.Diff) error {
-	sz, ok := ts.t.(targets.Sized)
+	cp, ok := capacityOf(ts)
 	if !ok {
 		return nil
 	}
-	cp, err := sz.Capacity()
-	if err != nil {
-		return nil // a program without lb.p4's tables fails elsewhere, by name
-	}
 	return compiler.CheckTransition(ts.held, d, cp)
+}
+
+// capacityOf is the size of ts's tables, when it knows them (a program
+// without lb.p4's tables fails elsewhere, by name).
+func capacityOf(ts *target) (compiler.Capacity, bool) {
+	sz, ok := ts.t.(targets.Sized)
+	if !ok {
+		return compiler.Capacity{}, false
+	}
+	cp, err := sz.Capacity()
+	return cp, err == nil
 }
 
 // fits reports why cfg cannot be taken: a target whose tables do not hold
@@ -382,12 +389,8 @@ func checkTransition(ts *target, d compiler.Diff) error {
 func (c *Controller) fits(cfg *compiler.Config) error {
 	var r *Reconciled
 	for _, ts := range c.tgts {
-		sz, ok := ts.t.(targets.Sized)
+		cp, ok := capacityOf(ts)
 		if !ok {
-			continue
-		}
-		cp, err := sz.Capacity()
-		if err != nil {
 			continue
 		}
 		if ps := compiler.CheckCapacity(cfg, cp); len(ps) > 0 {
@@ -400,6 +403,7 @@ func (c *Controller) fits(cfg *compiler.Config) error {
 			// Before the health the configuration needs is known (a
 			// weight not probed yet), nothing compiles: the push checks
 			// the change then, before it writes.
+			var err error
 			if r, err = Reconcile(cfg, c.mon.State(), c.ir, c.now()); err != nil {
 				return nil
 			}
