@@ -726,3 +726,79 @@ func TestReadBackShowsStoredFieldsInForce(t *testing.T) {
 		t.Errorf("a second push writes %d changes:\n%s", len(d.Changes), d.Summary())
 	}
 }
+
+// TestReadCutShortFailsWhole (issue 31, item 5): a read-back whose
+// context ends part-way (the session with the switch ended: the
+// controller cancels it) fails at that RPC, whichever it is, and returns
+// no state. Reads of the default entries used to swallow the error as
+// "never written", so the read went on to convert everything it had and
+// returned a state without tunnel sources or MTU as if it were the
+// switch's.
+func TestReadCutShortFailsWhole(t *testing.T) {
+	b := newBench(t, true, p4rt.Options{})
+	tg := b.open(t, 1)
+	if _, err := push(t, tg, load(t, testConfig), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	ent := func(req *p4v1.ReadRequest) *p4v1.TableEntry {
+		if len(req.Entities) != 1 {
+			return nil
+		}
+		return req.Entities[0].GetTableEntry()
+	}
+	for _, tc := range []struct {
+		name string
+		at   func(*p4v1.TableEntry) bool
+	}{
+		{"ring", func(e *p4v1.TableEntry) bool { return e.TableId == tg.tr.TableID(tRing) && !e.IsDefaultAction }},
+		{"tunnel source default", func(e *p4v1.TableEntry) bool {
+			return e.TableId == tg.tr.TableID(tTunnelSource) && e.IsDefaultAction
+		}},
+		{"MTU default", func(e *p4v1.TableEntry) bool { return e.TableId == tg.tr.TableID(tEgressMTU) && e.IsDefaultAction }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			b.srv.OnRead(func(req *p4v1.ReadRequest) {
+				if e := ent(req); e != nil && tc.at(e) {
+					cancel()
+				}
+			})
+			defer b.srv.OnRead(nil)
+			ir, err := tg.Read(ctx)
+			if err == nil || !errors.Is(err, context.Canceled) && status.Code(err) != codes.Canceled {
+				t.Fatalf("read cut short at the %s: %v (IR with %d services), want the context's error", tc.name, err, len(irServices(ir)))
+			}
+			if ir != nil {
+				t.Fatalf("read cut short at the %s returned a state", tc.name)
+			}
+		})
+	}
+	// The same reads, not cut short, give the whole state.
+	held, err := tg.Read(context.Background())
+	if err != nil || held.TunnelSource4.String() != "192.0.2.1" {
+		t.Fatalf("read back: %v", err)
+	}
+	// Cut short after the reads, the conversion of the ring stops too.
+	tabs := Tables{}
+	for _, name := range []string{tVIPPort, tVIPProto, tVIPAddr, tService, tRing, tBackend} {
+		if tabs[name], err = tg.c.ReadTable(context.Background(), tg.tr.TableID(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if ir, err := tg.tr.IRContext(ctx, tabs, nil); !errors.Is(err, context.Canceled) || ir != nil {
+		t.Fatalf("conversion after the context ended: %v, %v; want the context's error", ir != nil, err)
+	}
+	if _, err := tg.tr.IRContext(context.Background(), tabs, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func irServices(ir *compiler.IR) []compiler.ServiceRow {
+	if ir == nil {
+		return nil
+	}
+	return ir.Services
+}

@@ -331,7 +331,12 @@ func (t *Target) MetadataInEntries() {}
 // Close releases the connection; the switch keeps its tables.
 func (t *Target) Close() error { return t.c.Close() }
 
-// Read returns the IR the switch holds.
+// Read returns the IR the switch holds. Every RPC comes first and the
+// conversion last, and a read that the context cut short fails as a whole:
+// a huge ring read back and converted after the session ended would
+// otherwise hold the caller for seconds, and return a state without the
+// tunnel sources and MTU, which reads that failed do not show (issue 31,
+// item 5).
 func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
 	tabs := Tables{}
 	for _, name := range []string{tVIPPort, tVIPProto, tVIPAddr, tService, tRing, tBackend} {
@@ -343,14 +348,27 @@ func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
 	}
 	tunnel, err := t.c.ReadDefault(ctx, t.tr.TableID(tTunnelSource))
 	if err != nil {
+		if lost(ctx, err) {
+			return nil, fmt.Errorf("read the default entry of %s: %w", tTunnelSource, err)
+		}
 		tunnel = nil // never written: no tunnel source
 	}
-	ir, err := t.tr.IR(tabs, tunnel)
+	mtu, err := t.c.ReadDefault(ctx, t.tr.TableID(tEgressMTU))
+	if err != nil {
+		if lost(ctx, err) {
+			return nil, fmt.Errorf("read the default entry of %s: %w", tEgressMTU, err)
+		}
+		mtu = nil // never written: no MTU
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("read back: %w", err)
+	}
+	ir, err := t.tr.IRContext(ctx, tabs, tunnel)
 	if err != nil {
 		return nil, err
 	}
-	if e, err := t.c.ReadDefault(ctx, t.tr.TableID(tEgressMTU)); err == nil {
-		ir.MTU = t.tr.MTU(e)
+	if mtu != nil {
+		ir.MTU = t.tr.MTU(mtu)
 	}
 	for _, s := range ir.Services {
 		t.svcNames[s.ID] = s.Name
@@ -360,6 +378,19 @@ func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
 	}
 	t.next = [2]uint32{max(t.next[0], ir.NextServiceID), max(t.next[1], ir.NextBackendID)}
 	return ir, nil
+}
+
+// lost: err says the read did not reach the switch (the context ended, or
+// the connection), not that the entry is absent.
+func lost(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable:
+		return true
+	}
+	return false
 }
 
 // batch is a run of changes to one table, written in one RPC.

@@ -1,6 +1,7 @@
 package bmv2
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -290,6 +291,13 @@ type Tables map[string][]*p4v1.TableEntry
 // IR rebuilds the IR from a device's entries and the tunnel_source default
 // entry (nil when unset).
 func (tr *Translator) IR(tabs Tables, tunnel *p4v1.TableEntry) (*compiler.IR, error) {
+	return tr.IRContext(context.Background(), tabs, tunnel)
+}
+
+// IRContext is IR that stops when ctx ends: a million ring entries take
+// seconds to decode (1.3 s for 524,296 here, loaded), which a read-back
+// the session's end cut short must not spend.
+func (tr *Translator) IRContext(ctx context.Context, tabs Tables, tunnel *p4v1.TableEntry) (*compiler.IR, error) {
 	ir := &compiler.IR{}
 	var next [2]uint32
 	for _, name := range []string{tVIPPort, tVIPProto, tVIPAddr} {
@@ -337,7 +345,10 @@ func (tr *Translator) IR(tabs Tables, tunnel *p4v1.TableEntry) (*compiler.IR, er
 		ir.Services = append(ir.Services, s)
 	}
 	rings := map[uint32]*compiler.RingRows{}
-	for _, e := range tabs[tRing] {
+	for i, e := range tabs[tRing] {
+		if i%4096 == 0 && ctx.Err() != nil {
+			return nil, fmt.Errorf("read back: %w", ctx.Err())
+		}
 		d, err := tr.s.Decode(e)
 		if err != nil {
 			return nil, err

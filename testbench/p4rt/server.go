@@ -66,6 +66,7 @@ type Server struct {
 	failIn, stopIn     int
 	failCode, stopCode codes.Code
 	readCalls          int
+	onRead             func(req *p4v1.ReadRequest)
 	// HoldCapabilities: Capabilities waits for capRelease; capLate hears
 	// of each call its client gave up on meanwhile. Under capMu, not mu:
 	// the heartbeat is answered while a long read holds mu, as a switch
@@ -202,6 +203,15 @@ func (s *Server) OnUpdate(f func(v View)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onUpdate = f
+}
+
+// OnRead installs (or, with nil, removes) f, called with each Read
+// request before it is answered, outside the server's lock: a test can
+// stop a read-back at a chosen RPC.
+func (s *Server) OnRead(f func(req *p4v1.ReadRequest)) {
+	s.mu.Lock()
+	s.onRead = f
+	s.mu.Unlock()
 }
 
 // Log returns the applied updates in order.
@@ -608,6 +618,12 @@ func (s *Server) applyCounter(op p4v1.Update_Type, ce *p4v1.CounterEntry) error 
 // Read answers every entity of the request in one response, as BMv2 does:
 // a client must raise gRPC's receive limit for large tables.
 func (s *Server) Read(req *p4v1.ReadRequest, stream p4v1.P4Runtime_ReadServer) error {
+	s.mu.Lock()
+	hook := s.onRead
+	s.mu.Unlock()
+	if hook != nil {
+		hook(req)
+	}
 	s.mu.Lock()
 	out, err := s.read(req)
 	s.readCalls++
