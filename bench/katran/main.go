@@ -27,6 +27,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -64,7 +65,21 @@ func main() {
 	calls1000 := flag.Int("calls1000", 100, "Repeat-1000 calls per program, path and round")
 	cpu := flag.Int("cpu", 0, "the CPU to pin to")
 	lruSize := flag.Int("lru", 131072, "entries of each of Katran's per-CPU LRUs (lbc's conntrack is its default, 262,144, global)")
+	flag.StringVar(&loopProg, "loop", "", "profile mode: run only this program (lbc, katran, pass, lbc_min) through the wrapper, Repeat 1000, for -seconds, on -path; for perf record or bpftool while it runs")
+	flag.StringVar(&loopPath, "path", "hit", "profile mode: the path (hit, new, syn, notvip)")
+	flag.DurationVar(&loopFor, "seconds", 10*time.Second, "profile mode: how long")
+	flag.BoolVar(&checkVerdicts, "check", true, "check every program's verdict on every path before measuring (off: for experiments that cut a program short)")
+	only := flag.String("paths", "hit,new,syn,notvip", "the paths to run (hit, new, syn, notvip)")
 	flag.Parse()
+	paths = paths[:0]
+	for _, p := range strings.Split(*only, ",") {
+		name, ok := pathNames[p]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "-paths: unknown path %q (want hit, new, syn, notvip)\n", p)
+			os.Exit(2)
+		}
+		paths = append(paths, name)
+	}
 	if *katranObj == "" || *wrapObj == "" {
 		fmt.Fprintln(os.Stderr, "usage: katran -katran balancer.bpf.o -wrap wrap.o (use make bench-katran KATRAN=/path/to/katran)")
 		os.Exit(2)
@@ -164,12 +179,15 @@ func run(katranObj, wrapObj string, rounds, calls1, calls1000, cpu, lruSize int)
 				want = 2 // XDP_PASS
 			}
 			ret, _, err := progs[name].Benchmark(in[path], 1, nil)
-			if err != nil || ret != want {
+			if err != nil || (checkVerdicts && ret != want) {
 				return fmt.Errorf("%s on %q: XDP action %d (%v), want %d", name, path, ret, err, want)
 			}
 		}
 	}
 
+	if loopProg != "" {
+		return loop(progs, wc, in, loopProg, loopPath, loopFor)
+	}
 	load := loadavg()
 	fmt.Printf("lbc beside Katran (balancer.bpf.o %s), same run, CPU %d, load average %s\n", katranObj, cpu, load)
 	r1 := newResult("Repeat 1 (one packet a call)", paths)
@@ -204,11 +222,7 @@ func run(katranObj, wrapObj string, rounds, calls1, calls1000, cpu, lruSize int)
 				r1.add(path, name, trimmed(times[name]))
 			}
 			// Repeat 1000 through the wrapper.
-			var cfg [20]byte
-			binary := in[path]
-			putLE32(cfg[0:4], uint32(len(binary)))
-			copy(cfg[4:18], binary[:14])
-			if err := wc.Maps["wrap_cfg"].Put(uint32(0), cfg[:]); err != nil {
+			if err := setWrap(wc, in[path]); err != nil {
 				return err
 			}
 			times = map[string][]float64{}
@@ -252,4 +266,57 @@ func loadavg() string {
 		return "?"
 	}
 	return string(b[:14])
+}
+
+var (
+	loopProg, loopPath string
+	loopFor            time.Duration
+	checkVerdicts      bool
+)
+
+var pathNames = map[string]string{"hit": pathHit, "new": pathNew, "syn": pathSyn, "notvip": pathNotVIP}
+
+// setWrap tells the wrapper the input it restores.
+func setWrap(wc *ebpf.Collection, in []byte) error {
+	var cfg [20]byte
+	putLE32(cfg[0:4], uint32(len(in)))
+	copy(cfg[4:18], in[:14])
+	return wc.Maps["wrap_cfg"].Put(uint32(0), cfg[:])
+}
+
+// loop runs one program on one path until d has passed: the profile mode.
+func loop(progs map[string]*ebpf.Program, wc *ebpf.Collection, in map[string][]byte, prog, path string, d time.Duration) error {
+	p, ok := pathNames[path]
+	if !ok {
+		return fmt.Errorf("-path %q: want hit, new, syn or notvip", path)
+	}
+	k := -1
+	for i, name := range progOrder {
+		if name == prog {
+			k = i
+		}
+	}
+	if k < 0 {
+		return fmt.Errorf("-loop %q: want one of %v", prog, progOrder)
+	}
+	if err := setWrap(wc, in[p]); err != nil {
+		return err
+	}
+	w := fmt.Sprintf("wrap_%d", k)
+	if p == pathNew {
+		w = fmt.Sprintf("wrap_nf_%d", k)
+	}
+	info, _ := progs[prog].Info()
+	id, _ := info.ID()
+	fmt.Printf("looping %s (program id %d) via %s on %q for %v\n", prog, id, w, p, d)
+	var times []float64
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		_, t, err := wc.Programs[w].Benchmark(in[p], 1000, nil)
+		if err != nil {
+			return err
+		}
+		times = append(times, float64(t))
+	}
+	fmt.Printf("%d calls, trimmed mean %.1f ns a packet\n", len(times), trimmed(times))
+	return nil
 }
