@@ -43,6 +43,7 @@ const (
 	progKatran = "katran"
 	progPass   = "pass"
 	progMin    = "lbc_min"
+	progB      = "lbc-B" // -variant: another build of lbc, on the same tables
 )
 
 var progOrder = []string{progLBC, progKatran, progPass, progMin}
@@ -68,6 +69,7 @@ func main() {
 	flag.StringVar(&loopProg, "loop", "", "profile mode: run only this program (lbc, katran, pass, lbc_min) through the wrapper, Repeat 1000, for -seconds, on -path; for perf record or bpftool while it runs")
 	flag.StringVar(&loopPath, "path", "hit", "profile mode: the path (hit, new, syn, notvip)")
 	flag.DurationVar(&loopFor, "seconds", 10*time.Second, "profile mode: how long")
+	flag.StringVar(&variantObj, "variant", "", "A/B mode: another build of lbc's production object (fallback/lb_bpfel.o of a change), run as lbc-B beside the others on the same tables")
 	flag.BoolVar(&checkVerdicts, "check", true, "check every program's verdict on every path before measuring (off: for experiments that cut a program short)")
 	only := flag.String("paths", "hit,new,syn,notvip", "the paths to run (hit, new, syn, notvip)")
 	flag.Parse()
@@ -144,6 +146,16 @@ func run(katranObj, wrapObj string, rounds, calls1, calls1000, cpu, lruSize int)
 	}
 	defer kat.Close()
 	progs := map[string]*ebpf.Program{progLBC: dp.Prog, progKatran: kat.prog, progPass: dp.Pass, progMin: dp.Min}
+
+	if variantObj != "" {
+		b, err := loadVariant(variantObj, dp)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		progs[progB] = b
+		progOrder = append(progOrder, progB)
+	}
 
 	wc, err := ebpf.LoadCollection(wrapObj)
 	if err != nil {
@@ -272,6 +284,7 @@ var (
 	loopProg, loopPath string
 	loopFor            time.Duration
 	checkVerdicts      bool
+	variantObj         string
 )
 
 var pathNames = map[string]string{"hit": pathHit, "new": pathNew, "syn": pathSyn, "notvip": pathNotVIP}
@@ -319,4 +332,45 @@ func loop(progs map[string]*ebpf.Program, wc *ebpf.Collection, in map[string][]b
 	}
 	fmt.Printf("%d calls, trimmed mean %.1f ns a packet\n", len(times), trimmed(times))
 	return nil
+}
+
+// loadVariant loads lbc_xdp from another build of lbc's production object
+// onto the tables of dp (map replacements by name), so that lbc and lbc-B
+// see the same services, backends and conntrack.
+func loadVariant(path string, dp *fallback.Datapath) (*ebpf.Program, error) {
+	spec, err := ebpf.LoadCollectionSpec(path)
+	if err != nil {
+		return nil, fmt.Errorf("-variant: %w", err)
+	}
+	maps := map[string]*ebpf.Map{
+		"vips": dp.Vips, "services": dp.Services, "rings": dp.Rings, "backends": dp.Backends,
+		"conntrack": dp.Conntrack, "config": dp.Config, "stats": dp.Stats,
+		"service_stats": dp.ServiceStats, "backend_stats": dp.BackendStats, "vip_filter": dp.VipFilter,
+	}
+	repl := map[string]*ebpf.Map{}
+	for name, ms := range spec.Maps {
+		m, ok := maps[name]
+		if !ok {
+			continue
+		}
+		info, err := m.Info()
+		if err != nil {
+			return nil, err
+		}
+		ms.MaxEntries = info.MaxEntries
+		repl[name] = m
+	}
+	for name := range spec.Programs {
+		if name != "lbc_xdp" {
+			delete(spec.Programs, name)
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
+	if err != nil {
+		return nil, fmt.Errorf("-variant %s: %w", path, err)
+	}
+	p := coll.Programs["lbc_xdp"]
+	delete(coll.Programs, "lbc_xdp")
+	coll.Close()
+	return p, nil
 }

@@ -116,4 +116,17 @@ func (r *result) write(w io.Writer) {
 		}
 		fmt.Fprintln(w, "| "+strings.Join(row, " | ")+" |")
 	}
+	if len(r.times[r.paths[0]][progB]) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nA/B: lbc-B (-variant) on the same tables, same rounds\n")
+	head = []string{"path", "lbc-B ÷ lbc", "lbc-B ÷ Katran", "lbc-B ÷ lbc_min", "lbc-B ns"}
+	fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
+	fmt.Fprintln(w, "|"+strings.Repeat("---|", len(head)))
+	for _, p := range r.paths {
+		t := r.times[p]
+		row := []string{p, spanOf(ratios(t[progB], t[progLBC])).ratio(), spanOf(ratios(t[progB], t[progKatran])).ratio(),
+			spanOf(ratios(t[progB], t[progMin])).ratio(), spanOf(t[progB]).ns()}
+		fmt.Fprintln(w, "| "+strings.Join(row, " | ")+" |")
+	}
 }

@@ -77,5 +77,6 @@ WRAP(0)
 WRAP(1)
 WRAP(2)
 WRAP(3)
+WRAP(4)
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
