@@ -278,7 +278,9 @@ soak:
 # into KATRAN_BUILD, then runs bench/katran (its own module): lbc, Katran,
 # XDP_PASS and lbc_min interleaved call by call on CPU BENCH_CPU, per path,
 # over BENCH_ROUNDS rounds; prints lbc ÷ Katran per round (range, median).
-#   make bench-katran KATRAN=/path/to/katran [BENCH_ROUNDS=5] [BENCH_CPU=0]
+#   make bench-katran KATRAN=/path/to/katran [BENCH_ROUNDS=5] [BENCH_CPU=0] [BENCH_ARGS=...]
+# BENCH_ARGS passes flags to bench/katran (go run ./bench/katran -h from
+# bench/katran lists them: -paths, -lbc-conntrack, -variant for A/B, -loop).
 KATRAN_COMMIT = 19f08fec82fb7b5fb14d935a80057bdc0897c8de
 KATRAN_BUILD ?= $(or $(TMPDIR),/tmp)/lbc-bench-katran
 BENCH_ROUNDS ?= 5
@@ -296,4 +298,4 @@ bench-katran:
 	cp $(KATRAN)/katran/lib/linux_includes/* $(KATRAN_BUILD)/bpfprog/include/
 	$(MAKE) -C $(KATRAN_BUILD)/bpfprog CLANG=$(CLANG) LLC=$(LLC) bpf/balancer.bpf.o
 	$(CLANG) -O2 -g -target bpf -I/usr/include/$$(uname -m)-linux-gnu -c bench/katran/bpf/wrap.c -o $(KATRAN_BUILD)/wrap.o
-	cd bench/katran && $(GO) run . -katran $(KATRAN_BUILD)/bpfprog/bpf/balancer.bpf.o -wrap $(KATRAN_BUILD)/wrap.o -rounds $(BENCH_ROUNDS) -cpu $(BENCH_CPU)
+	cd bench/katran && $(GO) run . -katran $(KATRAN_BUILD)/bpfprog/bpf/balancer.bpf.o -wrap $(KATRAN_BUILD)/wrap.o -rounds $(BENCH_ROUNDS) -cpu $(BENCH_CPU) $(BENCH_ARGS)

@@ -69,6 +69,7 @@ func main() {
 	flag.StringVar(&loopProg, "loop", "", "profile mode: run only this program (lbc, katran, pass, lbc_min) through the wrapper, Repeat 1000, for -seconds, on -path; for perf record or bpftool while it runs")
 	flag.StringVar(&loopPath, "path", "hit", "profile mode: the path (hit, new, syn, notvip)")
 	flag.DurationVar(&loopFor, "seconds", 10*time.Second, "profile mode: how long")
+	flag.UintVar(&lbcConntrack, "lbc-conntrack", 0, "entries of lbc's conntrack (0: its default, 262,144)")
 	flag.StringVar(&variantObj, "variant", "", "A/B mode: another build of lbc's production object (fallback/lb_bpfel.o of a change), run as lbc-B beside the others on the same tables")
 	flag.BoolVar(&checkVerdicts, "check", true, "check every program's verdict on every path before measuring (off: for experiments that cut a program short)")
 	only := flag.String("paths", "hit,new,syn,notvip", "the paths to run (hit, new, syn, notvip)")
@@ -129,7 +130,7 @@ func run(katranObj, wrapObj string, rounds, calls1, calls1000, cpu, lruSize int)
 		return fmt.Errorf("pin to CPU %d: %w", cpu, err)
 	}
 
-	dp, err := fallback.Load(fallback.LoadOptions{Bench: true})
+	dp, err := fallback.Load(fallback.LoadOptions{Bench: true, ConntrackEntries: uint32(lbcConntrack)})
 	if err != nil {
 		return fmt.Errorf("load lbc (needs root): %w", err)
 	}
@@ -285,6 +286,7 @@ var (
 	loopFor            time.Duration
 	checkVerdicts      bool
 	variantObj         string
+	lbcConntrack       uint
 )
 
 var pathNames = map[string]string{"hit": pathHit, "new": pathNew, "syn": pathSyn, "notvip": pathNotVIP}
@@ -367,7 +369,7 @@ func loadVariant(path string, dp *fallback.Datapath) (*ebpf.Program, error) {
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
 	if err != nil {
-		return nil, fmt.Errorf("-variant %s: %w", path, err)
+		return nil, fmt.Errorf("-variant %s: %+v", path, err)
 	}
 	p := coll.Programs["lbc_xdp"]
 	delete(coll.Programs, "lbc_xdp")
