@@ -70,7 +70,7 @@ func main() {
 	flag.StringVar(&loopPath, "path", "hit", "profile mode: the path (hit, new, syn, notvip)")
 	flag.DurationVar(&loopFor, "seconds", 10*time.Second, "profile mode: how long")
 	flag.UintVar(&lbcConntrack, "lbc-conntrack", 0, "entries of lbc's conntrack (0: its default, 262,144)")
-	flag.StringVar(&variantObj, "variant", "", "A/B mode: another build of lbc's production object (fallback/lb_bpfel.o of a change), run as lbc-B beside the others on the same tables")
+	flag.StringVar(&variantObj, "variant", "", "A/B mode: another build of lbc's production object (fallback/lb_bpfel.o of a change), run as lbc-B beside the others on the same tables (they share the conntrack, so only paths that leave it as they found it compare: hit, SYN of an existing flow, not a VIP)")
 	flag.BoolVar(&checkVerdicts, "check", true, "check every program's verdict on every path before measuring (off: for experiments that cut a program short)")
 	only := flag.String("paths", "hit,new,syn,notvip", "the paths to run (hit, new, syn, notvip)")
 	flag.Parse()
