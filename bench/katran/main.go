@@ -198,6 +198,15 @@ func run(katranObj, wrapObj string, rounds, calls1, calls1000, cpu, lruSize int)
 		}
 	}
 
+	// Check that lbc takes the path each case names (its own counters),
+	// one packet a call and through the wrapper.
+	if checkVerdicts {
+		for _, path := range paths {
+			if err := checkPath(dp, wc, in[path], path); err != nil {
+				return err
+			}
+		}
+	}
 	if loopProg != "" {
 		return loop(progs, wc, in, loopProg, loopPath, loopFor)
 	}
@@ -375,4 +384,53 @@ func loadVariant(path string, dp *fallback.Datapath) (*ebpf.Program, error) {
 	delete(coll.Programs, "lbc_xdp")
 	coll.Close()
 	return p, nil
+}
+
+// lbcCounter is the counter of lbc's that each path must move by one a
+// packet.
+var lbcCounter = map[string]string{pathHit: "ct-hit", pathNew: "ct-new", pathSyn: "ct-new", pathNotVIP: "not-ours"}
+
+// checkPath runs lbc on path once alone and 10 times through the wrapper,
+// and checks that its counter moved by as many packets.
+func checkPath(dp *fallback.Datapath, wc *ebpf.Collection, in []byte, path string) error {
+	name := lbcCounter[path]
+	read := func() (uint64, error) {
+		st, err := dp.ReadStats()
+		return st.Global[name], err
+	}
+	pkt := in
+	if path == pathNew { // a flow no earlier call has seen
+		p := syn()
+		p.Src = netip.AddrFrom4([4]byte{192, 0, 2, 99})
+		f, err := frame(p)
+		if err != nil {
+			return err
+		}
+		pkt = f
+	}
+	before, err := read()
+	if err != nil {
+		return err
+	}
+	if _, _, err := dp.Prog.Benchmark(pkt, 1, nil); err != nil {
+		return err
+	}
+	if err := setWrap(wc, in); err != nil {
+		return err
+	}
+	w := "wrap_0" // lbc
+	if path == pathNew {
+		w = "wrap_nf_0"
+	}
+	if _, _, err := wc.Programs[w].Benchmark(in, 10, nil); err != nil {
+		return err
+	}
+	after, err := read()
+	if err != nil {
+		return err
+	}
+	if after-before != 11 {
+		return fmt.Errorf("lbc on %q: counter %s moved by %d in 11 packets, want 11: the bench does not measure the path it names", path, name, after-before)
+	}
+	return nil
 }
