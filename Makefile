@@ -4,7 +4,7 @@
 
 GO ?= go
 
-.PHONY: all build test bpf check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake soak proto check-generated-proto testgen check-generated-testgen
+.PHONY: all build test bpf bench-katran check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake soak proto check-generated-proto testgen check-generated-testgen
 
 # make (make build): the two binaries, ./lbc and ./lbc-testbench, at the root
 # of the tree (git ignores them). go install ./cmd/... puts them in
@@ -269,3 +269,33 @@ SOAK ?= 30m
 SOAK_OUT ?= soak-out
 soak:
 	$(GO) run ./cmd/lbc-testbench soak --duration $(SOAK) --out $(SOAK_OUT)
+
+# lbc beside Katran in the same run (issue 34; docs/xdp.md, "Beside Katran,
+# same runs"). Root. KATRAN is a checkout of facebookincubator/katran at
+# KATRAN_COMMIT (not vendored, not in CI). Builds Katran's balancer.bpf.o
+# with Katran's own flags (katran/lib/Makefile-bpf, laid out as
+# build_bpf_modules_opensource.sh lays it out) and bench/katran/bpf/wrap.c
+# into KATRAN_BUILD, then runs bench/katran (its own module): lbc, Katran,
+# XDP_PASS and lbc_min interleaved call by call on CPU BENCH_CPU, per path,
+# over BENCH_ROUNDS rounds; prints lbc ÷ Katran per round (range, median).
+#   make bench-katran KATRAN=/path/to/katran [BENCH_ROUNDS=5] [BENCH_CPU=0] [BENCH_ARGS=...]
+# BENCH_ARGS passes flags to bench/katran (go run ./bench/katran -h from
+# bench/katran lists them: -paths, -lbc-conntrack, -variant for A/B, -loop).
+KATRAN_COMMIT = 19f08fec82fb7b5fb14d935a80057bdc0897c8de
+KATRAN_BUILD ?= $(or $(TMPDIR),/tmp)/lbc-bench-katran
+BENCH_ROUNDS ?= 5
+BENCH_CPU ?= 0
+CLANG ?= clang
+LLC ?= llc
+bench-katran:
+	@test -n "$(KATRAN)" || { echo "bench-katran: set KATRAN to a checkout of https://github.com/facebookincubator/katran at $(KATRAN_COMMIT): git clone https://github.com/facebookincubator/katran && git -C katran checkout $(KATRAN_COMMIT); make bench-katran KATRAN=\$$PWD/katran"; exit 2; }
+	@test -f "$(KATRAN)/katran/lib/bpf/balancer.bpf.c" || { echo "bench-katran: $(KATRAN) is not a Katran checkout (no katran/lib/bpf/balancer.bpf.c)"; exit 2; }
+	@got=$$(git -C "$(KATRAN)" rev-parse HEAD 2>/dev/null); test "$$got" = "$(KATRAN_COMMIT)" || { echo "bench-katran: $(KATRAN) is at commit $${got:-unknown (not a git checkout)}, want $(KATRAN_COMMIT): git -C $(KATRAN) checkout $(KATRAN_COMMIT)"; exit 2; }
+	@test -z "$$(git -C "$(KATRAN)" status --porcelain -- katran/lib katran/decap)" || { echo "bench-katran: $(KATRAN) has local changes under katran/lib or katran/decap; the comparison is of the commit as published"; exit 2; }
+	rm -rf $(KATRAN_BUILD) && mkdir -p $(KATRAN_BUILD)/bpfprog/include $(KATRAN_BUILD)/bpfprog/katran/lib $(KATRAN_BUILD)/bpfprog/bpf
+	cp $(KATRAN)/katran/lib/Makefile-bpf $(KATRAN_BUILD)/bpfprog/Makefile
+	cp -r $(KATRAN)/katran/lib/bpf $(KATRAN)/katran/lib/linux_includes $(KATRAN_BUILD)/bpfprog/katran/lib/
+	cp $(KATRAN)/katran/lib/linux_includes/* $(KATRAN_BUILD)/bpfprog/include/
+	$(MAKE) -C $(KATRAN_BUILD)/bpfprog CLANG=$(CLANG) LLC=$(LLC) bpf/balancer.bpf.o
+	$(CLANG) -O2 -g -target bpf -I/usr/include/$$(uname -m)-linux-gnu -c bench/katran/bpf/wrap.c -o $(KATRAN_BUILD)/wrap.o
+	cd bench/katran && $(GO) run . -katran $(KATRAN_BUILD)/bpfprog/bpf/balancer.bpf.o -wrap $(KATRAN_BUILD)/wrap.o -rounds $(BENCH_ROUNDS) -cpu $(BENCH_CPU) $(BENCH_ARGS)
