@@ -155,7 +155,7 @@ func TestRCTCAP_SteadyBelowFill(t *testing.T) {
 // CommittedRegisterHeld) are the measure's: at Steady flows the
 // steady-state loss is within 1 %, at 1 % more it is not (seed 1; the
 // search itself, TNASteadyFlowsHeld, takes 15 s to minutes per geometry);
-// the fill figures are TNAFlowsHeld's.
+// the fill figures are TNAFlowsHeld's and RegisterFlowsHeld's.
 func TestRCTCAP_CommittedFigures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures up to 1,048,576 slots (about a minute); -short skips it")
@@ -184,7 +184,8 @@ func TestRCTCAP_CommittedFigures(t *testing.T) {
 		t.Fatal("BMv2 262,144 × 4: no committed figures")
 	}
 	cases = append(cases, geom{"BMv2 262,144 buckets × 4 ways", f,
-		func(n int) (float64, error) { return RegisterSteadyLoss(262144, P4Ways, n, 1) }, nil})
+		func(n int) (float64, error) { return RegisterSteadyLoss(262144, P4Ways, n, 1) },
+		func() (int, error) { return RegisterFlowsHeld(262144, P4Ways) }})
 	for _, c := range cases {
 		at, err := c.loss(c.f.Steady)
 		if err != nil {
