@@ -186,21 +186,24 @@ func TestRCTCAP_CommittedFigures(t *testing.T) {
 	cases = append(cases, geom{"BMv2 262,144 buckets × 4 ways", f,
 		func(n int) (float64, error) { return RegisterSteadyLoss(262144, P4Ways, n, 1) },
 		func() (int, error) { return RegisterFlowsHeld(262144, P4Ways) }})
+	// One subtest per geometry, in parallel: each is a few CPU-seconds,
+	// and on a loaded machine the wall time is what counts.
 	for _, c := range cases {
-		at, err := c.loss(c.f.Steady)
-		if err != nil {
-			t.Fatal(err)
-		}
-		more := c.f.Steady + c.f.Steady/100
-		above, _ := c.loss(more)
-		t.Logf("%s: steady-state loss %.4f at %d flows, %.4f at %d; fill from empty %d", c.name, at, c.f.Steady, above, more, c.f.Fill)
-		if at > HeldLoss || above <= HeldLoss {
-			t.Errorf("%s: %d flows held in steady state, but the loss is %.4f there and %.4f at %d: measure again (TNASteadyFlowsHeld, RegisterSteadyFlowsHeld, seed 1) and update CommittedTNAHeld/CommittedRegisterHeld and the docs", c.name, c.f.Steady, at, above, more)
-		}
-		if c.fill != nil {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			at, err := c.loss(c.f.Steady)
+			if err != nil {
+				t.Fatal(err)
+			}
+			more := c.f.Steady + c.f.Steady/100
+			above, _ := c.loss(more)
+			t.Logf("%s: steady-state loss %.4f at %d flows, %.4f at %d; fill from empty %d", c.name, at, c.f.Steady, above, more, c.f.Fill)
+			if at > HeldLoss || above <= HeldLoss {
+				t.Errorf("%s: %d flows held in steady state, but the loss is %.4f there and %.4f at %d: measure again (TNASteadyFlowsHeld, RegisterSteadyFlowsHeld, seed 1) and update CommittedTNAHeld/CommittedRegisterHeld and the docs", c.name, c.f.Steady, at, above, more)
+			}
 			if fill, err := c.fill(); err != nil || fill != c.f.Fill {
 				t.Errorf("%s: fill figure %d, measured %d (%v)", c.name, c.f.Fill, fill, err)
 			}
-		}
+		})
 	}
 }
