@@ -157,8 +157,10 @@ func SteadyFlowsHeld(loss func(n int) (float64, error), max int) (int, error) {
 			hi = m
 		}
 	}
-	if l, err := loss(hi); err != nil || l <= HeldLoss {
-		return hi, err
+	if hi == max { // never measured: every midpoint was within
+		if l, err := loss(hi); err != nil || l <= HeldLoss {
+			return hi, err
+		}
 	}
 	return lo, nil
 }
