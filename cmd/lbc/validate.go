@@ -124,7 +124,7 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 		for _, t := range cp.Tables {
 			line := fmt.Sprintf("  %-22s %d of %d %s", t.Table, u[t.Holds], t.Size, t.Holds)
 			if t.Holds == compiler.HoldsConnections {
-				line = fmt.Sprintf("  %-22s %d %s", t.Table, t.Size, t.Holds)
+				line = fmt.Sprintf("  %-22s %d %s%s", t.Table, t.Size, t.Holds, connHeld(name, t.Size))
 				if want := u[t.Holds]; want > 0 {
 					line += fmt.Sprintf(" (limits.maxConnections %d)%s", want, connLoss(name, t.Size, want))
 				}
@@ -135,31 +135,50 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 	},
 }
 
-// connLoss is the share of live connections that a register conntrack
-// loses to collisions at the given number of live connections, as
-// targets/sim predicts it: a 4-way set per bucket on bmv2 (size is its
-// slots), the TNA program's ways on tofino (size is the flows it holds at
-// 1 %; the model measures the loss at conns flows); an LRU map loses none
-// before it is full.
+// connHeld is R-CT-CAP's figure for a conntrack whose size is its slots
+// (bmv2: 4-way buckets): the flows it holds at ≤ 1 % loss in steady state,
+// and by a fill from empty, labelled. On tofino the size is already the
+// steady-state figure (its table's name gives the fill).
+func connHeld(target string, size int) string {
+	if target != "bmv2" || size < sim.P4Ways {
+		return ""
+	}
+	f, err := sim.RegisterHeld(size/sim.P4Ways, sim.P4Ways)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (slots; R-CT-CAP: %d flows held at ≤ 1 %% steady-state loss, %d by a fill from empty)", f.Steady, f.Fill)
+}
+
+// connLoss is what the conntrack loses at limits.maxConnections live
+// flows in R-CT-CAP's steady state (flows ending and starting at the same
+// rate), as targets/sim's model of its geometry predicts it (seed 1): on
+// bmv2 (size is its slots) the live entries evicted per new flow, by
+// 4-way buckets; on tofino (size is the flows held at 1 %) the new flows
+// refused an entry by the TNA program's ways. An LRU map loses none before
+// it is full.
 func connLoss(target string, size, conns int) string {
 	var loss float64
 	var err error
+	var what string
 	switch target {
 	case "bmv2":
 		if size < sim.P4Ways {
 			return ""
 		}
-		loss, err = sim.LossAt(size/sim.P4Ways, sim.P4Ways, float64(conns)/float64(size), 1)
+		loss, err = sim.RegisterSteadyLoss(size/sim.P4Ways, sim.P4Ways, conns, 1)
+		what = "evict a live flow's entry"
 	case "tofino":
 		if conns > sim.TNATofino1.Slots() {
 			return ""
 		}
-		loss, err = sim.TNALossAt(sim.TNATofino1, conns, 1)
+		loss, err = sim.TNASteadyLoss(sim.TNATofino1, conns, 1)
+		what = "are refused an entry"
 	default:
 		return ""
 	}
 	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf("; at that occupancy %.2f%% of them collide and are re-selected (one sample of the model's geometry)", 100*loss)
+	return fmt.Sprintf("; at that occupancy %.2f%% of new flows %s (steady state, one sample of the model's geometry)", 100*loss, what)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/fallback"
+	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/lbc-dev/lbc/targets/tofino"
 )
 
@@ -105,7 +106,8 @@ func TestValidateTargetConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, err := runLBC(t, "validate", "-c", f, "--target", "tofino")
-	if err != nil || !strings.Contains(out, fmt.Sprintf("%d connections (limits.maxConnections %d); at that occupancy 0.", ct.Size, fits)) {
+	if err != nil || !strings.Contains(out, fmt.Sprintf("%d connections (limits.maxConnections %d); at that occupancy 0.", ct.Size, fits)) ||
+		!strings.Contains(out, "of new flows are refused an entry (steady state") {
 		t.Fatalf("tofino at %d: %v\n%s", fits, err, out)
 	}
 	cfg = strings.Replace(cfg, fmt.Sprintf("maxConnections: %d", fits), "maxConnections: 6000", 1)
@@ -113,8 +115,34 @@ func TestValidateTargetConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, err = runLBC(t, "validate", "-c", f, "--target", "bmv2")
-	if err != nil || !strings.Contains(out, "LbIngress.ct_sig       1048576 connections (limits.maxConnections 6000); at that occupancy") {
+	if err != nil || !strings.Contains(out, "LbIngress.ct_sig       1048576 connections (slots; R-CT-CAP: ") ||
+		!strings.Contains(out, " flows held at ≤ 1 % steady-state loss, 337279 by a fill from empty) (limits.maxConnections 6000); at that occupancy") {
 		t.Fatalf("bmv2: %v\n%s", err, out)
+	}
+}
+
+// TestValidatePrintsSteadyStateRCTCAP (issue 32, item 3): the conntrack
+// line of each P4 target gives R-CT-CAP's steady-state figure, the one the
+// model measures (sim.CommittedTNAHeld, sim.CommittedRegisterHeld), with
+// the fill from empty beside it, labelled; on tofino the steady-state
+// figure is the capacity limits.maxConnections is checked against.
+func TestValidatePrintsSteadyStateRCTCAP(t *testing.T) {
+	t1, ok := sim.CommittedTNAHeld(sim.TNATofino1)
+	bm, ok2 := sim.CommittedRegisterHeld(262144, sim.P4Ways)
+	if !ok || !ok2 {
+		t.Fatal("no committed figures for Tofino 1 or the BMv2 build")
+	}
+	if t1.Steady >= t1.Fill || bm.Steady >= bm.Fill {
+		t.Fatalf("steady state %+v, %+v: not below the fill", t1, bm)
+	}
+	for _, tc := range []struct{ target, want string }{
+		{"tofino", fmt.Sprintf("flows held at ≤ 1 %% steady-state refusal; %d by a fill from empty) %d connections", t1.Fill, t1.Steady)},
+		{"bmv2", fmt.Sprintf("(slots; R-CT-CAP: %d flows held at ≤ 1 %% steady-state loss, %d by a fill from empty)", bm.Steady, bm.Fill)},
+	} {
+		out, _, err := runLBC(t, "validate", "-c", "../../examples/failover.yaml", "--target", tc.target)
+		if err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("--target %s: %v\n%s\nwant %q", tc.target, err, out, tc.want)
+		}
 	}
 }
 

@@ -8,7 +8,9 @@ import (
 // HeldLoss is the entry loss R-CT-CAP states capacity at: 1 %.
 const HeldLoss = 0.01
 
-// FlowsHeld is R-CT-CAP's figure for a geometry: the largest number F of
+// FlowsHeld is R-CT-CAP's fill-from-empty figure for a geometry, which
+// overstates what it holds (the capacity is the steady state's,
+// SteadyFlowsHeld, ct_steady.go): the largest number F of
 // concurrent live flows such that, when F distinct flows are stored one per
 // time step and then all looked up, at most HeldLoss of them miss. loss(n)
 // is that experiment for n flows (LossAt, TNALossAt); F is searched in

@@ -415,11 +415,12 @@ func TestREPOCH_TNAEpochInSignature(t *testing.T) {
 	}
 }
 
-// TestRCTCAP_TNAFlowsHeld: R-CT-CAP's figure, measured by the model: the
+// TestRCTCAP_TNAFlowsHeld: R-CT-CAP's figure by a fill from empty (the
+// figure quoted before issue 32, kept beside the steady state's, which
+// TestRCTCAP_CommittedFigures checks), measured by the model: the
 // program's geometries hold at least 64 k (Tofino 1) and 256 k (Tofino 2)
-// flows at 1 % loss; the direct-mapped 2^16 slots of before held about
-// 1.4 k (the v1model build holds more than Tofino 2:
-// targets/bmv2/live's TestRCTCAP_BMv2HoldsTofino2).
+// flows at 1 % cumulative loss of a fill; the direct-mapped 2^16 slots of
+// before held about 1.4 k.
 func TestRCTCAP_TNAFlowsHeld(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures up to 524,288 slots (about 2 s); -short skips it")

@@ -11,31 +11,34 @@ import (
 	"github.com/lbc-dev/lbc/targets/sim"
 )
 
-// held is R-CT-CAP's figure for a geometry, measured by the model
-// (sim.TNAFlowsHeld, about a second per geometry).
+// held is R-CT-CAP's figures for a geometry: the committed geometries'
+// (sim.CommittedTNAHeld), or measured by the model (sim.TNAHeld: the
+// steady state's search takes seconds to minutes, once per process).
 var held = struct {
 	sync.Mutex
-	m map[sim.TNAGeometry]int
-}{m: map[sim.TNAGeometry]int{}}
+	m map[sim.TNAGeometry]sim.HeldFigures
+}{m: map[sim.TNAGeometry]sim.HeldFigures{}}
 
-func flowsHeld(g sim.TNAGeometry) (int, error) {
+func flowsHeld(g sim.TNAGeometry) (sim.HeldFigures, error) {
 	held.Lock()
 	defer held.Unlock()
-	if n, ok := held.m[g]; ok {
-		return n, nil
+	if f, ok := held.m[g]; ok {
+		return f, nil
 	}
-	n, err := sim.TNAFlowsHeld(g)
+	f, err := sim.TNAHeld(g)
 	if err != nil {
-		return 0, err
+		return f, err
 	}
-	held.m[g] = n
-	return n, nil
+	held.m[g] = f
+	return f, nil
 }
 
 // Capacity is the size of the TNA program's tables, read from its P4Info
 // (p4/tna/build/lb.p4info.txtpb), and of its conntrack on Tofino 1: the
-// flows it holds at ≤ 1 % entry loss (R-CT-CAP), as the model of its
-// geometry measures them (`lbc validate --target tofino`).
+// flows it holds at ≤ 1 % refusal of new flows in steady state (R-CT-CAP:
+// flows ending and starting at the same rate), as the model of its
+// geometry measures them (`lbc validate --target tofino`); the table's
+// name gives the fill-from-empty figure beside it, labelled.
 //
 // The geometry is the committed program's, read from the same P4Info
 // (ConntrackGeometry), so the figure never describes a program other than
@@ -64,13 +67,13 @@ func Capacity() (compiler.Capacity, error) {
 			tables = append(tables, t)
 		}
 	}
-	n, err := flowsHeld(g)
+	f, err := flowsHeld(g)
 	if err != nil {
 		return c, fmt.Errorf("conntrack geometry %+v: %w", g, err)
 	}
 	c.Tables = append(tables, compiler.TableCapacity{
-		Table: fmt.Sprintf("LbIngress conntrack (%s%d ways × %d slots, flows held at ≤ 1 %% loss)", layout, g.Ways, 1<<g.WayBits),
-		Holds: compiler.HoldsConnections, Size: n,
+		Table: fmt.Sprintf("LbIngress conntrack (%s%d ways × %d slots, flows held at ≤ 1 %% steady-state refusal; %d by a fill from empty)", layout, g.Ways, 1<<g.WayBits, f.Fill),
+		Holds: compiler.HoldsConnections, Size: f.Steady,
 		Raise: raise})
 	return c, nil
 }
