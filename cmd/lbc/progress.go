@@ -60,6 +60,19 @@ func (p *progress) Phase(format string, args ...any) {
 	}
 }
 
+// Label starts a phase without a line of its own: its counts, if it runs
+// longer than an interval, say what it is (a replay's pushes, most of
+// them quick).
+func (p *progress) Label(format string, args ...any) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.phase = fmt.Sprintf(format, args...)
+	p.since, p.last = p.now(), time.Time{}
+}
+
 // Note says something about the current phase: "lbc: <msg>".
 func (p *progress) Note(format string, args ...any) {
 	if p == nil {

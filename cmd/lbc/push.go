@@ -24,6 +24,20 @@ backends first, then ring slots of the half no packet looks up, then the
 service rows that flip to the new half, then VIPs, then deletes. A packet
 never sees a half-written ring.
 
+Progress goes to stderr: connecting (arbitration, the pipeline if the switch
+runs none), what was read back, the diff, a count of the writes at most
+once a second, and a final line with the totals and the time; stdout holds
+the result alone. --quiet (-q) silences the progress lines.
+
+--target bmv2: a push that writes a ring whole seals it, in its service
+row, with a digest of its slots; the next push reads the VIP, service and
+backend tables, compiles, and reads the ring table back only when a seal
+is missing or differs from the ring it compiled (a ring that changes, a
+push cut short: the seal is cleared before any of a ring's entries is
+written, and set again only after every write succeeded). A push that
+changes nothing so reads no ring entry and writes nothing; --full-read
+reads every ring anyway (--target tofino always reads them).
+
 --target xdp attaches the XDP program to --iface on the first push (maps and
 link pinned under /sys/fs/bpf/lbc/<iface>; bpffs is mounted if missing) and
 reuses the attachment and the conntrack afterwards. Needs root. The first
@@ -39,6 +53,7 @@ Examples:
    lbc push -c lb.yaml --target xdp --iface eth1
    lbc push -c lb.yaml --health health.yaml --target xdp --iface eth1 --mode generic
    lbc push -c lb.yaml --target xdp --iface eth1 --dry-run     # print the diff only
+   lbc push -c lb.yaml --target bmv2 --addr 127.0.0.1:9559 -q   # no progress lines
    lbc push -c lb.yaml --target xdp --iface eth1 --ring-entries 4194304   # 32 MiB of rings: 2,048 services at ringSize 1024`,
 	Flags: append(append([]cli.Flag{configFlag, exampleFlag, healthFlag, targetFlag,
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the writes without performing them"}, fullReadFlag, quietFlag,

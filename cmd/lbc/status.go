@@ -22,7 +22,11 @@ var statusCommand = &cli.Command{
 names from meta.json) and prints, per service, its VIPs, ring size and active
 half, epoch, eligible set, and each backend's address, health, draining state
 and the share of the active ring it owns, with packet and new-connection
-counters. --format json prints {"ir": ..., "counters": ...}.`,
+counters. --format json prints {"ir": ..., "counters": ...}.
+
+What it reads (the tables, every ring entry, the counters) is said on
+stderr as it goes, with the time it took; stdout holds the status alone,
+so --format json parses. --quiet (-q) silences the progress lines.`,
 	Flags: append([]cli.Flag{targetFlag, controllerStatusFlag,
 		&cli.StringFlag{Name: "format", Value: "text", Usage: "output `FORMAT`: text or json"}, quietFlag,
 	}, readFlags()...),

@@ -657,6 +657,9 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 		return st, fmt.Errorf("%s: clearing the ring seals of the services whose rings change, before any write: %w", t.name, err)
 	}
 	total := len(d.Changes)
+	if t.progress != nil && total > 0 {
+		t.progress(0, total)
+	}
 	for _, b := range batches {
 		if b.grace {
 			select {
