@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 )
 
 // ringHalves counts the server's ring entries per half.
@@ -164,5 +167,56 @@ func TestPushCutShortIsNotSealed(t *testing.T) {
 	srv.ResetLog()
 	if out, errw, err := push(cfgA); err != nil || !strings.Contains(out, "up to date") || srv.ReadEntries("ring") != 0 {
 		t.Errorf("push A a third time: %v, %d ring entries read\n%s%s", err, srv.ReadEntries("ring"), out, errw)
+	}
+}
+
+// TestFailedPushSealsNothing (issue 36, item 7): a push whose Apply fails
+// on one update writes no seal, even when all that is wrong is a ring
+// entry of the half the service just left: the next push reads the ring
+// back and deletes it.
+func TestFailedPushSealsNothing(t *testing.T) {
+	srv := p4rt.StartEmpty(t, "127.0.0.1:0")
+	cfgA := td + "seed001.yaml"
+	raw, err := os.ReadFile(cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgB := filepath.Join(t.TempDir(), "b.yaml")
+	if err := os.WriteFile(cfgB, []byte(strings.Replace(string(raw), "          - {name: vm-a2, ip: 10.0.1.2}\n", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	push := func(cfg string, extra ...string) (string, string, error) {
+		return runLBC(t, append([]string{"push", "-c", cfg, "--target", "bmv2", "--addr", srv.Addr()}, extra...)...)
+	}
+	if out, errw, err := push(cfgA); err != nil {
+		t.Fatalf("push A: %v\n%s%s", err, out, errw)
+	}
+	// B writes half 1, flips the row to it, and deletes half 0: the first
+	// of those deletes fails, every other update goes through.
+	failed := false
+	srv.SetFault(func(s *runtime.Schema, u *p4v1.Update) error {
+		if !failed && u.Type == p4v1.Update_DELETE && s.TableByID(u.GetEntity().GetTableEntry().GetTableId()).GetPreamble().GetAlias() == "ring" {
+			failed = true
+			return grpcstatus.Error(codes.Internal, "injected")
+		}
+		return nil
+	})
+	if out, errw, err := push(cfgB); err == nil || !failed {
+		t.Fatalf("push B with a failed delete: %v (fault hit: %v)\n%s%s", err, failed, out, errw)
+	}
+	srv.SetFault(nil)
+	if got := ringHalves(t, srv); got[0] == 0 || got[1] == 0 {
+		t.Fatalf("after push B failed the ring halves hold %v, want entries left in half 0", got)
+	}
+	srv.ResetLog()
+	out, errw, err := push(cfgB)
+	if err != nil {
+		t.Fatalf("push B again: %v\n%s%s", err, out, errw)
+	}
+	if srv.ReadEntries("ring") == 0 {
+		t.Errorf("the push after a failed one read no ring entry: a seal was written after a failure\n%s", errw)
+	}
+	if got := ringHalves(t, srv); got[0] != 0 {
+		t.Errorf("after push B again the ring halves hold %v, want none left in half 0", got)
 	}
 }
