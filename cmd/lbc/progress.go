@@ -123,6 +123,9 @@ func (p *progress) Done(format string, args ...any) {
 
 // Elapsed is the time since the current phase started.
 func (p *progress) Elapsed() time.Duration {
+	if p == nil {
+		return 0
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.now().Sub(p.since)

@@ -93,16 +93,18 @@ Examples:
 			return err
 		}
 		defer tgt.Close()
+		p.Note("connected to %s in %s", tgt.Name(), roundDuration(p.Elapsed()))
 		p.Phase("reading what %s holds", tgt.Name())
 		now := time.Duration(time.Now().UnixNano())
 		held, rs, err := controller.ReadFor(c.Context, tgt, l.Config, l.State, now, c.Bool(fullReadFlag.Name))
 		if err != nil {
 			return fmt.Errorf("%s: read: %w", tgt.Name(), err)
 		}
+		took := roundDuration(p.Elapsed())
 		if rs.RingsRead {
-			p.Note("read %d services, %d backends, %d VIP rows and %s ring entries (rings read: %s)", len(held.Services), len(held.Backends), len(held.VIPs), commas(held.RingEntries()), rs.Why)
+			p.Note("read %d services, %d backends, %d VIP rows and %s ring entries in %s (rings read: %s)", len(held.Services), len(held.Backends), len(held.VIPs), commas(held.RingEntries()), took, rs.Why)
 		} else {
-			p.Note("read %d services, %d backends, %d VIP rows; no ring entries (%s)", len(held.Services), len(held.Backends), len(held.VIPs), rs.Why)
+			p.Note("read %d services, %d backends, %d VIP rows in %s; no ring entries (%s)", len(held.Services), len(held.Backends), len(held.VIPs), took, rs.Why)
 		}
 		rec, err := controller.Reconcile(l.Config, l.State, held, now)
 		if err != nil {

@@ -54,7 +54,7 @@ so --format json parses. --quiet (-q) silences the progress lines.`,
 		if err != nil {
 			return fmt.Errorf("%s: read: %w", tgt.Name(), err)
 		}
-		p.Note("read %d services, %d backends, %d VIP rows and %s ring entries", len(ir.Services), len(ir.Backends), len(ir.VIPs), commas(ir.RingEntries()))
+		p.Note("read %d services, %d backends, %d VIP rows and %s ring entries in %s", len(ir.Services), len(ir.Backends), len(ir.VIPs), commas(ir.RingEntries()), roundDuration(p.Elapsed()))
 		var cnt *counters
 		if a.Counters != nil {
 			p.Phase("reading the counters of %s", tgt.Name())
