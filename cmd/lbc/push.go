@@ -8,6 +8,7 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/controller"
+	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/urfave/cli/v2"
 )
@@ -22,6 +23,20 @@ and writes only the difference, in an order that is safe while packets flow:
 backends first, then ring slots of the half no packet looks up, then the
 service rows that flip to the new half, then VIPs, then deletes. A packet
 never sees a half-written ring.
+
+Progress goes to stderr: connecting (arbitration, the pipeline if the switch
+runs none), what was read back, the diff, a count of the writes at most
+once a second, and a final line with the totals and the time; stdout holds
+the result alone. --quiet (-q) silences the progress lines.
+
+--target bmv2: a push that writes a ring whole seals it, in its service
+row, with a digest of its slots; the next push reads the VIP, service and
+backend tables, compiles, and reads the ring table back only when a seal
+is missing or differs from the ring it compiled (a ring that changes, a
+push cut short: the seal is cleared before any of a ring's entries is
+written, and set again only after every write succeeded). A push that
+changes nothing so reads no ring entry and writes nothing; --full-read
+reads every ring anyway (--target tofino always reads them).
 
 --target xdp attaches the XDP program to --iface on the first push (maps and
 link pinned under /sys/fs/bpf/lbc/<iface>; bpffs is mounted if missing) and
@@ -38,9 +53,10 @@ Examples:
    lbc push -c lb.yaml --target xdp --iface eth1
    lbc push -c lb.yaml --health health.yaml --target xdp --iface eth1 --mode generic
    lbc push -c lb.yaml --target xdp --iface eth1 --dry-run     # print the diff only
+   lbc push -c lb.yaml --target bmv2 --addr 127.0.0.1:9559 -q   # no progress lines
    lbc push -c lb.yaml --target xdp --iface eth1 --ring-entries 4194304   # 32 MiB of rings: 2,048 services at ringSize 1024`,
 	Flags: append(append([]cli.Flag{configFlag, exampleFlag, healthFlag, targetFlag,
-		&cli.BoolFlag{Name: "dry-run", Usage: "print the writes without performing them"},
+		&cli.BoolFlag{Name: "dry-run", Usage: "print the writes without performing them"}, fullReadFlag, quietFlag,
 	}, adapterFlags()...), xdpSizeFlags...),
 	Action: func(c *cli.Context) error {
 		a, err := selectAdapter(c)
@@ -67,6 +83,8 @@ Examples:
 				open = a.OpenPreview
 			}
 		}
+		p := newProgress(c)
+		p.Phase("connecting to %s", targetDescription(c))
 		tgt, err := open(c)
 		if err != nil && c.Bool("dry-run") && errors.Is(err, bmv2.ErrNoPipeline) {
 			return previewFresh(c, l)
@@ -75,15 +93,24 @@ Examples:
 			return err
 		}
 		defer tgt.Close()
-		held, err := tgt.Read(c.Context)
+		p.Note("connected to %s in %s", tgt.Name(), roundDuration(p.Elapsed()))
+		p.Phase("reading what %s holds", tgt.Name())
+		now := time.Duration(time.Now().UnixNano())
+		held, rs, err := controller.ReadFor(c.Context, tgt, l.Config, l.State, now, c.Bool(fullReadFlag.Name))
 		if err != nil {
 			return fmt.Errorf("%s: read: %w", tgt.Name(), err)
 		}
-		now := time.Duration(time.Now().UnixNano())
+		took := roundDuration(p.Elapsed())
+		if rs.RingsRead {
+			p.Note("read %d services, %d backends, %d VIP rows and %s ring entries in %s (rings read: %s)", len(held.Services), len(held.Backends), len(held.VIPs), commas(held.RingEntries()), took, rs.Why)
+		} else {
+			p.Note("read %d services, %d backends, %d VIP rows in %s; no ring entries (%s)", len(held.Services), len(held.Backends), len(held.VIPs), took, rs.Why)
+		}
 		rec, err := controller.Reconcile(l.Config, l.State, held, now)
 		if err != nil {
 			return err
 		}
+		p.Note("diff: %s changes", commas(len(rec.Diff.Changes)))
 		w := c.App.Writer
 		if c.Bool("dry-run") {
 			fmt.Fprintf(w, "%s: would write %d changes (dry run)\n%s\n", tgt.Name(), len(rec.Diff.Changes), rec.Diff.Summary())
@@ -91,6 +118,12 @@ Examples:
 				fmt.Fprintln(w, " ", e)
 			}
 			return nil
+		}
+		if pr, ok := tgt.(targets.ProgressReporter); ok {
+			pr.SetProgress(p.Count)
+		}
+		if !rec.Diff.Empty() {
+			p.Phase("writing %s updates to %s", commas(len(rec.Diff.Changes)), tgt.Name())
 		}
 		st, err := tgt.Apply(c.Context, rec.Diff)
 		if err != nil {
@@ -101,6 +134,14 @@ Examples:
 				return fmt.Errorf("%s: record names: %w", tgt.Name(), err)
 			}
 		}
+		// Seal the rings only now that every write succeeded: the next
+		// push takes a sealed ring as compiled without reading it.
+		sealed := 0
+		if rsl, ok := tgt.(targets.RingSealer); ok && rsl.SealsRings() {
+			if sealed, err = rsl.SealRings(c.Context, rec.IR); err != nil {
+				return fmt.Errorf("%s: %w (the tables are written; the next push reads the rings back)", tgt.Name(), err)
+			}
+		}
 		// Say nothing of success before the interface says it runs the
 		// program, and will once this command exits (issue 24).
 		if v, ok := tgt.(attachVerifier); ok {
@@ -108,6 +149,11 @@ Examples:
 				return fmt.Errorf("%s: push failed: %w", tgt.Name(), err)
 			}
 		}
+		seals := ""
+		if sealed > 0 {
+			seals = fmt.Sprintf(", %d ring seals", sealed)
+		}
+		p.Done("%s: %s writes in %d batches%s", tgt.Name(), commas(st.Writes), st.Batches, seals)
 		if rec.Diff.Empty() {
 			fmt.Fprintf(w, "%s: up to date (0 writes)\n", tgt.Name())
 			return nil
@@ -118,6 +164,23 @@ Examples:
 		}
 		return nil
 	},
+}
+
+// fullReadFlag makes push read every ring back, sealed or not.
+var fullReadFlag = &cli.BoolFlag{Name: "full-read", Usage: "bmv2: read every table back, rings included, even the rings whose seal says they are as compiled (slower: every ring entry; a check of the seals)"}
+
+// targetDescription names the datapath a command is about to open, before
+// it has a name of its own: "bmv2 127.0.0.1:9559 (arbitration, the pipeline
+// if it runs none)".
+func targetDescription(c *cli.Context) string {
+	switch k := c.String(targetFlag.Name); k {
+	case "bmv2", "tofino":
+		return fmt.Sprintf("%s %s (arbitration; the pipeline if it runs none)", k, c.String(p4AddrFlag.Name))
+	case "xdp":
+		return fmt.Sprintf("xdp %s", c.String("iface"))
+	default:
+		return k
+	}
 }
 
 // attachVerifier is a target attached to an interface, which it can ask

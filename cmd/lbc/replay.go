@@ -142,6 +142,12 @@ Without -c (--health), replay uses the file of the trace's "# config:"
 --health that names another file wins, with a warning (the header's health
 is then not used with another -c). gen-trace -c writes the "# config:" line.
 
+--target bmv2 starts a simple_switch_grpc of its own (in a network
+namespace, P4Runtime on a unix socket there), pushes lb.p4 to it and stops
+it at the end; it says so on stderr, with the time it took, and prints a
+line a second while a push writes (the first writes every ring). The JSON
+lines go to stdout alone; --quiet (-q) silences the progress lines.
+
 A line may carry an "expect" written from the spec; a line whose outcome
 differs gets a "mismatch" field, and replay exits 1. The traces under
 testbench/testdata are such tests: run them against any --target.
@@ -152,7 +158,7 @@ testbench/testdata are such tests: run them against any --target.
 	Flags: []cli.Flag{configFlag, healthFlag,
 		&cli.StringFlag{Name: "trace", Aliases: []string{"t"}, Required: true, Usage: "trace `FILE` (JSON Lines; - for stdin)"},
 		replayTargetFlag, fallbackTargetFlag, fallbackFlag, bmv2ClockFlag, pushOnlyFlag,
-		&cli.BoolFlag{Name: "summary-only", Usage: "print only the summary"},
+		&cli.BoolFlag{Name: "summary-only", Usage: "print only the summary"}, quietFlag,
 	},
 	Action: func(c *cli.Context) error {
 		name := c.String("trace")

@@ -25,11 +25,23 @@ func openBMv2Replay(c *cli.Context) (targets.Target, targets.PacketTarget, func(
 	if err := bmv2live.Available(""); err != nil {
 		return nil, nil, nil, fmt.Errorf("--target bmv2 starts simple_switch_grpc in a network namespace: %w", err)
 	}
+	p := newProgress(c)
+	p.Phase("starting a BMv2 switch for the replay (simple_switch_grpc in a network namespace of its own, P4Runtime on a unix socket there) and pushing the pipeline (lbc's embedded p4/lb.p4)")
 	sw, err := bmv2live.Start(c.Context, bmv2live.Options{Clock: clk,
 		Logger: slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	p.Done("BMv2 switch ready in namespace %s: pipeline pushed, fallback port and default route set", sw.Namespace())
+	// The replay's pushes: a line a second for one that takes longer
+	// (the first, which writes every ring), none for the quick ones.
+	sw.Target().SetProgress(func(done, total int) {
+		if done == 0 {
+			p.Label("writing %s updates to %s", commas(total), sw.Name())
+			return
+		}
+		p.Count(done, total)
+	})
 	return sw, sw, sw.Close, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -21,9 +22,13 @@ var statusCommand = &cli.Command{
 names from meta.json) and prints, per service, its VIPs, ring size and active
 half, epoch, eligible set, and each backend's address, health, draining state
 and the share of the active ring it owns, with packet and new-connection
-counters. --format json prints {"ir": ..., "counters": ...}.`,
+counters. --format json prints {"ir": ..., "counters": ...}.
+
+What it reads (the tables, every ring entry, the counters) is said on
+stderr as it goes, with the time it took; stdout holds the status alone,
+so --format json parses. --quiet (-q) silences the progress lines.`,
 	Flags: append([]cli.Flag{targetFlag, controllerStatusFlag,
-		&cli.StringFlag{Name: "format", Value: "text", Usage: "output `FORMAT`: text or json"},
+		&cli.StringFlag{Name: "format", Value: "text", Usage: "output `FORMAT`: text or json"}, quietFlag,
 	}, readFlags()...),
 	Action: func(c *cli.Context) error {
 		format := c.String("format")
@@ -37,21 +42,27 @@ counters. --format json prints {"ir": ..., "counters": ...}.`,
 		if err != nil {
 			return err
 		}
+		p := newProgress(c)
+		p.Phase("connecting to %s", strings.TrimSuffix(targetDescription(c), " (arbitration; the pipeline if it runs none)"))
 		tgt, err := a.OpenRead(c)
 		if err != nil {
 			return err
 		}
 		defer tgt.Close()
+		p.Phase("reading the tables of %s", tgt.Name())
 		ir, err := tgt.Read(c.Context)
 		if err != nil {
 			return fmt.Errorf("%s: read: %w", tgt.Name(), err)
 		}
+		p.Note("read %d services, %d backends, %d VIP rows and %s ring entries in %s", len(ir.Services), len(ir.Backends), len(ir.VIPs), commas(ir.RingEntries()), roundDuration(p.Elapsed()))
 		var cnt *counters
 		if a.Counters != nil {
+			p.Phase("reading the counters of %s", tgt.Name())
 			if cnt, err = a.Counters(tgt); err != nil {
 				return fmt.Errorf("%s: counters: %w", tgt.Name(), err)
 			}
 		}
+		p.Done("%s read", tgt.Name())
 		var maps []mapUse
 		if a.Maps != nil {
 			if maps, err = a.Maps(tgt, ir); err != nil {

@@ -47,6 +47,13 @@ func TestPushBMv2(t *testing.T) {
 	// The flip comes after every ring insert and before the old half's
 	// deletes, which end the push (one half at rest).
 	log := srv.Log()
+	// The ring's seal (issue 36) is cleared before any other write, and
+	// set again after the last.
+	if n := len(log); n < 3 || log[0].Table != "service" || strings.Contains(string(log[0].Entry.GetMetadata()), `"ring"`) ||
+		log[n-1].Table != "service" || !strings.Contains(string(log[n-1].Entry.GetMetadata()), `"ring"`) {
+		t.Fatalf("failover push: %d writes; want the seal cleared first and set last", n)
+	}
+	log = log[1 : len(log)-1]
 	flip := slices.IndexFunc(log, func(e p4rt.LogEntry) bool { return e.Table == "service" })
 	if flip < 0 || log[len(log)-1].Table != "ring" || log[len(log)-1].Type != p4v1.Update_DELETE {
 		t.Fatalf("failover push: flip at %d, last write %s %v; want the flip, then the old half's deletes", flip, log[len(log)-1].Table, log[len(log)-1].Type)

@@ -63,7 +63,7 @@ func BenchmarkPushFullRing(b *testing.B) {
 		applied += time.Since(start)
 		b.StopTimer()
 		// The raw ideal: the same updates, built beforehand, on a fresh switch.
-		batches, err := tg.plan(d, nil)
+		batches, err := tg.plan(d, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

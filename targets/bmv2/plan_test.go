@@ -31,7 +31,7 @@ func TestPlanWaitsAtBarriers(t *testing.T) {
 	if len(d.Barriers) == 0 {
 		t.Fatal("a failover diff has no barrier")
 	}
-	batches, err := tg.plan(d, nil)
+	batches, err := tg.plan(d, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

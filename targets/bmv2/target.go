@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,7 +90,18 @@ type Target struct {
 	// and MTU of the last Commit.
 	fallbackPort *uint32
 	committed    *compiler.IR
+
+	// rows are the service entries the switch holds, as last read or
+	// written, and sealed their ring seals (targets.RingSealer); unsure
+	// is set when a write failed without saying which updates it applied,
+	// and makes the next Apply read the service table again first.
+	rows     map[uint32]*p4v1.TableEntry
+	sealed   map[uint32]string
+	unsure   bool
+	progress targets.Progress
 }
+
+var _ targets.RingSealer = (*Target)(nil)
 
 var _ targets.Target = (*Target)(nil)
 
@@ -272,6 +284,7 @@ func (t *Target) EnsureProgram(ctx context.Context) (bool, error) {
 	if err != nil || !pushed {
 		return false, err
 	}
+	t.rows, t.sealed = nil, nil // the tables are empty
 	if t.fallbackPort != nil {
 		if _, err := t.SetFallbackPort(ctx, *t.fallbackPort); err != nil {
 			return true, fmt.Errorf("pipeline %s pushed again, but: %w", t.pipeSrc, err)
@@ -338,34 +351,66 @@ func (t *Target) Close() error { return t.c.Close() }
 // tunnel sources and MTU, which reads that failed do not show (issue 31,
 // item 5).
 func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
+	ir, _, err := t.read(ctx, true)
+	return ir, err
+}
+
+// SealsRings: the service rows keep ring seals (targets.RingSealer).
+func (t *Target) SealsRings() bool { return true }
+
+// ReadRows is Read without the ring table, with the ring seal of each
+// service row (targets.RingSealer).
+func (t *Target) ReadRows(ctx context.Context) (*compiler.IR, map[uint32]string, error) {
+	return t.read(ctx, false)
+}
+
+// ReadRings reads the ring table into ir, an IR from ReadRows.
+func (t *Target) ReadRings(ctx context.Context, ir *compiler.IR) error {
+	es, err := t.c.ReadTable(ctx, t.tr.TableID(tRing))
+	if err != nil {
+		return fmt.Errorf("read table %s: %w", tRing, err)
+	}
+	rir, err := t.tr.IRContext(ctx, Tables{tRing: es}, nil)
+	if err != nil {
+		return err
+	}
+	ir.Rings = rir.Rings
+	return nil
+}
+
+func (t *Target) read(ctx context.Context, rings bool) (*compiler.IR, map[uint32]string, error) {
 	tabs := Tables{}
-	for _, name := range []string{tVIPPort, tVIPProto, tVIPAddr, tService, tRing, tBackend} {
+	names := []string{tVIPPort, tVIPProto, tVIPAddr, tService, tBackend}
+	if rings {
+		names = append(names, tRing)
+	}
+	for _, name := range names {
 		es, err := t.c.ReadTable(ctx, t.tr.TableID(name))
 		if err != nil {
-			return nil, fmt.Errorf("read table %s: %w", name, err)
+			return nil, nil, fmt.Errorf("read table %s: %w", name, err)
 		}
 		tabs[name] = es
 	}
 	tunnel, err := t.c.ReadDefault(ctx, t.tr.TableID(tTunnelSource))
 	if err != nil {
 		if lost(ctx, err) {
-			return nil, fmt.Errorf("read the default entry of %s: %w", tTunnelSource, err)
+			return nil, nil, fmt.Errorf("read the default entry of %s: %w", tTunnelSource, err)
 		}
 		tunnel = nil // never written: no tunnel source
 	}
 	mtu, err := t.c.ReadDefault(ctx, t.tr.TableID(tEgressMTU))
 	if err != nil {
 		if lost(ctx, err) {
-			return nil, fmt.Errorf("read the default entry of %s: %w", tEgressMTU, err)
+			return nil, nil, fmt.Errorf("read the default entry of %s: %w", tEgressMTU, err)
 		}
 		mtu = nil // never written: no MTU
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("read back: %w", err)
+		return nil, nil, fmt.Errorf("read back: %w", err)
 	}
 	ir, err := t.tr.IRContext(ctx, tabs, tunnel)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if mtu != nil {
 		ir.MTU = t.tr.MTU(mtu)
@@ -377,7 +422,106 @@ func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
 		t.beNames[b.ID] = b.Name
 	}
 	t.next = [2]uint32{max(t.next[0], ir.NextServiceID), max(t.next[1], ir.NextBackendID)}
-	return ir, nil
+	t.noteRows(tabs[tService])
+	sealed := make(map[uint32]string, len(t.sealed))
+	for id, d := range t.sealed {
+		sealed[id] = d
+	}
+	return ir, sealed, nil
+}
+
+// noteRows records the service entries read from the switch.
+func (t *Target) noteRows(es []*p4v1.TableEntry) {
+	t.rows, t.sealed, t.unsure = map[uint32]*p4v1.TableEntry{}, map[uint32]string{}, false
+	for _, e := range es {
+		d, err := t.tr.Schema().Decode(e)
+		if err != nil {
+			continue
+		}
+		id := uint32(d.Uint("service_id"))
+		t.rows[id], t.sealed[id] = e, ringSeal(e)
+	}
+}
+
+// noteWritten records the service entries of a batch that the switch
+// applied (all but failed).
+func (t *Target) noteWritten(cs []compiler.Change, us []*p4v1.Update, failed map[int]bool) {
+	if t.rows == nil {
+		t.rows, t.sealed = map[uint32]*p4v1.TableEntry{}, map[uint32]string{}
+	}
+	for i, c := range cs {
+		if c.Service == nil || failed[i] {
+			continue
+		}
+		if c.Op == compiler.Delete {
+			delete(t.rows, c.Service.ID)
+			delete(t.sealed, c.Service.ID)
+			continue
+		}
+		e := us[i].GetEntity().GetTableEntry()
+		t.rows[c.Service.ID], t.sealed[c.Service.ID] = e, ringSeal(e)
+	}
+}
+
+// SetProgress makes Apply report its writes (targets.ProgressReporter).
+func (t *Target) SetProgress(p targets.Progress) { t.progress = p }
+
+// reseal writes the service rows of ids again with the seals want gives
+// (missing: none), where they differ from what the rows hold; it returns
+// how many it wrote.
+func (t *Target) reseal(ctx context.Context, ids []uint32, want map[uint32]string) (int, error) {
+	var us []*p4v1.Update
+	var written []uint32
+	for _, id := range ids {
+		e := t.rows[id]
+		if e == nil || t.sealed[id] == want[id] {
+			continue
+		}
+		ne, err := withRingSeal(e, want[id])
+		if err != nil {
+			return 0, fmt.Errorf("service %d: %w", id, err)
+		}
+		us = append(us, &p4v1.Update{Type: p4v1.Update_MODIFY, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: ne}}})
+		written = append(written, id)
+	}
+	size := max(t.c.Options().BatchSize, 1)
+	for i := 0; i < len(us); i += size {
+		j := min(i+size, len(us))
+		if err := t.c.Write(ctx, us[i:j]); err != nil {
+			t.unsure = true // some may hold the new seal, some the old
+			return i, err
+		}
+		for k := i; k < j; k++ {
+			e := us[k].GetEntity().GetTableEntry()
+			t.rows[written[k]], t.sealed[written[k]] = e, want[written[k]]
+		}
+	}
+	return len(us), nil
+}
+
+// SealRings stores in each service row of ir the seal of its ring
+// (targets.RingSealer): call it only once an Apply of the whole diff to
+// ir succeeded, so that the switch's rings are ir's.
+func (t *Target) SealRings(ctx context.Context, ir *compiler.IR) (int, error) {
+	if t.unsure {
+		return 0, nil // unsealed rings are read back: safe, only slower
+	}
+	want := map[uint32]string{}
+	var ids []uint32
+	for i := range ir.Services {
+		s := &ir.Services[i]
+		d, ok := targets.RingSeal(ir, s)
+		if !ok {
+			continue
+		}
+		want[s.ID] = d
+		ids = append(ids, s.ID)
+	}
+	n, err := t.reseal(ctx, ids, want)
+	if err != nil {
+		return n, fmt.Errorf("%s: sealing rings: %w", t.name, err)
+	}
+	return n, nil
 }
 
 // lost: err says the read did not reach the switch (the context ended, or
@@ -408,7 +552,10 @@ type batch struct {
 // spec lets a server apply a batch's updates in any order, so each step of
 // the diff's order (backends, ring halves, the service flip, VIPs, deletes)
 // must be complete before the next starts.
-func (t *Target) plan(d compiler.Diff, dl Deadlines) ([]batch, error) {
+//
+// A service row the diff writes keeps its ring seal only when the diff
+// writes no entry of its ring (rings holds the services whose it does).
+func (t *Target) plan(d compiler.Diff, dl Deadlines, rings map[uint32]bool) ([]batch, error) {
 	size := t.c.Options().BatchSize
 	for _, c := range d.Changes {
 		switch {
@@ -429,6 +576,15 @@ func (t *Target) plan(d compiler.Diff, dl Deadlines) ([]batch, error) {
 		u, err := t.tr.Update(c, t.next, dl)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t.describe(c), err)
+		}
+		if c.Service != nil && c.Op == compiler.Modify && !rings[c.Service.ID] {
+			if seal := t.sealed[c.Service.ID]; seal != "" {
+				e, err := withRingSeal(u.GetEntity().GetTableEntry(), seal)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", t.describe(c), err)
+				}
+				u.Entity = &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: e}}
+			}
 		}
 		if i == 0 || barrier[i] || c.Table != d.Changes[i-1].Table || len(out[len(out)-1].updates) >= size {
 			out = append(out, batch{grace: barrier[i]})
@@ -508,11 +664,33 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 	if err != nil {
 		return st, err
 	}
-	batches, err := t.plan(d, dl)
+	if t.unsure {
+		// A write failed without saying what it applied: what the
+		// service rows hold (their seals) is read again.
+		es, err := t.c.ReadTable(ctx, t.tr.TableID(tService))
+		if err != nil {
+			return st, fmt.Errorf("%s: read table %s: %w", t.name, tService, err)
+		}
+		t.noteRows(es)
+	}
+	rings := map[uint32]bool{}
+	for _, c := range d.Changes {
+		if c.Ring != nil {
+			rings[c.Ring.ServiceID] = true
+		}
+	}
+	batches, err := t.plan(d, dl, rings)
 	if err != nil {
 		return st, err
 	}
+	if err := t.unseal(ctx, rings); err != nil {
+		st.Duration = time.Since(start)
+		return st, fmt.Errorf("%s: clearing the ring seals of the services whose rings change, before any write: %w", t.name, err)
+	}
 	total := len(d.Changes)
+	if t.progress != nil && total > 0 {
+		t.progress(0, total)
+	}
 	for _, b := range batches {
 		if b.grace {
 			select {
@@ -528,7 +706,11 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 		switch {
 		case err == nil:
 			t.count(&st, b.changes, nil)
+			t.noteWritten(b.changes, b.updates, nil)
 			st.Bytes += b.bytes
+			if t.progress != nil {
+				t.progress(st.Writes, total)
+			}
 		case errors.As(err, &we) && len(we.Updates) > 0:
 			failed := map[int]bool{}
 			rej := &RejectedError{Total: total}
@@ -539,10 +721,12 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 				}
 			}
 			t.count(&st, b.changes, failed)
+			t.noteWritten(b.changes, b.updates, failed)
 			rej.Applied = st.Writes
 			st.Duration = time.Since(start)
 			return st, rej
 		default:
+			t.unsure = true // which updates were applied is unknown
 			st.Duration = time.Since(start)
 			if errors.Is(err, runtime.ErrNotPrimary) {
 				return st, fmt.Errorf("stopped after %d of %d writes: %w", st.Writes, total, err)
@@ -552,6 +736,19 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 	}
 	st.Duration = time.Since(start)
 	return st, nil
+}
+
+// unseal clears the ring seals of the services in rings, before any of
+// their ring entries is written: a push cut short must leave no seal that
+// claims a ring it changed.
+func (t *Target) unseal(ctx context.Context, rings map[uint32]bool) error {
+	ids := make([]uint32, 0, len(rings))
+	for id := range rings {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	_, err := t.reseal(ctx, ids, nil)
+	return err
 }
 
 func (t *Target) count(st *targets.ApplyStats, cs []compiler.Change, failed map[int]bool) {

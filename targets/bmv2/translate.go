@@ -10,6 +10,7 @@ import (
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/runtime"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // Table and action names in the P4Info (aliases).
@@ -121,6 +122,34 @@ type serviceMeta struct {
 	// Next IDs: IDs are never reused (compiler.IR), also across restarts.
 	NextService uint32 `json:"nextService,omitempty"`
 	NextBackend uint32 `json:"nextBackend,omitempty"`
+	// Ring seals the service's ring entries (targets.RingDigest): set once
+	// a push wrote them all, cleared before one writes any of them.
+	Ring string `json:"ring,omitempty"`
+}
+
+// ringSeal reads the ring seal of a service entry ("" none).
+func ringSeal(e *p4v1.TableEntry) string {
+	var m serviceMeta
+	if json.Unmarshal(e.GetMetadata(), &m) != nil {
+		return ""
+	}
+	return m.Ring
+}
+
+// withRingSeal returns a copy of a service entry whose metadata holds
+// seal ("" clears it), the rest unchanged.
+func withRingSeal(e *p4v1.TableEntry, seal string) (*p4v1.TableEntry, error) {
+	var m serviceMeta
+	if len(e.GetMetadata()) > 0 {
+		if err := json.Unmarshal(e.GetMetadata(), &m); err != nil {
+			return nil, fmt.Errorf("service entry metadata: %w", err)
+		}
+	}
+	m.Ring = seal
+	c := proto.Clone(e).(*p4v1.TableEntry)
+	var err error
+	c.Metadata, err = json.Marshal(m)
+	return c, err
 }
 
 type backendMeta struct {

@@ -153,6 +153,11 @@ func (t *Target) Read(ctx context.Context) (*compiler.IR, error) {
 	return ir, nil
 }
 
+// SealsRings is false: Apply checks the diff against the whole IR Read
+// returned, rings included, so a push to Tofino reads the rings back
+// (targets.RingSealer).
+func (t *Target) SealsRings() bool { return false }
+
 // CheckRings reports a service whose ring the TNA program cannot index:
 // it takes the slot from the hash bits, so the size must be a power of
 // two (compiler.CheckTarget rejects such configurations earlier).

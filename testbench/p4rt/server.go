@@ -67,6 +67,9 @@ type Server struct {
 	failCode, stopCode codes.Code
 	readCalls          int
 	onRead             func(req *p4v1.ReadRequest)
+	// readEntries counts the table entries Read returned, by table alias
+	// (ReadEntries), since the last ResetLog.
+	readEntries map[string]int
 	// HoldCapabilities: Capabilities waits for capRelease; capLate hears
 	// of each call its client gave up on meanwhile. Under capMu, not mu:
 	// the heartbeat is answered while a long read holds mu, as a switch
@@ -225,7 +228,16 @@ func (s *Server) Log() []LogEntry {
 func (s *Server) ResetLog() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.log, s.rpcs = nil, 0
+	s.log, s.rpcs, s.readEntries = nil, 0, nil
+}
+
+// ReadEntries returns how many entries of a table (by alias, e.g. "ring")
+// Read returned since the server started or the last ResetLog: a test of
+// what a push reads back.
+func (s *Server) ReadEntries(alias string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readEntries[alias]
 }
 
 // WriteRPCs returns how many Write RPCs were received since the last ResetLog.
@@ -644,6 +656,10 @@ func (s *Server) read(req *p4v1.ReadRequest) ([]*p4v1.Entity, error) {
 	var out []*p4v1.Entity
 	te := func(e *p4v1.TableEntry) {
 		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: e}})
+		if s.readEntries == nil {
+			s.readEntries = map[string]int{}
+		}
+		s.readEntries[s.pipe.schema.TableByID(e.TableId).GetPreamble().GetAlias()]++
 	}
 	for _, ent := range req.Entities {
 		switch {
