@@ -390,7 +390,7 @@ func (c *serviceCompiler) vipRows() {
 	}
 }
 
-func protoNumber(p string) uint8 {
+func protoNumber(p string) IPProto {
 	if p == ProtoUDP {
 		return IPProtoUDP
 	}

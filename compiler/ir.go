@@ -79,7 +79,7 @@ const (
 // MatchAnyProto; Port is 0 for MatchAllPorts.
 type VIPKey struct {
 	VIP   netip.Addr `json:"vip"`
-	Proto uint8      `json:"proto"`
+	Proto IPProto    `json:"proto"`
 	Port  uint16     `json:"port"`
 	Kind  MatchKind  `json:"kind"`
 }
@@ -143,8 +143,8 @@ func Effective(k TupleKind, fragment bool) TupleKind {
 
 // Encapsulation kinds.
 const (
-	EncapKindIPIP  uint8 = 0
-	EncapKindL2DSR uint8 = 1
+	EncapKindIPIP  Encap = 0
+	EncapKindL2DSR Encap = 1
 )
 
 // ServiceRow holds one service's parameters.
@@ -160,14 +160,14 @@ type ServiceRow struct {
 	IdleTimeoutSec uint32 `json:"idleTimeoutSec"`
 	// SynNew: a TCP SYN (ACK clear) skips conntrack and is a new
 	// connection (R-CT-1, R-CT-2).
-	SynNew  bool                    `json:"synNew"`
-	Classes [NumClasses]ClassPolicy `json:"classes"`
+	SynNew  bool          `json:"synNew"`
+	Classes ClassPolicies `json:"classes"`
 	// NoBackends: the eligible set is empty; new connections are dropped.
 	NoBackends bool `json:"noBackends"`
 	// AllUnhealthy: no backend is healthy, so entries stay valid whatever
 	// the persistence option (R-PERSIST-LR).
 	AllUnhealthy bool  `json:"allUnhealthy"`
-	Encap        uint8 `json:"encap"`
+	Encap        Encap `json:"encap"`
 
 	// Not pushed to datapaths: the decision, for explain and status, and
 	// the side, so that the next compile can tell a failover.
@@ -209,8 +209,9 @@ type BackendRow struct {
 	ServiceID uint32     `json:"serviceID"`
 	Name      string     `json:"name"`
 	IP        netip.Addr `json:"ip"`
-	MAC       [6]byte    `json:"mac"`
-	Healthy   bool       `json:"healthy"`
+	// MAC is an L2 DSR backend's; zero (and absent in JSON) for IP-in-IP.
+	MAC     MAC  `json:"mac,omitzero"`
+	Healthy bool `json:"healthy"`
 	// Draining: removed from the configuration; takes no new connections
 	// and serves its existing entries until Deadline (R-DRAIN).
 	Draining bool `json:"draining"`
@@ -396,11 +397,11 @@ func (ir *IR) Lookup(dst netip.Addr, proto uint8, port uint16) (*VIPRow, bool) {
 		}
 		switch v.Key.Kind {
 		case MatchPort:
-			if v.Key.Proto == proto && v.Key.Port == port {
+			if v.Key.Proto == IPProto(proto) && v.Key.Port == port {
 				return v, true
 			}
 		case MatchAllPorts:
-			if v.Key.Proto == proto {
+			if v.Key.Proto == IPProto(proto) {
 				all = v
 			}
 		case MatchAnyProto:

@@ -50,7 +50,7 @@ func Digest(ir *compiler.IR) string {
 	for _, v := range vips {
 		a := v.Key.VIP.As16()
 		h.Write(a[:])
-		h.Write([]byte{v.Key.Proto, byte(v.Key.Kind)})
+		h.Write([]byte{byte(v.Key.Proto), byte(v.Key.Kind)})
 		u32(uint32(v.Key.Port))
 		u32(v.ServiceID)
 	}
@@ -63,7 +63,7 @@ func Digest(ir *compiler.IR) string {
 		bool8(s.SynNew)
 		bool8(s.NoBackends)
 		bool8(s.AllUnhealthy)
-		h.Write([]byte{s.Encap})
+		h.Write([]byte{byte(s.Encap)})
 		for _, p := range s.Classes {
 			h.Write([]byte{byte(p.Affinity), byte(p.Track)})
 			bool8(p.Persist)

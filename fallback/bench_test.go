@@ -160,7 +160,7 @@ func median(d []time.Duration) time.Duration {
 func benchIR() *compiler.IR {
 	ir := &compiler.IR{}
 	add := func(id uint32, vip netip.Addr, proto uint8, kind compiler.MatchKind, port uint16, backendBase uint32, v6 bool) {
-		ir.VIPs = append(ir.VIPs, compiler.VIPRow{Key: compiler.VIPKey{VIP: vip, Proto: proto, Port: port, Kind: kind}, ServiceID: id})
+		ir.VIPs = append(ir.VIPs, compiler.VIPRow{Key: compiler.VIPKey{VIP: vip, Proto: compiler.IPProto(proto), Port: port, Kind: kind}, ServiceID: id})
 		s := compiler.ServiceRow{ID: id, Name: fmt.Sprint("s", id), RingSize: 65537, IdleTimeoutSec: 60, SynNew: true}
 		for c := range s.Classes {
 			s.Classes[c] = compiler.PolicyFor(compiler.Class(c), compiler.AffinityNone, compiler.TrackPerConnection, compiler.PersistDefault)

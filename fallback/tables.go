@@ -46,18 +46,18 @@ func addr16(a netip.Addr) [16]byte {
 func addrFrom16(b [16]byte) netip.Addr { return netip.AddrFrom16(b).Unmap() }
 
 func encodeVIPKey(k compiler.VIPKey) vipKey {
-	return vipKey{Addr: addr16(k.VIP.Unmap()), Port: k.Port, Proto: k.Proto, Kind: uint8(k.Kind)}
+	return vipKey{Addr: addr16(k.VIP.Unmap()), Port: k.Port, Proto: uint8(k.Proto), Kind: uint8(k.Kind)}
 }
 
 func decodeVIPKey(k vipKey) compiler.VIPKey {
-	return compiler.VIPKey{VIP: addrFrom16(k.Addr), Port: k.Port, Proto: k.Proto, Kind: compiler.MatchKind(k.Kind)}
+	return compiler.VIPKey{VIP: addrFrom16(k.Addr), Port: k.Port, Proto: compiler.IPProto(k.Proto), Kind: compiler.MatchKind(k.Kind)}
 }
 
 // encodeService builds a service row; reg is the region of its active
 // half in the rings array (zero when it has none: the ring word then says
 // size 0, and lookups drop).
 func encodeService(s *compiler.ServiceRow, reg span, clk tickClock) serviceVal {
-	v := serviceVal{Id: s.ID, Epoch: s.Epoch, ActiveHalf: s.ActiveHalf, Encap: s.Encap, IdleSec: s.IdleTimeoutSec,
+	v := serviceVal{Id: s.ID, Epoch: s.Epoch, ActiveHalf: s.ActiveHalf, Encap: uint8(s.Encap), IdleSec: s.IdleTimeoutSec,
 		Idle: IdleTicks(time.Duration(s.IdleTimeoutSec)*time.Second, clk.tick)}
 	if reg.n > 0 && s.RingSize > 0 && s.ActiveHalf < 2 {
 		v.Ring = ringWord(reg, s.RingSize)
@@ -89,7 +89,7 @@ func ringWord(reg span, size uint32) uint64 {
 }
 
 func decodeService(v serviceVal) compiler.ServiceRow {
-	s := compiler.ServiceRow{ID: v.Id, RingSize: uint32(v.Ring >> 32), Epoch: v.Epoch, IdleTimeoutSec: v.IdleSec, ActiveHalf: v.ActiveHalf, Encap: v.Encap,
+	s := compiler.ServiceRow{ID: v.Id, RingSize: uint32(v.Ring >> 32), Epoch: v.Epoch, IdleTimeoutSec: v.IdleSec, ActiveHalf: v.ActiveHalf, Encap: compiler.Encap(v.Encap),
 		SynNew: v.Flags&svcSynNew != 0, NoBackends: v.Flags&svcNoBackends != 0, AllUnhealthy: v.Flags&svcAllUnhealthy != 0}
 	for c := range s.Classes {
 		s.Classes[c] = compiler.ClassPolicy{Affinity: compiler.TupleKind(v.Classes[c].Affinity), Track: compiler.TupleKind(v.Classes[c].Track), Persist: v.Classes[c].Persist != 0}

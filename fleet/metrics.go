@@ -39,6 +39,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+// RegisterMetrics registers the fleet's metric families in reg, as New
+// does, without a node: for what lists every family lbc run can export
+// (the test of packaging/grafana and packaging/prometheus).
+func RegisterMetrics(reg prometheus.Registerer) { newMetrics(reg) }
+
 // zero creates every series whose labels are known at 0, so that a
 // counter's first event is an increase (Prometheus' increase() and
 // rate() see nothing of a series' first sample).

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/lbc-dev/lbc/compiler"
 )
 
 // runLBC runs the CLI in-process and returns stdout, stderr and the error.
@@ -109,5 +112,64 @@ func TestCompileWarningsAggregated(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], "R-FRAG-CFG") || !strings.Contains(lines[0], "[the same for 299 more: service \"u1\"") {
 		t.Fatalf("warnings:\n%s", stderr)
+	}
+}
+
+// `lbc compile --format json` writes the IR's enumerations as names and
+// MACs as strings (issue 36): no "proto": 6, "kind": 0, "affinity": 5,
+// "track": 5, "encap": 0 or "mac": [2, 0, ...].
+func TestCompileJSONNames(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "lb.yaml")
+	cfg := `tunnel: {sourceIPv4: 192.0.2.1}
+services:
+  - name: web
+    vip: 203.0.113.10
+    protocol: TCP
+    ports: [80]
+    backends:
+      - name: a
+        endpoints:
+          - {name: a1, ip: 10.0.1.1}
+  - name: dns
+    vip: 203.0.113.53
+    protocol: UDP
+    ports: ALL
+    sessionAffinity: CLIENT_IP
+    connectionTrackingPolicy: {trackingMode: PER_SESSION}
+    encapsulation: L2_DSR
+    backends:
+      - name: ig
+        endpoints:
+          - {name: ns1, ip: 10.0.2.1, mac: "02:00:00:00:00:01"}
+`
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runLBC(t, "compile", "-c", p, "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A numeric value of one of these fields, however indented.
+	numeric := regexp.MustCompile(`"(proto|kind|affinity|track|encap|op)":\s*[0-9]`)
+	if m := numeric.FindAllString(out, -1); len(m) > 0 {
+		t.Errorf("numbers where names belong: %q\n%s", m, out)
+	}
+	if m := regexp.MustCompile(`"mac":\s*\[`).FindString(out); m != "" {
+		t.Errorf("a MAC as an array of bytes:\n%s", out)
+	}
+	var got struct {
+		IR compiler.IR `json:"ir"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("the output does not read back: %v", err)
+	}
+	for _, want := range []string{`"proto": "tcp"`, `"proto": "udp"`, `"kind": "port"`, `"kind": "all-ports"`, `"encap": "L2_DSR"`,
+		`"affinity": "CLIENT_IP"`, `"track": "CLIENT_IP_PORT_PROTO"`, `"mac": "02:00:00:00:00:01"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %s", want)
+		}
+	}
+	if b := got.IR.Backends; len(b) != 2 || b[1].MAC != (compiler.MAC{2, 0, 0, 0, 0, 1}) || got.IR.Services[1].Encap != compiler.EncapKindL2DSR {
+		t.Errorf("read back: %+v", b)
 	}
 }

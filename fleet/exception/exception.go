@@ -194,11 +194,11 @@ func hasVIP(ir *compiler.IR, id uint32, t compiler.Tuple) bool {
 		case compiler.MatchAnyProto:
 			return true
 		case compiler.MatchAllPorts:
-			if t.Proto == 0 || t.Proto == v.Key.Proto {
+			if t.Proto == 0 || t.Proto == uint8(v.Key.Proto) {
 				return true
 			}
 		case compiler.MatchPort:
-			if t.Proto == 0 || t.Proto == v.Key.Proto && (t.DstPort == 0 || t.DstPort == v.Key.Port) {
+			if t.Proto == 0 || t.Proto == uint8(v.Key.Proto) && (t.DstPort == 0 || t.DstPort == v.Key.Port) {
 				return true
 			}
 		}

@@ -335,7 +335,7 @@ func (tr *Translator) IRContext(ctx context.Context, tabs Tables, tunnel *p4v1.T
 			if err != nil {
 				return nil, err
 			}
-			row := compiler.VIPRow{Key: compiler.VIPKey{VIP: addrFrom(d.Key["dst_addr"]), Proto: uint8(d.Uint("protocol")), Port: uint16(d.Uint("dst_port"))},
+			row := compiler.VIPRow{Key: compiler.VIPKey{VIP: addrFrom(d.Key["dst_addr"]), Proto: compiler.IPProto(d.Uint("protocol")), Port: uint16(d.Uint("dst_port"))},
 				ServiceID: uint32(d.Uint("service_id"))}
 			switch name {
 			case tVIPPort:
@@ -355,7 +355,7 @@ func (tr *Translator) IRContext(ctx context.Context, tabs Tables, tunnel *p4v1.T
 		}
 		s := compiler.ServiceRow{ID: uint32(d.Uint("service_id")), RingSize: uint32(d.Uint("ring_size")), ActiveHalf: uint8(d.Uint("active_half")),
 			Epoch: uint32(d.Uint("epoch")), IdleTimeoutSec: uint32(d.Uint("idle_timeout_sec")), SynNew: d.Uint("syn_new") == 1,
-			NoBackends: d.Uint("no_backends") == 1, AllUnhealthy: d.Uint("all_unhealthy") == 1, Encap: uint8(d.Uint("encap"))}
+			NoBackends: d.Uint("no_backends") == 1, AllUnhealthy: d.Uint("all_unhealthy") == 1, Encap: compiler.Encap(d.Uint("encap"))}
 		for c := range s.Classes {
 			n := classNames[c]
 			s.Classes[c] = compiler.ClassPolicy{Affinity: compiler.TupleKind(d.Uint(n + "_affinity")), Track: compiler.TupleKind(d.Uint(n + "_track")), Persist: d.Uint(n+"_persist") == 1}

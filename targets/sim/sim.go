@@ -228,8 +228,8 @@ func floorDiv(a, b time.Duration) time.Duration {
 func (d *Datapath) lookup(dst netip.Addr, proto uint8, port uint16) (*compiler.ServiceRow, compiler.MatchKind, bool) {
 	dst = dst.Unmap()
 	for _, k := range [...]compiler.VIPKey{
-		{VIP: dst, Proto: proto, Port: port, Kind: compiler.MatchPort},
-		{VIP: dst, Proto: proto, Kind: compiler.MatchAllPorts},
+		{VIP: dst, Proto: compiler.IPProto(proto), Port: port, Kind: compiler.MatchPort},
+		{VIP: dst, Proto: compiler.IPProto(proto), Kind: compiler.MatchAllPorts},
 		{VIP: dst, Kind: compiler.MatchAnyProto},
 	} {
 		if k.Kind == compiler.MatchPort && port == 0 {
