@@ -53,8 +53,7 @@ func (p *progress) Phase(format string, args ...any) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.phase = fmt.Sprintf(format, args...)
-	p.since, p.last = p.now(), time.Time{}
+	p.begin(fmt.Sprintf(format, args...))
 	if p.w != nil {
 		fmt.Fprintf(p.w, "lbc: %s …\n", p.phase)
 	}
@@ -69,7 +68,12 @@ func (p *progress) Label(format string, args ...any) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.phase = fmt.Sprintf(format, args...)
+	p.begin(fmt.Sprintf(format, args...))
+}
+
+// begin makes phase the current one, its counts starting now (p.mu held).
+func (p *progress) begin(phase string) {
+	p.phase = phase
 	p.since, p.last = p.now(), time.Time{}
 }
 
