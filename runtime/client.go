@@ -388,7 +388,7 @@ func (c *Client) WaitPrimary(ctx context.Context) error {
 			t := time.NewTimer(left)
 			defer t.Stop()
 			wait = t.C
-		} else if reason != nil && !isTransport(reason) {
+		} else if reason != nil && !IsTransport(reason) {
 			return fmt.Errorf("%w: %w", ErrNotPrimary, reason)
 		}
 		select {
@@ -438,7 +438,10 @@ func diagnose(addr string) string {
 	return fmt.Sprintf("; %s accepts connections but answered no P4Runtime arbitration: is it the switch's gRPC port?", addr)
 }
 
-func isTransport(err error) bool {
+// IsTransport reports whether err says an RPC did not reach the switch or
+// got no answer (the connection, the session or the caller's context
+// ended), not that the switch refused it.
+func IsTransport(err error) bool {
 	code := status.Code(err)
 	return errors.Is(err, ErrUnreachable) || code == codes.Unavailable || code == codes.Canceled || code == codes.DeadlineExceeded || errors.Is(err, io.EOF)
 }

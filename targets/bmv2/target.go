@@ -527,14 +527,7 @@ func (t *Target) SealRings(ctx context.Context, ir *compiler.IR) (int, error) {
 // lost: err says the read did not reach the switch (the context ended, or
 // the connection), not that the entry is absent.
 func lost(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	switch status.Code(err) {
-	case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable:
-		return true
-	}
-	return false
+	return ctx.Err() != nil || runtime.IsTransport(err)
 }
 
 // batch is a run of changes to one table, written in one RPC.
