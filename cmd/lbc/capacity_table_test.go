@@ -66,6 +66,10 @@ func TestCapacityTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bm4, err := bmv2.CapacityFor(4195328) // --ring-table-size 4195328
+	if err != nil {
+		t.Fatal(err)
+	}
 	tf, err := tofino.Capacity()
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +85,7 @@ func TestCapacityTable(t *testing.T) {
 	}{
 		{tf, 127, 1, 65536},
 		{bm, 1023, 14, compiler.OldDefaultRingSize},
+		{bm4, 4096, 63, compiler.OldDefaultRingSize},
 		{xd, 16384, 1023, compiler.OldDefaultRingSize},
 	} {
 		if m := compiler.AutoRingSize(8, compiler.DefaultRingPrecision); m != 1024 {

@@ -176,3 +176,37 @@ func TestP4RTServerFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestPushRingTableSize: --ring-table-size N pushes the embedded pipeline
+// with a ring table of N entries (p4.BMv2Build), and the push checks the
+// configuration against that size, as read back from the switch: one ring
+// of 1,021 slots and room for it to change fit 2,048 entries, a ring of
+// 16,384 does not, and the refusal names the flag that raises it.
+func TestPushRingTableSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds lbc-testbench")
+	}
+	bin := clihelptest.Build(t, "../lbc-testbench", "lbc-testbench")
+	addr := startP4RTServer(t, bin, "--no-pipeline")
+	target := []string{"--target", "bmv2", "--addr", addr, "--ring-table-size", "2048"}
+	out, errw, err := runLBC(t, append([]string{"push", "-c", td + "seed001.yaml"}, target...)...)
+	if err != nil || !strings.Contains(out, "bmv2 "+addr+": 1032 writes in ") ||
+		!strings.Contains(errw, "pushed pipeline embedded p4/build (lb.p4info.txtpb, lb.json) with a ring table of 2048 entries") {
+		t.Fatalf("push: %v\n%s%s", err, out, errw)
+	}
+	_, _, err = runLBC(t, append([]string{"push", "-c", "../../examples/weighted.yaml", "--health", "../../examples/weighted-health.yaml"}, target...)...)
+	if err == nil || !strings.Contains(err.Error(), "LbIngress.ring holds (2048)") || !strings.Contains(err.Error(), "--ring-table-size N") {
+		t.Fatalf("push of rings larger than the table: %v, want the ring table's 2048 and the flag", err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"push", "-c", td + "seed001.yaml", "--target", "bmv2", "--addr", addr, "--ring-table-size", "100"}, "--ring-table-size: ring table size 100: give 2048..67108864"},
+		{[]string{"push", "-c", td + "seed001.yaml", "--target", "bmv2", "--addr", addr, "--ring-table-size", "4096", "--p4info", "../../p4/build/lb.p4info.txtpb", "--device-config", "../../p4/build/lb.json"}, "--ring-table-size sizes lbc's embedded pipeline, not the one --p4info gives"},
+	} {
+		if _, _, err := runLBC(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

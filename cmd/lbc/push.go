@@ -94,6 +94,15 @@ Examples:
 		}
 		defer tgt.Close()
 		p.Note("connected to %s in %s", tgt.Name(), roundDuration(p.Elapsed()))
+		// A switch's tables are sized by the program it runs: check before
+		// reading or writing anything, as lbc validate --target and lbc run
+		// do.
+		cp, sized := capacityOfTarget(tgt)
+		if sized {
+			if ps := l.Decoded.CheckCapacity(cp); len(ps) > 0 {
+				return fmt.Errorf("%s: nothing written: %w", tgt.Name(), problemsError(l.Name, ps))
+			}
+		}
 		p.Phase("reading what %s holds", tgt.Name())
 		now := time.Duration(time.Now().UnixNano())
 		held, rs, err := controller.ReadFor(c.Context, tgt, l.Config, l.State, now, c.Bool(fullReadFlag.Name))
@@ -111,6 +120,11 @@ Examples:
 			return err
 		}
 		p.Note("diff: %s changes", commas(len(rec.Diff.Changes)))
+		if sized {
+			if err := compiler.CheckTransition(held, rec.Diff, cp); err != nil {
+				return fmt.Errorf("%s: nothing written: %w", tgt.Name(), err)
+			}
+		}
 		w := c.App.Writer
 		if c.Bool("dry-run") {
 			fmt.Fprintf(w, "%s: would write %d changes (dry run)\n%s\n", tgt.Name(), len(rec.Diff.Changes), rec.Diff.Summary())
@@ -164,6 +178,18 @@ Examples:
 		}
 		return nil
 	},
+}
+
+// capacityOfTarget is the size of a target's tables when it knows them
+// (targets.Sized): a switch's from the program it runs, xdp's from its
+// maps (which it has checked already when it opened them).
+func capacityOfTarget(t targets.Target) (compiler.Capacity, bool) {
+	sz, ok := t.(targets.Sized)
+	if !ok {
+		return compiler.Capacity{}, false
+	}
+	cp, err := sz.Capacity()
+	return cp, err == nil
 }
 
 // fullReadFlag makes push read every ring back, sealed or not.

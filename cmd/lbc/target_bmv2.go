@@ -24,14 +24,18 @@ var (
 	p4CAFlag       = &cli.StringFlag{Name: "tls-ca", Usage: "bmv2: CA `FILE` (PEM) to verify the switch; enables TLS"}
 	p4CertFlag     = &cli.StringFlag{Name: "tls-cert", Usage: "bmv2: client certificate `FILE` (PEM) for mTLS"}
 	p4KeyFlag      = &cli.StringFlag{Name: "tls-key", Usage: "bmv2: client key `FILE` (PEM) for mTLS"}
+	p4RingFlag     = &cli.IntFlag{Name: "ring-table-size", Usage: "bmv2: `N` entries of lb.p4's ring table when lbc pushes its embedded pipeline (to a switch that runs none: a new or restarted one; " + ringSizeRange + "). Every service holds one ring at rest, plus room for the largest to change: the default 1,048,576 holds 1,023 services at ringSize auto (1,024 slots), 4195328 holds 4,096. BMv2 allocates the entries when the pipeline is pushed, so each 1,048,576 adds about 0.55 s (idle) to every switch restart and 115 MB (docs/p4.md). lbc validate -c lb.yaml --target bmv2 --ring-table-size N tells whether a configuration fits"}
 	// connectTimeoutFlag is shared by the P4Runtime targets (bmv2, tofino).
 	connectTimeoutFlag = &cli.DurationFlag{Name: "connect-timeout", Value: runtime.DefaultConnectTimeout,
 		Usage: "bmv2, tofino: `DURATION` to wait for the switch to answer (and take lbc as its primary controller) before giving up; lbc run never gives up: it tries again, each attempt waiting twice as long (up to 1 minute), with /healthz 503 and nothing announced until the switch answers"}
 )
 
+// ringSizeRange is --ring-table-size's range, for its help.
+var ringSizeRange = fmt.Sprintf("%d..%d", p4.MinRingTableSize, p4.MaxRingTableSize)
+
 var bmv2Adapter = &adapter{
 	Usage: "P4 switch running p4/lb.p4 (BMv2 simple_switch_grpc) over P4Runtime",
-	Flags: []cli.Flag{p4AddrFlag, p4DeviceFlag, p4ElectionFlag, p4RoleFlag, p4InfoFlag, p4DevcfgFlag, p4BatchFlag, p4FallbackFlag, p4CAFlag, p4CertFlag, p4KeyFlag, connectTimeoutFlag},
+	Flags: []cli.Flag{p4AddrFlag, p4DeviceFlag, p4ElectionFlag, p4RoleFlag, p4InfoFlag, p4DevcfgFlag, p4RingFlag, p4BatchFlag, p4FallbackFlag, p4CAFlag, p4CertFlag, p4KeyFlag, connectTimeoutFlag},
 	Open: func(c *cli.Context) (targets.Target, error) {
 		t, err := openBMv2(c, false)
 		if err != nil {
@@ -72,11 +76,25 @@ func openBMv2(c *cli.Context, readOnly bool) (*bmv2.Target, error) {
 	if opts.DeviceConfigPath != "" && opts.P4InfoPath == "" {
 		return nil, fmt.Errorf("--device-config needs --p4info (the pipeline is pushed as a pair)")
 	}
+	ring := c.Int(p4RingFlag.Name)
+	if c.IsSet(p4RingFlag.Name) && opts.P4InfoPath != "" {
+		return nil, fmt.Errorf("--ring-table-size sizes lbc's embedded pipeline, not the one --p4info gives: give one of them (a build of p4/lb.p4 of another size: make p4 P4FLAGS=-DRING_TABLE_SIZE=N)")
+	}
+	if c.IsSet(p4RingFlag.Name) && readOnly {
+		return nil, fmt.Errorf("--ring-table-size sizes the pipeline a push gives a switch: this command only reads the switch, which reports its own sizes")
+	}
 	if opts.P4InfoPath == "" && !readOnly {
 		// The embedded build: pushed to a switch that runs no pipeline
 		// (and again if it restarts empty); another one is left alone.
-		opts.P4Info, opts.DeviceConfig, opts.PipelineIfAbsent = p4.BMv2P4Info, p4.BMv2JSON, true
+		info, devcfg, err := p4.BMv2Build(ring)
+		if err != nil {
+			return nil, fmt.Errorf("--ring-table-size: %w", err)
+		}
+		opts.P4Info, opts.DeviceConfig, opts.PipelineIfAbsent = info, devcfg, true
 		opts.PipelineName = "embedded p4/build (lb.p4info.txtpb, lb.json)"
+		if ring != 0 {
+			opts.PipelineName = fmt.Sprintf("embedded p4/build (lb.p4info.txtpb, lb.json) with a ring table of %d entries", ring)
+		}
 	}
 	if runShared(c) {
 		return bmv2.OpenShared(c.Context, opts) // lbc run: may start as the backup

@@ -141,7 +141,7 @@ func adapterFlags() []cli.Flag {
 // readFlags are the adapters' flags that a command which only reads a
 // datapath (status) uses: not those that say how to write or attach.
 func readFlags() []cli.Flag {
-	writeOnly := map[cli.Flag]bool{p4BatchFlag: true, p4FallbackFlag: true, modeFlag: true, egressFlag: true, gwFlag: true}
+	writeOnly := map[cli.Flag]bool{p4BatchFlag: true, p4FallbackFlag: true, p4RingFlag: true, modeFlag: true, egressFlag: true, gwFlag: true}
 	var out []cli.Flag
 	for _, f := range adapterFlags() {
 		if !writeOnly[f] {

@@ -15,7 +15,13 @@ import (
 // capacities are the datapaths `lbc validate --target` knows the tables
 // of, each read from where its program defines them.
 var capacities = map[string]func(c *cli.Context, cfg *compiler.Config) (compiler.Capacity, error){
-	"bmv2":   func(*cli.Context, *compiler.Config) (compiler.Capacity, error) { return bmv2.Capacity() },
+	"bmv2": func(c *cli.Context, _ *compiler.Config) (compiler.Capacity, error) {
+		cp, err := bmv2.CapacityFor(c.Int(p4RingFlag.Name))
+		if err != nil && c.IsSet(p4RingFlag.Name) {
+			return cp, fmt.Errorf("--ring-table-size: %w", err)
+		}
+		return cp, err
+	},
 	"tofino": func(*cli.Context, *compiler.Config) (compiler.Capacity, error) { return tofino.Capacity() },
 	// The sizes lbc push and lbc run create the maps with, from the same
 	// flags and defaults.
@@ -42,7 +48,7 @@ var validateTargetFlag = &cli.StringFlag{Name: "target", Usage: "also check that
 var validateCommand = &cli.Command{
 	Name:      "validate",
 	Usage:     "check a configuration and report every problem at once",
-	UsageText: "lbc validate [-c] lb.yaml [--health health.yaml] [--target bmv2|tofino|xdp [--ring-entries N ...]]\n   lbc validate [--kind bgp|fleet|gslb] FILE",
+	UsageText: "lbc validate [-c] lb.yaml [--health health.yaml] [--target bmv2|tofino|xdp [--ring-table-size N | --ring-entries N ...]]\n   lbc validate [--kind bgp|fleet|gslb] FILE",
 	Description: `Decodes lb.yaml strictly (an unknown field or a value of the wrong type is
 an error with its line and field path) and checks every value against the
 allowed ranges and the rules of the semantics (ALWAYS_PERSIST with
@@ -54,17 +60,22 @@ listed, one per line, in line order:
 
 With --target, it also checks that the configuration fits that datapath's
 tables, as its program sizes them (BPF map sizes for xdp, the P4Info and the
-P4 source for bmv2 and tofino): services, VIP rows, ring entries (both halves
-of every ring), backends, idle timeouts (tofino), and limits.maxConnections
-against the conntrack. A table that is too small is named with its size and
-how to raise it. Rings that do not fit (both halves of every ring in the
-ring table) are one problem: by how much, the largest rings, and the finest
+P4 source for bmv2 and tofino): services, VIP rows, ring entries (every
+service's ring, plus room for the largest to change beside it), backends,
+idle timeouts (tofino), and limits.maxConnections against the flows the
+conntrack holds at ≤ 1 % loss in steady state (R-CT-CAP). A table that is
+too small is named with its size and how to raise it. Rings that do not fit
+the ring table are one problem: by how much, the largest rings, and the finest
 ringPrecision at which the services with ringSize auto (the default) fit:
 
    lb.yaml:3: --target tofino: the rings need 204800 entries (...), 73728 more than its LbIngress.ring holds (131072); the largest rings: ...; the finest precision that fits is ringPrecision: 0.016 on the 100 services with ringSize auto (...)
 
 On tofino an explicit ringSize must be a power of two; one that is not is
 reported at its line with the size to set.
+
+For bmv2 the ring table is the size lbc push and lbc run give the pipeline
+they push: 1,048,576 entries, or --ring-table-size N given here as it will
+be given there (docs/p4.md).
 
 For xdp the sizes are those lbc push and lbc run create the maps with: their
 defaults (512 services at ringSize 65537), or --service-entries,
@@ -79,7 +90,7 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 
    lbc validate bgp.yaml
    lbc validate --kind fleet /etc/lbc/fleet.yaml`,
-	Flags: append([]cli.Flag{configFlag, healthFlag, validateTargetFlag, validateKindFlag}, xdpSizeFlags...),
+	Flags: append([]cli.Flag{configFlag, healthFlag, validateTargetFlag, validateKindFlag, p4RingFlag}, xdpSizeFlags...),
 	Action: func(c *cli.Context) error {
 		kind, err := fileKind(c)
 		if err != nil {
@@ -99,6 +110,9 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 			}
 		}
 		name := c.String(validateTargetFlag.Name)
+		if c.IsSet(p4RingFlag.Name) && name != "bmv2" {
+			return fmt.Errorf("--ring-table-size sizes the ring table of --target bmv2: give --target bmv2 to check the configuration against it")
+		}
 		if set := sizeSetFlags(c); len(set) > 0 && name != "xdp" {
 			return fmt.Errorf("%s size the maps of --target xdp: give --target xdp to check the configuration against them", strings.Join(set, ", "))
 		}
@@ -124,7 +138,7 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 		for _, t := range cp.Tables {
 			line := fmt.Sprintf("  %-22s %d of %d %s", t.Table, u[t.Holds], t.Size, t.Holds)
 			if t.Holds == compiler.HoldsConnections {
-				line = fmt.Sprintf("  %-22s %d %s%s", t.Table, t.Size, t.Holds, connHeld(name, t.Size))
+				line = fmt.Sprintf("  %-22s %d %s", t.Table, t.Size, t.Holds)
 				if want := u[t.Holds]; want > 0 {
 					line += fmt.Sprintf(" (limits.maxConnections %d)%s", want, connLoss(name, t.Size, want))
 				}
@@ -135,38 +149,24 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 	},
 }
 
-// connHeld is R-CT-CAP's figure for a conntrack whose size is its slots
-// (bmv2: 4-way buckets): the flows it holds at ≤ 1 % loss in steady state,
-// and by a fill from empty, labelled. On tofino the size is already the
-// steady-state figure (its table's name gives the fill).
-func connHeld(target string, size int) string {
-	if target != "bmv2" || size < sim.P4Ways {
-		return ""
-	}
-	f, err := sim.RegisterHeld(size/sim.P4Ways, sim.P4Ways)
-	if err != nil {
-		return ""
-	}
-	return fmt.Sprintf(" (slots; R-CT-CAP: %d flows held at ≤ 1 %% steady-state loss, %d by a fill from empty)", f.Steady, f.Fill)
-}
-
 // connLoss is what the conntrack loses at limits.maxConnections live
 // flows in R-CT-CAP's steady state (flows ending and starting at the same
 // rate), as targets/sim's model of its geometry predicts it (seed 1): on
-// bmv2 (size is its slots) the live entries evicted per new flow, by
-// 4-way buckets; on tofino (size is the flows held at 1 %) the new flows
-// refused an entry by the TNA program's ways. An LRU map loses none before
-// it is full.
+// bmv2 the live entries evicted per new flow, by the committed build's
+// 4-way buckets; on tofino the new flows refused an entry by the TNA
+// program's ways. Size is the flows held at 1 % on both. An LRU map loses
+// none before it is full.
 func connLoss(target string, size, conns int) string {
 	var loss float64
 	var err error
 	var what string
 	switch target {
 	case "bmv2":
-		if size < sim.P4Ways {
+		buckets, berr := bmv2.ConntrackBuckets()
+		if berr != nil || conns > buckets*sim.P4Ways {
 			return ""
 		}
-		loss, err = sim.RegisterSteadyLoss(size/sim.P4Ways, sim.P4Ways, conns, 1)
+		loss, err = sim.RegisterSteadyLoss(buckets, sim.P4Ways, conns, 1)
 		what = "evict a live flow's entry"
 	case "tofino":
 		if conns > sim.TNATofino1.Slots() {

@@ -62,7 +62,7 @@ struct meta_t {
     bit<32>  h_trk;
     bit<32>  ct_bucket;
     bit<32>  ct_sig;
-    bit<32>  ct_base;
+    bit<CT_CELL_BITS> ct_cell; // the bucket's register cell, as read
     bit<32>  ct_way;     // 0..3, 4 = no way with this signature
     bit<32>  ct_victim;
     bit<1>   ct_candidate;

@@ -135,16 +135,16 @@ func TestV1ModelBuildMatchesSource(t *testing.T) {
 	if !ok {
 		t.Fatal("no table LbIngress.ring in p4/lb.p4")
 	}
-	// Doubling CT_BUCKETS doubles ct_sig in the source, not in the outputs.
+	// Doubling CT_BUCKETS doubles the conntrack array in the source, not in the outputs.
 	var sig int64
 	for _, r := range prog.Registers {
-		if r.Name == "LbIngress.ct_sig" {
+		if r.Name == "LbIngress.conntrack" {
 			sig = r.Size
 		}
 	}
 	buckets, err := strconv.ParseInt(prog.Source.Macros["CT_BUCKETS"].Value, 0, 64)
 	if err != nil || sig == 0 {
-		t.Fatalf("CT_BUCKETS %q, ct_sig size %d: %v", prog.Source.Macros["CT_BUCKETS"].Value, sig, err)
+		t.Fatalf("CT_BUCKETS %q, conntrack size %d: %v", prog.Source.Macros["CT_BUCKETS"].Value, sig, err)
 	}
 	// Each edit is made where the reader found the declaration, on a copy
 	// of that file.
@@ -155,7 +155,7 @@ func TestV1ModelBuildMatchesSource(t *testing.T) {
 		repl string
 		want string
 	}{
-		{"CT_BUCKETS doubled", prog.Source.Macros["CT_BUCKETS"].Pos, `(define\s+CT_BUCKETS\s+)\S+`, fmt.Sprintf("${1}%d", 2*buckets), fmt.Sprintf("register LbIngress.ct_sig: size %d in the P4Info, %d in the source", sig, 2*sig)},
+		{"CT_BUCKETS doubled", prog.Source.Macros["CT_BUCKETS"].Pos, `(define\s+CT_BUCKETS\s+)\S+`, fmt.Sprintf("${1}%d", 2*buckets), fmt.Sprintf("register LbIngress.conntrack: size %d in the P4Info, %d in the source", sig, 2*sig)},
 		{"ring renamed", ring.Pos, `\btable\s+ring\b`, "table ring2", "p4/build/lb.json: no table LbIngress.ring2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -331,9 +331,12 @@ func (t *Target) RingEntries() int {
 }
 
 // Capacity is the size of the tables of the program the switch runs, from
-// its P4Info (targets.Sized).
+// its P4Info (targets.Sized): on bmv2 as V1ModelCapacity gives them.
 func (t *Target) Capacity() (compiler.Capacity, error) {
 	kind, _, _ := strings.Cut(t.Name(), " ")
+	if kind == "bmv2" {
+		return V1ModelCapacity(t.tr.Schema().Info)
+	}
 	return P4Capacity(kind, t.tr.Schema().Info, "recompile p4/lb.p4 with make p4 P4FLAGS=-D%s=N")
 }
 

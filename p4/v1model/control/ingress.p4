@@ -15,10 +15,10 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
     counter(1, CounterType.packets_and_bytes) fallback_packets;
     counter(DROP_REASONS, CounterType.packets) drops;
 
-    register<bit<32>>(CT_SLOTS) ct_sig;
-    register<bit<32>>(CT_SLOTS) ct_backend;
-    register<bit<48>>(CT_SLOTS) ct_seen;
-    register<bit<32>>(CT_SLOTS) ct_epoch;
+    // One cell per bucket, its 4 ways packed (define.p4). Only this
+    // ingress (one thread in simple_switch) writes it, so the read of a
+    // bucket and its write-back in the same pass see no other writer.
+    register<bit<CT_CELL_BITS>>(CT_BUCKETS) conntrack;
 
     bit<128> tunnel_src6 = 0;
     bit<32> tunnel_src4 = 0;
@@ -279,18 +279,16 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                     if (meta.ct_sig == 0) {
                         meta.ct_sig = 1; // 0 marks an empty way
                     }
-                    meta.ct_base = meta.ct_bucket << 2;
 
-                    bit<32> s0; bit<32> s1; bit<32> s2; bit<32> s3;
-                    bit<48> t0; bit<48> t1; bit<48> t2; bit<48> t3;
-                    ct_sig.read(s0, meta.ct_base);
-                    ct_sig.read(s1, meta.ct_base + 1);
-                    ct_sig.read(s2, meta.ct_base + 2);
-                    ct_sig.read(s3, meta.ct_base + 3);
-                    ct_seen.read(t0, meta.ct_base);
-                    ct_seen.read(t1, meta.ct_base + 1);
-                    ct_seen.read(t2, meta.ct_base + 2);
-                    ct_seen.read(t3, meta.ct_base + 3);
+                    conntrack.read(meta.ct_cell, meta.ct_bucket);
+                    bit<32> s0 = CT_SIG(meta.ct_cell, 0);
+                    bit<32> s1 = CT_SIG(meta.ct_cell, 1);
+                    bit<32> s2 = CT_SIG(meta.ct_cell, 2);
+                    bit<32> s3 = CT_SIG(meta.ct_cell, 3);
+                    bit<48> t0 = CT_SEEN(meta.ct_cell, 0);
+                    bit<48> t1 = CT_SEEN(meta.ct_cell, 1);
+                    bit<48> t2 = CT_SEEN(meta.ct_cell, 2);
+                    bit<48> t3 = CT_SEEN(meta.ct_cell, 3);
                     meta.ct_way = 4;
                     if (s0 == meta.ct_sig) { meta.ct_way = 0; }
                     else if (s1 == meta.ct_sig) { meta.ct_way = 1; }
@@ -316,12 +314,14 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                     // ICMP error has no TCP header here: it looks up.)
                     bool syn = hdr.tcp.isValid() && hdr.tcp.syn == 1 && hdr.tcp.ack_flag == 0;
                     if (meta.ct_way != 4 && !(syn && meta.syn_new == 1) && meta.ct_bypass == 0) {
-                        bit<48> seen;
-                        bit<32> ep;
-                        bit<32> be;
-                        ct_seen.read(seen, meta.ct_base + meta.ct_way);
-                        ct_epoch.read(ep, meta.ct_base + meta.ct_way);
-                        ct_backend.read(be, meta.ct_base + meta.ct_way);
+                        bit<144> way;
+                        if (meta.ct_way == 0) { way = CT_WAY(meta.ct_cell, 0); }
+                        else if (meta.ct_way == 1) { way = CT_WAY(meta.ct_cell, 1); }
+                        else if (meta.ct_way == 2) { way = CT_WAY(meta.ct_cell, 2); }
+                        else { way = CT_WAY(meta.ct_cell, 3); }
+                        bit<48> seen = way[111:64];
+                        bit<32> ep = way[143:112];
+                        bit<32> be = way[63:32];
                         // R-AGE (lazy), R-EPOCH.
                         if (meta.now - seen < (bit<48>)meta.idle_timeout_sec * 1000000 && ep == meta.epoch) {
                             meta.ct_candidate = 1;
@@ -391,13 +391,24 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                         service_icmp_error_misses.count(meta.service_id & (SERVICE_COUNTERS - 1));
                     }
                 } else if (meta.track != TUPLE_NONE) {
+                    // A refresh moves only the way's last seen; a new entry
+                    // replaces the victim way whole. Either writes the bucket's
+                    // cell back with the other ways as read.
+                    bit<144> w0 = CT_WAY(meta.ct_cell, 0);
+                    bit<144> w1 = CT_WAY(meta.ct_cell, 1);
+                    bit<144> w2 = CT_WAY(meta.ct_cell, 2);
+                    bit<144> w3 = CT_WAY(meta.ct_cell, 3);
+                    bit<32> at = meta.ct_victim;
+                    bit<144> entry = meta.epoch ++ meta.now ++ meta.backend_id ++ meta.ct_sig;
                     if (meta.ct_candidate == 1) {
-                        ct_seen.write(meta.ct_base + meta.ct_way, meta.now);
-                    } else {
-                        ct_sig.write(meta.ct_base + meta.ct_victim, meta.ct_sig);
-                        ct_backend.write(meta.ct_base + meta.ct_victim, meta.backend_id);
-                        ct_seen.write(meta.ct_base + meta.ct_victim, meta.now);
-                        ct_epoch.write(meta.ct_base + meta.ct_victim, meta.epoch);
+                        at = meta.ct_way;
+                    }
+                    if (at == 0) { if (meta.ct_candidate == 1) { w0[111:64] = meta.now; } else { w0 = entry; } }
+                    else if (at == 1) { if (meta.ct_candidate == 1) { w1[111:64] = meta.now; } else { w1 = entry; } }
+                    else if (at == 2) { if (meta.ct_candidate == 1) { w2[111:64] = meta.now; } else { w2 = entry; } }
+                    else { if (meta.ct_candidate == 1) { w3[111:64] = meta.now; } else { w3 = entry; } }
+                    conntrack.write(meta.ct_bucket, w3 ++ w2 ++ w1 ++ w0);
+                    if (meta.ct_candidate == 0) {
                         service_new_conns.count(meta.service_id & (SERVICE_COUNTERS - 1));
                         backend_new_conns.count(meta.backend_id & (BACKEND_COUNTERS - 1));
                     }

@@ -11,31 +11,45 @@ import (
 )
 
 // Geometry reads the conntrack geometry a BMv2 device config was compiled
-// with (lb.p4's CT_BUCKETS × 4 ways): the size of its ct_sig register array
-// over the ways. A nil config reads the embedded build.
+// with (lb.p4's CT_BUCKETS buckets of 4 ways): its conntrack register array
+// holds a cell per bucket, the ways packed in it (CT_CELL_BITS = 4 × 144).
+// A device config built before the ways were packed (four arrays of a cell
+// per way, ct_sig the signatures) is read too. A nil config reads the
+// embedded build.
 func Geometry(devcfg []byte) (buckets, ways int, err error) {
 	if devcfg == nil {
 		devcfg = p4.BMv2JSON
 	}
 	var j struct {
 		Registers []struct {
-			Name string `json:"name"`
-			Size int    `json:"size"`
+			Name     string `json:"name"`
+			Size     int    `json:"size"`
+			Bitwidth int    `json:"bitwidth"`
 		} `json:"register_arrays"`
 	}
 	if err := json.Unmarshal(devcfg, &j); err != nil {
 		return 0, 0, fmt.Errorf("BMv2 device config: %w", err)
 	}
 	for _, r := range j.Registers {
-		if r.Name == "LbIngress.ct_sig" {
+		switch r.Name {
+		case "LbIngress.conntrack":
+			if r.Size <= 0 || r.Bitwidth != sim.P4Ways*WayBits {
+				return 0, 0, fmt.Errorf("BMv2 device config: conntrack holds %d cells of %d bits, want cells of %d ways × %d bits (is it lb.p4's?)", r.Size, r.Bitwidth, sim.P4Ways, WayBits)
+			}
+			return r.Size, sim.P4Ways, nil
+		case "LbIngress.ct_sig":
 			if r.Size <= 0 || r.Size%sim.P4Ways != 0 {
 				return 0, 0, fmt.Errorf("BMv2 device config: ct_sig holds %d slots, not a multiple of %d ways", r.Size, sim.P4Ways)
 			}
 			return r.Size / sim.P4Ways, sim.P4Ways, nil
 		}
 	}
-	return 0, 0, fmt.Errorf("BMv2 device config: no LbIngress.ct_sig register array (is it lb.p4's?)")
+	return 0, 0, fmt.Errorf("BMv2 device config: no LbIngress.conntrack register array (is it lb.p4's?)")
 }
+
+// WayBits is the width of one conntrack way in lb.p4's bucket cell:
+// signature 32, backend 32, last seen 48, epoch 32 (p4/v1model/define.p4).
+const WayBits = 144
 
 // SimOptions are the reference datapath's options that predict this
 // switch: its conntrack geometry (so collisions and evictions match) on

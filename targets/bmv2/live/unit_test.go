@@ -23,10 +23,18 @@ func TestGeometryOfTheBuild(t *testing.T) {
 	if err != nil || b != 262144 || w != 4 {
 		t.Fatalf("Geometry = %d × %d, %v; want 262144 × 4", b, w, err)
 	}
-	for _, bad := range []string{`{`, `{"register_arrays": []}`, `{"register_arrays": [{"name": "LbIngress.ct_sig", "size": 6}]}`} {
+	for _, bad := range []string{`{`, `{"register_arrays": []}`,
+		`{"register_arrays": [{"name": "LbIngress.ct_sig", "size": 6}]}`,
+		`{"register_arrays": [{"name": "LbIngress.conntrack", "size": 1024, "bitwidth": 144}]}`,
+		`{"register_arrays": [{"name": "LbIngress.conntrack", "size": 0, "bitwidth": 576}]}`,
+	} {
 		if _, _, err := Geometry([]byte(bad)); err == nil {
 			t.Errorf("Geometry(%s) accepted", bad)
 		}
+	}
+	// A build from before the ways were packed in one cell per bucket.
+	if b, w, err := Geometry([]byte(`{"register_arrays": [{"name": "LbIngress.ct_sig", "size": 4096, "bitwidth": 32}]}`)); err != nil || b != 1024 || w != 4 {
+		t.Errorf("Geometry(four arrays of 4096) = %d × %d, %v; want 1024 × 4", b, w, err)
 	}
 }
 
