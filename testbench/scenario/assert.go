@@ -89,7 +89,13 @@ func (v *stepView) schedIn(from, to time.Duration) SchedDelay {
 func (r *runner) stepView(res *Result, sr *StepResult) *stepView {
 	v := &stepView{st: &r.sc.Steps[sr.Index], sr: sr, res: res, names: r.sc.BackendNames()}
 	if r.probe != nil {
-		v.probe = r.probe.Window
+		v.probe = func(from, to time.Duration) SchedDelay {
+			d := r.probe.Window(from, to)
+			if r.rwait != nil {
+				d.RunWait = r.rwait.Window(from, to)
+			}
+			return d
+		}
 	}
 	v.where = fmt.Sprintf("step %d %q", sr.Index+1, v.st.Name)
 	r.rmu.Lock()

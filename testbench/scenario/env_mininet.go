@@ -160,6 +160,7 @@ type mininetEnv struct {
 	sock      string
 	sw        *exec.Cmd
 	swDone    chan error
+	swPID     atomic.Int64 // the running switch's PID (0: none), for the run-wait probe
 	swLog     string
 	swRestart int
 	reader    *bmv2.Target // read-only client for counters
@@ -375,6 +376,7 @@ func (e *mininetEnv) launchSwitch(ctx context.Context) error {
 	if e.swDone, err = netns.StartTied(e.sw, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("start simple_switch_grpc: %w", err)
 	}
+	e.swPID.Store(int64(e.sw.Process.Pid)) // ip netns exec execs the switch in place
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if _, err := os.Stat(e.sock); err == nil {
@@ -500,9 +502,13 @@ func (e *mininetEnv) KillSwitch(ctx context.Context) error {
 	}
 	<-e.swDone
 	e.sw = nil
+	e.swPID.Store(0)
 	e.swRestart++
 	return e.launchSwitch(ctx)
 }
+
+// SwitchPID is the running switch's PID (0: none).
+func (e *mininetEnv) SwitchPID() int { return int(e.swPID.Load()) }
 
 // BlockP4Runtime cuts or restores the controller's P4Runtime path.
 func (e *mininetEnv) BlockP4Runtime(on bool) error {

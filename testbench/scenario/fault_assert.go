@@ -85,7 +85,7 @@ func checkBlackHole(v *stepView) {
 		return
 	}
 	d := v.schedIn(h.From, h.To)
-	bound := ex.Max.D() + d.Lost
+	bound := ex.Max.D() + d.Slack()
 	open := ""
 	if h.Open {
 		open = ", still failing at the step's end"
@@ -100,6 +100,9 @@ func checkBlackHole(v *stepView) {
 }
 
 func fmtBound(b time.Duration, d SchedDelay) string {
+	if d.RunWait > d.Lost {
+		return fmt.Sprintf("%.2f s + %.2f s the switch and the controller waited for a CPU meanwhile (timers: %.2f s lost to scheduling)", b.Seconds(), d.RunWait.Seconds(), d.Lost.Seconds())
+	}
 	return fmt.Sprintf("%.2f s + %.2f s lost to scheduling meanwhile", b.Seconds(), d.Lost.Seconds())
 }
 
@@ -232,7 +235,7 @@ func checkConverge(v *stepView) {
 			switch {
 			case !rc.WasNoticed:
 				v.fail(name, "", "the controller never reported the switch lost (fault at %.2f s); bound %s", f.T.Seconds(), fmtBound(ex.Detect.D(), d))
-			case rc.Detected-f.T > ex.Detect.D()+d.Lost:
+			case rc.Detected-f.T > ex.Detect.D()+d.Slack():
 				v.fail(name, "", "the controller reported the switch lost %.2f s after the fault; bound %s", (rc.Detected - f.T).Seconds(), fmtBound(ex.Detect.D(), d))
 			default:
 				v.pass(name, "loss reported %.2f s after the fault (the session ended, or the heartbeat went unanswered); bound %s", (rc.Detected - f.T).Seconds(), fmtBound(ex.Detect.D(), d))
@@ -244,7 +247,7 @@ func checkConverge(v *stepView) {
 		}
 		conv := rc.Converged() - f.End
 		d := v.schedIn(f.End, rc.Converged())
-		bound := ex.Within.D() + d.Lost
+		bound := ex.Within.D() + d.Slack()
 		msg := fmt.Sprintf("converged %.2f s after the fault's end at %.2f s (targets programmed at +%.2f s, new connections served at +%.2f s, %d writes); bound %s",
 			conv.Seconds(), f.End.Seconds(), (rc.Programmed - f.End).Seconds(), (rc.Served - f.End).Seconds(), rc.Writes, fmtBound(ex.Within.D(), d))
 		bad := conv > bound

@@ -62,6 +62,11 @@ type Traffic struct {
 	// FragSize is the size of a fragmented datagram's payload (default
 	// 3000 bytes: three fragments at the client's MTU of 1400).
 	FragSize int `yaml:"fragSize"`
+	// AfterFaults makes Duration a minimum: the traffic runs on until
+	// this long after the step's faults are over (a switch restart that
+	// takes longer on a loaded machine still leaves new connections to
+	// judge the ring by). 0: Duration only.
+	AfterFaults Duration `yaml:"afterFaults"`
 }
 
 // Mix is the protocol mix: relative weights.
@@ -454,6 +459,12 @@ func (sc *Scenario) validate() error {
 		}
 		if tr.Keep < 0 || tr.Keep > 1 {
 			bad("%s: traffic.keep: %g out of range 0..1", where, tr.Keep)
+		}
+		if tr.AfterFaults < 0 || tr.AfterFaults > Duration(time.Minute) {
+			bad("%s: traffic.afterFaults: %s out of range 0..1m", where, tr.AfterFaults.D())
+		}
+		if tr.AfterFaults > 0 && len(st.Faults) == 0 {
+			bad("%s: traffic.afterFaults: the step has no faults to run on after (remove it, or lengthen traffic.duration)", where)
 		}
 		if tr.FragSize == 0 {
 			tr.FragSize = 3000

@@ -63,6 +63,8 @@ service:
 		{"converge without fault", "name: x\n" + svc + "steps: [{traffic: {rate: 1, duration: 1s}, expect: {converge: {within: 5s}}}]", "expect.converge: the step has no kill, block or detach fault"},
 		{"converge without within", "name: x\n" + svc + "steps: [{faults: [{kill: switch}], traffic: {rate: 1, duration: 1s}, expect: {converge: {detect: 1s}}}]", "expect.converge.within: missing"},
 		{"black hole without max", "name: x\n" + svc + "steps: [{traffic: {rate: 1, duration: 1s}, expect: {blackHole: {}}}]", "expect.blackHole.max: missing"},
+		{"afterFaults without faults", "name: x\n" + svc + "steps: [{traffic: {rate: 1, duration: 1s, afterFaults: 2s}}]", "traffic.afterFaults: the step has no faults to run on after"},
+		{"afterFaults range", "name: x\n" + svc + "steps: [{faults: [{kill: switch}], traffic: {rate: 1, duration: 1s, afterFaults: 2m}}]", "traffic.afterFaults: 2m0s out of range 0..1m"},
 		{"weight range", "name: x\n" + svc + "weights: {a: 1200}\nsteps: [{traffic: {rate: 1, duration: 1s}}]", "1200 out of range 0..1000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

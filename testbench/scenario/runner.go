@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -202,6 +203,7 @@ type runner struct {
 	lbc string // controller: process: the lbc binary
 
 	probe *schedProbe
+	rwait *runWaitProbe // the switch's and the controller's run-queue wait
 
 	rmu    sync.Mutex
 	rings  []RingState
@@ -220,6 +222,27 @@ func (r *runner) progress(format string, a ...any) {
 		t = r.tr.since()
 	}
 	fmt.Fprintf(r.opts.Progress, "[%6.1fs] %s\n", t.Seconds(), fmt.Sprintf(format, a...))
+}
+
+// recoveryPIDs are the processes on a fault's recovery path, whose
+// run-queue wait widens its bounds: the switch (mininet) and the
+// controller (lbc run, or the testbench itself in process).
+func (r *runner) recoveryPIDs() []int {
+	var pids []int
+	if sw, ok := r.env.(interface{ SwitchPID() int }); ok {
+		pids = append(pids, sw.SwitchPID())
+	}
+	r.cmu.Lock()
+	c := r.ctl
+	r.cmu.Unlock()
+	if c != nil {
+		pid := c.PID()
+		if pid == 0 {
+			pid = os.Getpid()
+		}
+		pids = append(pids, pid)
+	}
+	return pids
 }
 
 // Run runs a scenario end to end and writes its report. It returns the
@@ -329,6 +352,8 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 		maxSilence: sc.maxSilence}
 	r.probe = startSchedProbe(r.tr.start)
 	defer r.probe.Stop()
+	r.rwait = startRunWaitProbe(r.tr.start, r.recoveryPIDs)
+	defer r.rwait.Stop()
 	if err := r.startController(ctx); err != nil {
 		return nil, err
 	}
@@ -371,7 +396,7 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 			}()
 		}
 		rng := rand.New(rand.NewPCG(r.opts.Seed, uint64(i)))
-		r.tr.run(ctx, i, st.Traffic, rng)
+		r.tr.run(ctx, i, st.Traffic, rng, afterFaults(&fw, st.Traffic.AfterFaults.D()))
 		fw.Wait()
 		r.tr.ping()
 		r.tr.settle(ctx)
@@ -413,6 +438,24 @@ func (r *runner) run(ctx context.Context, names []string) (*Result, error) {
 	res.Flows = append([]Flow(nil), r.tr.flows...)
 	r.tr.mu.Unlock()
 	return res, nil
+}
+
+// afterFaults is traffic.run's hold for traffic.afterFaults: true while
+// the step's faults (fw) run and for d after the last is over (nil when
+// d is 0).
+func afterFaults(fw *sync.WaitGroup, d time.Duration) func() bool {
+	if d <= 0 {
+		return nil
+	}
+	var done atomic.Int64 // when the faults were over (UnixNano); 0 while they run
+	go func() {
+		fw.Wait()
+		done.Store(time.Now().UnixNano())
+	}()
+	return func() bool {
+		at := done.Load()
+		return at == 0 || time.Since(time.Unix(0, at)) < d
+	}
 }
 
 func faultList(fs []Fault) string {

@@ -83,7 +83,16 @@ type SchedDelay struct {
 	// Wakes is how many wakes fell in the span (0: the probe did not
 	// run, nothing is known).
 	Wakes int `json:"wakes"`
+	// RunWait is how long the switch and the controller were runnable
+	// but not running in the span (runWaitProbe; 0: not measured).
+	RunWait time.Duration `json:"runWait,omitempty"`
 }
+
+// Slack is what a bound is widened by: the longer of the probe's lost
+// time (a sleeper's late wakes: timers) and the recovery path's run-queue
+// wait (CPU-bound work: a pipeline push). Not their sum: a stall of the
+// machine delays both at once.
+func (d SchedDelay) Slack() time.Duration { return max(d.Lost, d.RunWait) }
 
 // Share is Lost over Span.
 func (d SchedDelay) Share() float64 {
@@ -97,8 +106,12 @@ func (d SchedDelay) String() string {
 	if d.Wakes == 0 {
 		return "no scheduling measurement"
 	}
-	return fmt.Sprintf("%d ms of %d ms lost to scheduling (%.0f %%), longest stall %d ms",
+	s := fmt.Sprintf("%d ms of %d ms lost to scheduling (%.0f %%), longest stall %d ms",
 		d.Lost.Milliseconds(), d.Span.Milliseconds(), 100*d.Share(), d.Worst.Milliseconds())
+	if d.RunWait > 0 {
+		s += fmt.Sprintf("; the switch and the controller waited %d ms for a CPU", d.RunWait.Milliseconds())
+	}
+	return s
 }
 
 // Window is the delay measured in [from, to] (times since the start):

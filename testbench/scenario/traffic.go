@@ -80,23 +80,30 @@ func (t *traffic) setStep(i int) {
 	t.mu.Unlock()
 }
 
-// run sends tr's flows for its duration at its rate, then waits for the
-// last answers.
-func (t *traffic) run(ctx context.Context, step int, tr Traffic, rng *rand.Rand) {
+// run sends tr's flows for its duration at its rate, and on for as long
+// as hold says (nil: not at all), then waits for the last answers.
+func (t *traffic) run(ctx context.Context, step int, tr Traffic, rng *rand.Rand, hold func() bool) {
+	end := time.Now().Add(tr.Duration.D())
+	going := func() bool { return ctx.Err() == nil && (time.Now().Before(end) || (hold != nil && hold())) }
 	if tr.Rate <= 0 {
-		select {
-		case <-ctx.Done():
-		case <-time.After(tr.Duration.D()):
+		for going() {
+			wait := time.Until(end)
+			if wait <= 0 {
+				wait = 50 * time.Millisecond // held: look again soon
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
 		}
 		return
 	}
 	total := tr.Mix.TCP + tr.Mix.UDP + tr.Mix.Frag
 	interval := time.Duration(float64(time.Second) / tr.Rate)
-	end := time.Now().Add(tr.Duration.D())
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
 	next := time.Now()
-	for time.Now().Before(end) && ctx.Err() == nil {
+	for going() {
 		x := rng.Float64() * total
 		kind := "tcp"
 		switch {
