@@ -97,9 +97,9 @@ func writeStatus(w io.Writer, name string, ir *compiler.IR, cnt *counters) {
 			if v.ServiceID == s.ID {
 				switch v.Key.Kind {
 				case compiler.MatchPort:
-					fmt.Fprintf(w, "  vip %s proto %d port %d\n", v.Key.VIP, v.Key.Proto, v.Key.Port)
+					fmt.Fprintf(w, "  vip %s proto %s port %d\n", v.Key.VIP, v.Key.Proto, v.Key.Port)
 				case compiler.MatchAllPorts:
-					fmt.Fprintf(w, "  vip %s proto %d all ports\n", v.Key.VIP, v.Key.Proto)
+					fmt.Fprintf(w, "  vip %s proto %s all ports\n", v.Key.VIP, v.Key.Proto)
 				default:
 					fmt.Fprintf(w, "  vip %s any protocol\n", v.Key.VIP)
 				}

@@ -610,9 +610,11 @@ func (t *Target) describe(c compiler.Change) string {
 		what := fmt.Sprintf("vip %s", k.VIP)
 		switch k.Kind {
 		case compiler.MatchPort:
-			what += fmt.Sprintf(" proto %d port %d", k.Proto, k.Port)
+			what += fmt.Sprintf(" proto %s port %d", k.Proto, k.Port)
 		case compiler.MatchAllPorts:
-			what += fmt.Sprintf(" proto %d all ports", k.Proto)
+			what += fmt.Sprintf(" proto %s all ports", k.Proto)
+		default:
+			what += " any protocol"
 		}
 		return fmt.Sprintf("%s %s → %s", c.Op, what, svc(c.VIP.ServiceID))
 	case c.Service != nil:
