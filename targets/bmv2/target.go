@@ -197,6 +197,11 @@ func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error)
 				// pipeline, a status reads nothing until one is pushed.
 				return nil, fmt.Errorf("reading the switch's P4Info: %w (%w)", ErrNoPipeline, err)
 			}
+			if runtime.IsTransport(err) {
+				// A read (status, push --dry-run) waits for no
+				// arbitration, so this is where a missing switch shows.
+				return nil, fmt.Errorf("reading the switch's P4Info: %w%s", err, runtime.Diagnose(opts.Addr))
+			}
 			return nil, fmt.Errorf("reading the switch's P4Info: %w", err)
 		}
 		if schema, err = runtime.NewSchema(info); err != nil {
