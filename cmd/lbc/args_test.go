@@ -147,3 +147,27 @@ func TestFlagAfterFileNamesTheOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestXDPWithoutIfaceFirst (issue 36, round three): push, status and
+// detach on XDP without --iface say so before anything else: no
+// "connecting to xdp  …" line on stderr first, and it says when xdp is
+// only the default target.
+func TestXDPWithoutIfaceFirst(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"push", "--example", "--dry-run"}, "--target xdp (the default) needs --iface INTERFACE"},
+		{[]string{"push", "--example", "--target", "xdp"}, "--target xdp needs --iface INTERFACE"},
+		{[]string{"status"}, "--target xdp (the default) needs --iface INTERFACE"},
+		{[]string{"detach", "--target", "xdp"}, "--target xdp needs --iface INTERFACE"},
+	} {
+		_, errw, err := runLBC(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("lbc %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+		if errw != "" {
+			t.Errorf("lbc %s printed before the error: %q", strings.Join(tc.args, " "), errw)
+		}
+	}
+}
