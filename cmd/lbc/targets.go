@@ -106,7 +106,7 @@ func adapterNames() string {
 var targetFlag = &cli.StringFlag{
 	Name:  "target",
 	Value: "xdp",
-	Usage: "datapath `KIND` to program: " + adapterNames(),
+	Usage: "the datapath's `KIND`: " + adapterNames(),
 }
 
 func selectAdapter(c *cli.Context) (*adapter, error) {
