@@ -106,7 +106,7 @@ func writeStatus(w io.Writer, name string, ir *compiler.IR, cnt *counters) {
 			}
 		}
 		if s.Decision != "" {
-			fmt.Fprintf(w, "  eligible (%s, %s): %v\n", s.Decision, s.Rule, s.Eligible)
+			fmt.Fprintf(w, "  eligible (%s, %s): %s\n", s.Decision, s.Rule, strings.Join(s.Eligible, ", "))
 		}
 		if c := cnt; c != nil {
 			if sc, ok := c.Services[s.ID]; ok {

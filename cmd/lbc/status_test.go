@@ -44,6 +44,8 @@ services:
 		{"  vip 203.0.113.10 proto tcp port 80\n", "proto 6 "},
 		{"  vip 203.0.113.10 proto udp all ports\n", "proto 17 "},
 		{"  vip 203.0.113.10 any protocol\n", "proto any"},
+		// The eligible set as explain prints it, not as a Go slice.
+		{"  eligible (primary, R-ELIG-1): w1\n", "[w1]"},
 	} {
 		if !strings.Contains(out, tc.want) {
 			t.Errorf("lacks %q:\n%s", tc.want, out)
