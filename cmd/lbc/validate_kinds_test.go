@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -35,9 +36,32 @@ func TestValidateOtherKinds(t *testing.T) {
 		{"fleet: a missing key", []string{"validate", fleetNoKey}, "", "missing.pem: no such file or directory; lbc fleet certs --out DIR n1 makes the fleet CA (ca.pem) and the node's certificate and key (n1.pem, n1-key.pem) in DIR"},
 		{"fleet: no CA yet", []string{"validate", fleetNoCA}, "", "no such file or directory; lbc fleet certs --out DIR n1 makes the fleet CA"},
 		{"gslb", []string{"validate", "../../examples/gslb.yaml"}, "ok (gslb.yaml: 3 sites)", ""},
+		{"the bgp example", []string{"validate", "../../examples/bgp.yaml"}, "ok (bgp.yaml: AS 64512, 1 peers)", ""},
 		{"--kind overrides", []string{"validate", "--kind", "bgp", "../../examples/gslb.yaml"}, "", "gslb.yaml"},
 		{"unknown kind", []string{"validate", "--kind", "dns", bgpOK}, "", `--kind "dns": one of lb, bgp, fleet, gslb`},
 		{"--target is for lb.yaml", []string{"validate", "--target", "xdp", bgpOK}, "", "--target is for lb.yaml"},
 		{"lb.yaml as before", []string{"validate", "../../examples/failover.yaml"}, "ok (1 services", ""},
 	}, nil)
+}
+
+// TestBGPExampleIsTheDocs: examples/bgp.yaml is the bgp.yaml that
+// docs/fleet.md shows, so that the one a user validates is the one the
+// docs explain.
+func TestBGPExampleIsTheDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/fleet.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := os.ReadFile("../../examples/bgp.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```yaml\n# bgp.yaml (decoded")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/fleet.md has no bgp.yaml block")
+	}
+	if !strings.HasSuffix(string(ex), "# bgp.yaml (decoded"+block) {
+		t.Errorf("examples/bgp.yaml is not docs/fleet.md's bgp.yaml block (after its own comment lines)")
+	}
 }
