@@ -43,7 +43,7 @@ so --format json parses. --quiet (-q) silences the progress lines.`,
 			return err
 		}
 		p := newProgress(c)
-		p.Phase("connecting to %s", strings.TrimSuffix(targetDescription(c), " (arbitration; the pipeline if it runs none)"))
+		p.Phase("connecting to %s", strings.TrimSuffix(targetDescription(c), arbitrationNote))
 		tgt, err := a.OpenRead(c)
 		if err != nil {
 			return err
