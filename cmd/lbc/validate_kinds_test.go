@@ -65,3 +65,28 @@ func TestBGPExampleIsTheDocs(t *testing.T) {
 		t.Errorf("examples/bgp.yaml is not docs/fleet.md's bgp.yaml block (after its own comment lines)")
 	}
 }
+
+// TestValidateWeightedNeedsWeights (issue 36, round three): validate of a
+// WEIGHTED_MAGLEV file without --health passes, as the file is valid, but
+// notes that compile and push need the weights (lbc compile -c
+// examples/weighted.yaml fails where validate said ok); with --health, or
+// for an unweighted file, no note.
+func TestValidateWeightedNeedsWeights(t *testing.T) {
+	const note = `note: WEIGHTED_MAGLEV services "api", "api6": lbc compile and lbc push need each endpoint's weight from --health FILE`
+	for _, tc := range []struct {
+		args []string
+		note bool
+	}{
+		{[]string{"validate", "../../examples/weighted.yaml"}, true},
+		{[]string{"validate", "--health", "../../examples/weighted-health.yaml", "../../examples/weighted.yaml"}, false},
+		{[]string{"validate", "../../examples/failover.yaml"}, false},
+	} {
+		out, errw, err := runLBC(t, tc.args...)
+		if err != nil || !strings.Contains(out, ": ok (") {
+			t.Errorf("%v: %v\n%s", tc.args, err, out)
+		}
+		if strings.Contains(errw, note) != tc.note || (!tc.note && strings.Contains(errw, "note:")) {
+			t.Errorf("%v: stderr %q, want the note: %v", tc.args, errw, tc.note)
+		}
+	}
+}
