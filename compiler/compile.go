@@ -144,7 +144,7 @@ func (c *serviceCompiler) collectMembers() error {
 			if weighted {
 				w, ok := st.WeightOf(e.Name)
 				if !ok {
-					return fmt.Errorf("endpoint %q: WEIGHTED_MAGLEV needs its weight; give it in the health state (%s: {weight: 0..%d}) or let `lbc run` read it from the health check", e.Name, e.Name, MaxWeight)
+					return fmt.Errorf("endpoint %q: WEIGHTED_MAGLEV needs its weight; give it in the health state (a file for --health with the line %s: {weight: 0..%d}) or let `lbc run` read it from the health check", e.Name, e.Name, MaxWeight)
 				}
 				if w < 0 || w > MaxWeight {
 					return fmt.Errorf("endpoint %q: weight %d out of range 0..%d", e.Name, w, MaxWeight)

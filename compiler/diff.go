@@ -50,7 +50,7 @@ func (c Change) String() string {
 	switch {
 	case c.VIP != nil:
 		k := c.VIP.Key
-		return fmt.Sprintf("%s vip %s proto %d port %d (%s) → service %d", c.Op, k.VIP, k.Proto, k.Port, k.Kind, c.VIP.ServiceID)
+		return fmt.Sprintf("%s vip %s proto %s port %d (%s) → service %d", c.Op, k.VIP, k.Proto, k.Port, k.Kind, c.VIP.ServiceID)
 	case c.Service != nil:
 		return fmt.Sprintf("%s service %d %q (half %d, epoch %d)", c.Op, c.Service.ID, c.Service.Name, c.Service.ActiveHalf, c.Service.Epoch)
 	case c.Ring != nil:

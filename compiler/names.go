@@ -31,6 +31,31 @@ import (
 // a MatchAnyProto row, L3_DEFAULT).
 type IPProto uint8
 
+// ProtoName is a packet's IP protocol as the text outputs (lbc explain,
+// lbc status, errors) and the JSON name it: tcp, udp, icmp, icmpv6, esp,
+// gre, ipip, ipv6, else the number. Unlike IPProto's String, 0 is "0": a
+// packet has a protocol, "any" is only a VIP key's (L3_DEFAULT).
+func ProtoName(p uint8) string {
+	if p == 0 {
+		return "0"
+	}
+	return IPProto(p).String()
+}
+
+// Name is the name JSON gives a tuple: the sessionAffinity that hashes
+// it (CLIENT_IP_PORT_PROTO for the 5-tuple), NONE for an untracked class.
+// String is its layout (5-tuple), which bytes printed beside it follow.
+func (k TupleKind) Name() string { return string(tupleKindNames.marshal(k)) }
+
+// TupleName is a tuple for text beside its bytes: its layout and its JSON
+// name, "5-tuple (CLIENT_IP_PORT_PROTO)"; an untracked class's is "NONE".
+func TupleName(k TupleKind) string {
+	if k == TupleNone {
+		return k.Name()
+	}
+	return k.String() + " (" + k.Name() + ")"
+}
+
 // MAC is a 48-bit Ethernet address (an L2 DSR backend's); it marshals as
 // "02:00:00:00:00:01".
 type MAC [6]byte
@@ -178,6 +203,7 @@ func (c Class) MarshalText() ([]byte, error)      { return classNames.marshal(c)
 func (c *Class) UnmarshalText(b []byte) error     { return classNames.unmarshalText(b, c) }
 func (c *Class) UnmarshalJSON(b []byte) error     { return classNames.unmarshalJSON(b, c) }
 func (e Encap) String() string                    { return string(encapNames.marshal(e)) }
+func (p IPProto) String() string                  { return string(ipProtoNames.marshal(p)) }
 func (m MAC) String() string                      { return net.HardwareAddr(m[:]).String() }
 func (m MAC) MarshalText() ([]byte, error)        { return []byte(m.String()), nil }
 func (m *MAC) UnmarshalText(b []byte) error       { return m.parse(string(b), strconv.Quote(string(b))) }

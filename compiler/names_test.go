@@ -3,6 +3,8 @@ package compiler
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -217,5 +219,36 @@ services:
 	}
 	if d := DiffIR(ir, &fromOld); !d.Empty() {
 		t.Errorf("read from the old JSON, the IR differs: %s", d.Summary())
+	}
+}
+
+// The text outputs (lbc explain, lbc status, write errors) name protocols
+// and tuples as JSON does, not by number (issue 36).
+func TestTextNames(t *testing.T) {
+	vip := func(p IPProto, k MatchKind) Change {
+		return Change{Table: "vip", Op: Insert, VIP: &VIPRow{Key: VIPKey{VIP: netip.MustParseAddr("203.0.113.10"), Proto: p, Port: 80, Kind: k}, ServiceID: 1}}
+	}
+	for _, tc := range []struct{ got, want string }{
+		{IPProto(IPProtoTCP).String(), "tcp"},
+		{IPProto(IPProtoUDP).String(), "udp"},
+		{IPProto(IPProtoGRE).String(), "gre"},
+		{IPProto(0).String(), "any"}, // a VIP key's L3_DEFAULT
+		{IPProto(132).String(), "132"},
+		{fmt.Sprintf("%v", IPProto(IPProtoESP)), "esp"},
+		{ProtoName(IPProtoTCP), "tcp"},
+		{ProtoName(IPProtoICMPv6), "icmpv6"},
+		{ProtoName(0), "0"}, // a packet's protocol 0 is not "any"
+		{ProtoName(132), "132"},
+		{Tuple5.Name(), "CLIENT_IP_PORT_PROTO"},
+		{TupleName(Tuple5), "5-tuple (CLIENT_IP_PORT_PROTO)"},
+		{TupleName(Tuple3), "3-tuple (CLIENT_IP_PROTO)"},
+		{TupleName(Tuple2), "2-tuple (CLIENT_IP)"},
+		{TupleName(TupleNone), "NONE"},
+		{vip(IPProtoTCP, MatchPort).String(), "insert vip 203.0.113.10 proto tcp port 80 (port) → service 1"},
+		{vip(IPProtoUDP, MatchAllPorts).String(), "insert vip 203.0.113.10 proto udp port 80 (all-ports) → service 1"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
 	}
 }

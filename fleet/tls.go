@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 
@@ -21,7 +22,7 @@ import (
 func tlsFiles(cfg *Config) (*x509.CertPool, tls.Certificate, error) {
 	caPEM, err := os.ReadFile(cfg.CA)
 	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("ca: %w", err)
+		return nil, tls.Certificate{}, fmt.Errorf("ca: %w%s", err, certsHint(err, cfg))
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
@@ -29,9 +30,17 @@ func tlsFiles(cfg *Config) (*x509.CertPool, tls.Certificate, error) {
 	}
 	pair, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
 	if err != nil {
-		return nil, tls.Certificate{}, fmt.Errorf("cert %s and key %s: %w", cfg.Cert, cfg.Key, err)
+		return nil, tls.Certificate{}, fmt.Errorf("cert %s and key %s: %w%s", cfg.Cert, cfg.Key, err, certsHint(err, cfg))
 	}
 	return pool, pair, nil
+}
+
+// certsHint tells, when a file is missing, how to make them all.
+func certsHint(err error, cfg *Config) string {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	return fmt.Sprintf("; lbc fleet certs --out DIR %s makes the fleet CA (ca.pem) and the node's certificate and key (%s.pem, %s-key.pem) in DIR", cfg.Node, cfg.Node, cfg.Node)
 }
 
 // serverTLS accepts a client whose certificate the CA signed.

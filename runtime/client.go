@@ -396,7 +396,7 @@ func (c *Client) WaitPrimary(ctx context.Context) error {
 			if reason != nil {
 				return fmt.Errorf("p4runtime %s: %w (%w)", c.opts.Addr, ctx.Err(), reason)
 			}
-			return fmt.Errorf("p4runtime %s: no arbitration answer: %w%s", c.opts.Addr, ctx.Err(), diagnose(c.opts.Addr))
+			return fmt.Errorf("p4runtime %s: no arbitration answer: %w%s", c.opts.Addr, ctx.Err(), Diagnose(c.opts.Addr))
 		case <-ch:
 		case <-wait:
 		}
@@ -422,10 +422,10 @@ func checkAddr(addr string) error {
 	return nil
 }
 
-// diagnose says why a switch at addr may not have answered, from one plain
+// Diagnose says why a switch at addr may not have answered, from one plain
 // connection attempt: nothing listens there, or something that is no
-// P4Runtime server does.
-func diagnose(addr string) string {
+// P4Runtime server does. It starts with "; ", to follow an error.
+func Diagnose(addr string) string {
 	network, where := "tcp", addr
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		network, where = "unix", path

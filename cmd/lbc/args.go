@@ -27,17 +27,33 @@ func guardArgs(list []*cli.Command, prefix string) {
 		if cmd.Action == nil || cmd.SkipFlagParsing {
 			continue
 		}
+		usage := cmd.UsageText
+		if usage == "" {
+			usage = strings.TrimSpace("lbc " + name + " [flags] " + strings.TrimSpace(cmd.ArgsUsage))
+		}
 		if cmd.OnUsageError == nil {
-			usage := cmd.UsageText
-			if usage == "" {
-				usage = strings.TrimSpace("lbc " + name + " [flags] " + strings.TrimSpace(cmd.ArgsUsage))
-			}
 			cmd.OnUsageError = usageError(name, usage)
+		}
+		// The parser would check required flags before the action, so a
+		// flag after the file (lbc explain lb.yaml -p ...) would read as
+		// "Required flag "packet" not set", above the whole help. The
+		// action checks them instead, after the arguments.
+		var required []string
+		for _, f := range cmd.Flags {
+			if sf, ok := f.(*cli.StringFlag); ok && sf.Required {
+				sf.Required = false
+				required = append(required, sf.Name)
+			}
 		}
 		cmd, action := cmd, cmd.Action
 		cmd.Action = func(c *cli.Context) error {
 			if err := checkArgs(c, cmd, name); err != nil {
 				return err
+			}
+			for _, f := range required {
+				if !c.IsSet(f) {
+					return fmt.Errorf("%s needs --%s\nusage: %s\n(lbc help %s shows every flag)", name, f, usage, name)
+				}
 			}
 			return action(c)
 		}
@@ -56,8 +72,9 @@ func checkArgs(c *cli.Context, cmd *cli.Command, name string) error {
 	args := c.Args().Slice()
 	for _, a := range args {
 		if strings.HasPrefix(a, "-") && a != "-" {
-			return fmt.Errorf("%s: flag %s comes after an argument and would not be read; put every flag before the arguments: lbc %s [flags] %s",
-				name, a, name, strings.TrimSpace(cmd.ArgsUsage))
+			flags, rest := reorder(cmd, args)
+			return fmt.Errorf("%s: flag %s comes after an argument and would not be read; put every flag before the arguments: lbc %s",
+				name, a, strings.Join(append(append([]string{name, "[flags]"}, flags...), rest...), " "))
 		}
 	}
 	if strings.TrimSpace(cmd.ArgsUsage) != "" || len(args) == 0 {
@@ -73,6 +90,42 @@ func checkArgs(c *cli.Context, cmd *cli.Command, name string) error {
 		return c.Set(configFlag.Name, args[0])
 	}
 	return fmt.Errorf("%s takes no arguments (got %q); see lbc %s --help", name, strings.Join(args, " "), name)
+}
+
+// reorder splits what the parser left unread into the flags (each with
+// its value, unless it is a boolean or written --flag=value) and the
+// arguments, for the command line to suggest.
+func reorder(cmd *cli.Command, args []string) (flags, rest []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			rest = append(rest, a)
+			continue
+		}
+		flags = append(flags, a)
+		if strings.Contains(a, "=") || i+1 == len(args) {
+			continue
+		}
+		n := strings.TrimLeft(a, "-")
+		for _, f := range cmd.Flags {
+			if !slices.Contains(f.Names(), n) {
+				continue
+			}
+			if _, isBool := f.(*cli.BoolFlag); !isBool {
+				i++
+				flags = append(flags, quoteArg(args[i]))
+			}
+		}
+	}
+	return flags, rest
+}
+
+// quoteArg quotes a value with spaces for a shell: "tcp 1.2.3.4:1 > ...".
+func quoteArg(s string) string {
+	if strings.ContainsAny(s, " \t<>|&;'\"$") {
+		return fmt.Sprintf("%q", s)
+	}
+	return s
 }
 
 // requireConfig is for commands that program a datapath: they need -c

@@ -116,3 +116,58 @@ func TestStatusTakesNoWriteFlags(t *testing.T) {
 		t.Errorf("status --help lacks the flags that say where to read:\n%s", help)
 	}
 }
+
+// TestFlagAfterFileNamesTheOrder (issue 36, round three): a flag after the
+// file is named as such, also when it is a required one (it read as
+// "Required flag "packet" not set" above the whole help), and the error
+// suggests the command line in the right order, each flag with its value;
+// a required flag left out is one short error with the usage line.
+func TestFlagAfterFileNamesTheOrder(t *testing.T) {
+	const pkt = "tcp 198.51.100.7:4242 > 203.0.113.10:80 S"
+	f := "../../examples/failover.yaml"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"explain", f, "-p", pkt}, `flag -p comes after an argument and would not be read; put every flag before the arguments: lbc explain [flags] -p "` + pkt + `" ` + f},
+		{[]string{"compile", f, "--format", "json"}, "lbc compile [flags] --format json " + f},
+		{[]string{"compile", f, "--format=json"}, "lbc compile [flags] --format=json " + f},
+		{[]string{"validate", f, "--target", "xdp", "--kind", "lb"}, "lbc validate [flags] --target xdp --kind lb " + f},
+		{[]string{"explain", "--json", f, "--fallback", "-p", pkt}, `lbc explain [flags] --fallback -p "` + pkt + `" ` + f},
+		{[]string{"explain"}, "explain needs --packet\nusage: lbc explain [-c lb.yaml]"},
+		{[]string{"replay"}, "replay needs --trace\nusage: lbc replay"},
+		{[]string{"gslb", "explain", "--name", "www.example.com"}, "gslb explain needs --client\nusage: lbc gslb explain"},
+	} {
+		out, _, err := runLBC(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("lbc %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+		if out != "" {
+			t.Errorf("lbc %s printed %d bytes on stdout (the help?), want the error alone", strings.Join(tc.args, " "), len(out))
+		}
+	}
+}
+
+// TestXDPWithoutIfaceFirst (issue 36, round three): push, status and
+// detach on XDP without --iface say so before anything else: no
+// "connecting to xdp  …" line on stderr first, and it says when xdp is
+// only the default target.
+func TestXDPWithoutIfaceFirst(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"push", "--example", "--dry-run"}, "--target xdp (the default) needs --iface INTERFACE"},
+		{[]string{"push", "--example", "--target", "xdp"}, "--target xdp needs --iface INTERFACE"},
+		{[]string{"status"}, "--target xdp (the default) needs --iface INTERFACE"},
+		{[]string{"detach", "--target", "xdp"}, "--target xdp needs --iface INTERFACE"},
+	} {
+		_, errw, err := runLBC(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("lbc %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+		if errw != "" {
+			t.Errorf("lbc %s printed before the error: %q", strings.Join(tc.args, " "), errw)
+		}
+	}
+}

@@ -173,3 +173,16 @@ services:
 		t.Errorf("read back: %+v", b)
 	}
 }
+
+// TestCompileWeightedWithoutHealth (issue 36, round three): compiling a
+// WEIGHTED_MAGLEV service without weights names the flag that gives them,
+// not only "the health state", which no flag is called.
+func TestCompileWeightedWithoutHealth(t *testing.T) {
+	_, _, err := runLBC(t, "compile", "-c", "../../examples/weighted.yaml")
+	if err == nil || !strings.Contains(err.Error(), `WEIGHTED_MAGLEV needs its weight; give it in the health state (a file for --health with the line api-1: {weight: 0..1000})`) {
+		t.Fatalf("got %v", err)
+	}
+	if _, _, err := runLBC(t, "compile", "-c", "../../examples/weighted.yaml", "--health", "../../examples/weighted-health.yaml"); err != nil {
+		t.Fatalf("with its health file: %v", err)
+	}
+}

@@ -22,18 +22,20 @@ import (
 var explainCommand = &cli.Command{
 	Name:      "explain",
 	Usage:     "show every decision for one packet, with its rule ID",
-	UsageText: `lbc explain -c lb.yaml [--health health.yaml] --packet "tcp 198.51.100.7:4242 > 203.0.113.10:80 S" [--trace t.jsonl] [--at SEC] [--json]`,
+	UsageText: `lbc explain [-c lb.yaml] [--health health.yaml] --packet "tcp 198.51.100.7:4242 > 203.0.113.10:80 S" [--trace t.jsonl] [--at SEC] [--json]`,
 	Description: `Runs one packet through the reference datapath (targets/sim) and prints each
 decision of the per-packet algorithm with the rule of docs/semantics.md that
-made it (each rule ID is a section there: docs/semantics.md#r-ct-1): the service matched, conntrack admission (R-CT-1/2/3), the
-tracking tuple and its bytes (R-TRK), entry validity (R-AGE, R-EPOCH,
+made it (each rule ID is a section there: docs/semantics.md#r-ct-1): the
+service matched, conntrack admission (R-CT-1/2/3), the tracking tuple and its bytes (R-TRK), entry validity (R-AGE, R-EPOCH,
 R-DRAIN, R-PERSIST, R-PERSIST-CAP: a backend's deadline and the rule that
 set it), the affinity tuple and its bytes (R-AFF), the CRC32 hash
 (R-HASH), the ring slot (R-MAGLEV-1), the eligible set and the rule that
 chose it (R-ELIG), the backend and the encapsulation.
 
-The packet notation:
-   PROTO SRC[:PORT] > DST[:PORT] [FLAGS] [frag=first|middle|last] [id=N] [type=N code=N] [quote=PROTO SRC:PORT>DST:PORT]
+The packet notation (PROTO: tcp, udp, icmp, icmpv6, esp, gre or a number
+0..255; FLAGS: TCP flag letters of SAFRP; len= the IP packet's length and df
+its don't-fragment bit, for R-MTU; vlan= an 802.1Q tag, R-VLAN):
+   PROTO SRC[:PORT] > DST[:PORT] [FLAGS] [frag=first|middle|last] [id=N] [len=N] [vlan=N] [df] [type=N code=N] [quote=PROTO SRC:PORT>DST:PORT]
    tcp 198.51.100.7:4242 > 203.0.113.10:80 S
    udp [2001:db8::7]:5000 > [2001:db8::10]:53
    udp 198.51.100.7 > 203.0.113.30 frag=middle id=7

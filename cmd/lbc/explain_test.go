@@ -79,3 +79,50 @@ func TestExplainLinksRules(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// TestExplainNamesProtocols: explain's text names protocols and tuples as
+// the JSON does (tcp, udp, gre; CLIENT_IP_PORT_PROTO), never by number
+// (issue 36); a protocol without a name stays its number.
+func TestExplainNamesProtocols(t *testing.T) {
+	frag := "../../examples/udp-fragments.yaml"
+	for _, tc := range []struct {
+		args   []string
+		want   []string
+		reject []string
+	}{
+		{[]string{"--packet", "tcp 198.51.100.7:4242 > 203.0.113.10:80 S"},
+			[]string{"(match port: 203.0.113.10 proto tcp port 80)", "affinity tuple 5-tuple (CLIENT_IP_PORT_PROTO) c6336407cb00710a0610920050"},
+			[]string{"proto 6"}},
+		{[]string{"--packet", "udp 198.51.100.7:5000 > 203.0.113.10:53"},
+			[]string{"no service for 203.0.113.10 proto udp port 53"}, []string{"proto 17"}},
+		{[]string{"--packet", "udp 198.51.100.7 > 203.0.113.10 frag=middle id=7"},
+			[]string{"no service for 203.0.113.10 proto udp (a middle fragment"}, []string{"proto 17"}},
+		{[]string{"--fallback", "--packet", "gre 198.51.100.7 > 203.0.113.10"},
+			[]string{"protocol gre is not parsed by the switch"}, []string{"protocol 47"}},
+		{[]string{"--fallback", "--packet", "132 198.51.100.7 > 203.0.113.10"},
+			[]string{"protocol 132 is not parsed by the switch"}, nil},
+		{[]string{"--packet", "icmp 192.0.2.254 > 203.0.113.10 type=3 code=4 quote=tcp 203.0.113.10:80>198.51.100.7:4242"},
+			[]string{"quotes 203.0.113.10:80 → 198.51.100.7:4242 proto tcp;", "tracking tuple of the flow 5-tuple (CLIENT_IP_PORT_PROTO) "},
+			[]string{"proto 6"}},
+		{[]string{"-c", frag, "--fallback", "--packet", "udp 198.51.100.7:5000 > 203.0.113.30:5000"},
+			[]string{"proto udp port 5000", "udp session (CLIENT_IP_PROTO, no ports) is shared"}, []string{"3-tuple, no ports"}},
+		{[]string{"-c", frag, "--packet", "udp 198.51.100.7 > 203.0.113.30 frag=middle id=3"},
+			[]string{"tracking tuple 3-tuple (CLIENT_IP_PROTO) c6336407cb00711e11", "affinity tuple 3-tuple (CLIENT_IP_PROTO) c6336407cb00711e11"}, nil},
+	} {
+		out, _, err := runLBC(t, append([]string{"explain"}, tc.args...)...)
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: lacks %q:\n%s", tc.args, w, out)
+			}
+		}
+		for _, r := range tc.reject {
+			if strings.Contains(out, r) {
+				t.Errorf("%v: has %q:\n%s", tc.args, r, out)
+			}
+		}
+	}
+}

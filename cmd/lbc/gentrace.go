@@ -13,7 +13,7 @@ import (
 var genTraceCommand = &cli.Command{
 	Name:      "gen-trace",
 	Usage:     "generate a seeded, realistic packet trace for a configuration",
-	UsageText: "lbc gen-trace -c lb.yaml [--seed N] [--packets N] [--clients N] [--duration SEC] [--events] [--oversize] [-o t.jsonl]",
+	UsageText: "lbc gen-trace [-c lb.yaml] [--seed N] [--packets N] [--clients N] [--duration SEC] [--events] [--oversize] [-o t.jsonl]",
 	Description: `Writes a trace (docs/sim.md) for 'lbc replay': many clients, TCP connections
 (SYN, data, FIN or RST, reused ports), UDP datagrams (some fragmented, some
 fragments out of order), ESP, GRE and ICMP echo to L3_DEFAULT services, ICMP

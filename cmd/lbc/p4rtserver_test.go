@@ -117,6 +117,10 @@ func TestPushAndStatusOnP4RTServer(t *testing.T) {
 			if err != nil || !strings.Contains(out, "write 1032 changes (dry run)") {
 				t.Fatalf("push --dry-run before the first push: %v\n%s%s", err, out, errw)
 			}
+			// A dry run reads: its progress promises no arbitration, no pipeline.
+			if want := "connecting to bmv2 " + addr + " …"; !strings.Contains(errw, want) || strings.Contains(errw, "arbitration") {
+				t.Errorf("push --dry-run's progress, want %q and no arbitration:\n%s", want, errw)
+			}
 			if tc.statusErr != "" && !strings.Contains(out, "runs no pipeline yet; a push would push the pipeline") {
 				t.Fatalf("push --dry-run of a switch with no pipeline does not say the pipeline comes first:\n%s", out)
 			}
@@ -130,6 +134,9 @@ func TestPushAndStatusOnP4RTServer(t *testing.T) {
 			if err != nil || !strings.Contains(out, "bmv2 "+addr+": 1032 writes in ") {
 				t.Fatalf("push: %v\n%s%s", err, out, errw)
 			}
+			if !strings.Contains(errw, "connecting to bmv2 "+addr+" (arbitration; the pipeline if it runs none) …") {
+				t.Errorf("push's progress does not say it arbitrates:\n%s", errw)
+			}
 			if strings.Contains(errw, "mastership lost") || strings.Contains(errw, "level=WARN") {
 				t.Errorf("push warns on a normal close:\n%s", errw)
 			}
@@ -141,7 +148,7 @@ func TestPushAndStatusOnP4RTServer(t *testing.T) {
 			if err != nil {
 				t.Fatalf("status: %v\n%s", err, errw)
 			}
-			for _, want := range []string{"bmv2 " + addr + ": 1 services, 2 VIP rows, 8 backends", "service web (id 1)  ring 1021 slots", "eligible (primary, R-ELIG-3d): [vm-a1 vm-a2 vm-d1 vm-d2]", "vm-c2"} {
+			for _, want := range []string{"bmv2 " + addr + ": 1 services, 2 VIP rows, 8 backends", "service web (id 1)  ring 1021 slots", "eligible (primary, R-ELIG-3d): vm-a1, vm-a2, vm-d1, vm-d2", "vm-c2"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("status lacks %q:\n%s", want, out)
 				}

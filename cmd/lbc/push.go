@@ -84,7 +84,12 @@ Examples:
 			}
 		}
 		p := newProgress(c)
-		p.Phase("connecting to %s", targetDescription(c))
+		what := targetDescription(c)
+		if c.Bool("dry-run") {
+			// A dry run reads: it arbitrates for nothing, pushes no pipeline.
+			what = strings.TrimSuffix(what, arbitrationNote)
+		}
+		p.Phase("connecting to %s", what)
 		tgt, err := open(c)
 		if err != nil && c.Bool("dry-run") && errors.Is(err, bmv2.ErrNoPipeline) {
 			return previewFresh(c, l)
@@ -195,13 +200,16 @@ func capacityOfTarget(t targets.Target) (compiler.Capacity, bool) {
 // fullReadFlag makes push read every ring back, sealed or not.
 var fullReadFlag = &cli.BoolFlag{Name: "full-read", Usage: "bmv2: read every table back, rings included, even the rings whose seal says they are as compiled (slower: every ring entry; a check of the seals)"}
 
+// arbitrationNote is what connecting to a switch to write it involves.
+const arbitrationNote = " (arbitration; the pipeline if it runs none)"
+
 // targetDescription names the datapath a command is about to open, before
 // it has a name of its own: "bmv2 127.0.0.1:9559 (arbitration, the pipeline
 // if it runs none)".
 func targetDescription(c *cli.Context) string {
 	switch k := c.String(targetFlag.Name); k {
 	case "bmv2", "tofino":
-		return fmt.Sprintf("%s %s (arbitration; the pipeline if it runs none)", k, c.String(p4AddrFlag.Name))
+		return fmt.Sprintf("%s %s%s", k, c.String(p4AddrFlag.Name), arbitrationNote)
 	case "xdp":
 		return fmt.Sprintf("xdp %s", c.String("iface"))
 	default:

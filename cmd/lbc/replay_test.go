@@ -98,7 +98,7 @@ func TestExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`LOOKUP`, `service "web"`, "R-CT-1", "R-AFF", "5-tuple c6336407cb00710a0610920050", "R-HASH", "R-ELIG-3d", "R-MAGLEV-1", "slot ", "ENCAP", "IP-in-IP: outer 192.0.2.1", "verdict forward to vm-"} {
+	for _, want := range []string{`LOOKUP`, `service "web"`, "R-CT-1", "R-AFF", "5-tuple (CLIENT_IP_PORT_PROTO) c6336407cb00710a0610920050", "R-HASH", "R-ELIG-3d", "R-MAGLEV-1", "slot ", "ENCAP", "IP-in-IP: outer 192.0.2.1", "verdict forward to vm-"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain lacks %q:\n%s", want, out)
 		}

@@ -27,7 +27,7 @@ import (
 
 var (
 	runTargetFlag = &cli.StringSliceFlag{Name: "target", Aliases: []string{"t"}, Value: cli.NewStringSlice("sim"),
-		Usage: "datapath `KIND[=WHERE]` to keep programmed; repeat for several (scale-out: every target gets the same tables). KIND is sim or " + adapterNames() + "; WHERE overrides --addr (bmv2) or --iface (xdp) for that target"}
+		Usage: "datapath `KIND`[=WHERE] to keep programmed; repeat for several (scale-out: every target gets the same tables). KIND is sim or " + adapterNames() + "; WHERE overrides --addr (bmv2) or --iface (xdp) for that target"}
 	runMetricsFlag  = &cli.StringFlag{Name: "metrics", Usage: "serve /metrics (Prometheus), /healthz, " + controller.StatusPath + " (lbc status --controller), " + metrics.Path + " and " + proximity.Path + " (GSLB; see --rtt-allow) on `ADDR`, e.g. 127.0.0.1:9100"}
 	runSiteFlag     = &cli.StringFlag{Name: "site", Usage: "site `NAME` in the GSLB report (" + metrics.Path + ")"}
 	runDebounceFlag = &cli.DurationFlag{Name: "debounce", Value: 100 * time.Millisecond, Usage: "gather health changes over `DURATION` into one push"}
@@ -35,7 +35,7 @@ var (
 	runVerifyFlag   = &cli.DurationFlag{Name: "verify-interval", Value: time.Minute, Usage: "read every target back every `DURATION`, flag and repair drift (0: never)"}
 	runCountersFlag = &cli.DurationFlag{Name: "counter-interval", Value: controller.DefaultCounterInterval, Usage: "read the datapaths' counters every `DURATION` into the snapshot that /metrics and " + controller.StatusPath + " serve, so that a scrape never reads a switch nor waits for a push, and a push never waits for more than one counter array (lbc_datapath_counters_age_seconds says how old the snapshot is; 0: never read them, and export no datapath series)"}
 	runRetryFlag    = &cli.DurationFlag{Name: "retry-interval", Value: 5 * time.Second, Usage: "retry a push that failed (a target that refused or lost writes) after `DURATION`; a switch that comes back is pushed to at once, without this wait"}
-	runProbesFlag   = &cli.IntFlag{Name: "max-probes", Value: 64, Usage: "health probes in flight at most"}
+	runProbesFlag   = &cli.IntFlag{Name: "max-probes", Value: 64, Usage: "`N` health probes in flight at most"}
 	runLogFlag      = &cli.StringFlag{Name: "log-level", Value: "info", Usage: "`LEVEL` of logs on stderr: debug, info, warn, error"}
 	runLogFmtFlag   = &cli.StringFlag{Name: "log-format", Value: "text", Usage: "`FORMAT` of logs on stderr: text (key=value) or json (one object a line, for journald, Loki or Elasticsearch)"}
 	runBGPFlag      = &cli.StringFlag{Name: "bgp", Usage: "announce the VIPs this node serves over BGP as `bgp.yaml` says (local ASN, router ID, peers; docs/fleet.md): a VIP is announced while the datapath holds the tables in force and its service has eligible backends, withdrawn otherwise and on shutdown"}
@@ -44,6 +44,7 @@ var (
 var runCommand = &cli.Command{
 	Name:      "run",
 	Usage:     "keep datapaths programmed: health checks, failover, draining, reloads, metrics",
+	UsageText: "lbc run -c lb.yaml [--target sim|xdp|bmv2|tofino[=WHERE]]... [--metrics HOST:PORT] [--bgp bgp.yaml] [--fleet fleet.yaml]",
 	ArgsUsage: " ",
 	Description: `lbc run loads lb.yaml, reads every target back, probes every backend once,
 pushes only the difference, and then keeps the targets right: health checks

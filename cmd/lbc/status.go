@@ -43,7 +43,7 @@ so --format json parses. --quiet (-q) silences the progress lines.`,
 			return err
 		}
 		p := newProgress(c)
-		p.Phase("connecting to %s", strings.TrimSuffix(targetDescription(c), " (arbitration; the pipeline if it runs none)"))
+		p.Phase("connecting to %s", strings.TrimSuffix(targetDescription(c), arbitrationNote))
 		tgt, err := a.OpenRead(c)
 		if err != nil {
 			return err
@@ -97,16 +97,16 @@ func writeStatus(w io.Writer, name string, ir *compiler.IR, cnt *counters) {
 			if v.ServiceID == s.ID {
 				switch v.Key.Kind {
 				case compiler.MatchPort:
-					fmt.Fprintf(w, "  vip %s proto %d port %d\n", v.Key.VIP, v.Key.Proto, v.Key.Port)
+					fmt.Fprintf(w, "  vip %s proto %s port %d\n", v.Key.VIP, v.Key.Proto, v.Key.Port)
 				case compiler.MatchAllPorts:
-					fmt.Fprintf(w, "  vip %s proto %d all ports\n", v.Key.VIP, v.Key.Proto)
+					fmt.Fprintf(w, "  vip %s proto %s all ports\n", v.Key.VIP, v.Key.Proto)
 				default:
 					fmt.Fprintf(w, "  vip %s any protocol\n", v.Key.VIP)
 				}
 			}
 		}
 		if s.Decision != "" {
-			fmt.Fprintf(w, "  eligible (%s, %s): %v\n", s.Decision, s.Rule, s.Eligible)
+			fmt.Fprintf(w, "  eligible (%s, %s): %s\n", s.Decision, s.Rule, strings.Join(s.Eligible, ", "))
 		}
 		if c := cnt; c != nil {
 			if sc, ok := c.Services[s.ID]; ok {

@@ -19,7 +19,7 @@ var (
 	p4RoleFlag     = &cli.StringFlag{Name: "role", Usage: "bmv2: P4Runtime role `NAME` (default role when empty)"}
 	p4InfoFlag     = &cli.StringFlag{Name: "p4info", Usage: "bmv2: P4Info `FILE` to push with --device-config, replacing any other pipeline the switch runs; without both, lbc's embedded build of p4/lb.p4 (p4/build) is pushed to a switch that runs no pipeline (at start, and again if the switch restarts empty), and a switch that runs another is left as it is"}
 	p4DevcfgFlag   = &cli.StringFlag{Name: "device-config", Usage: "bmv2: device config `FILE` (BMv2 JSON, p4/build/lb.json) to push with --p4info; pushed only when the switch runs another pipeline"}
-	p4BatchFlag    = &cli.IntFlag{Name: "batch-size", Value: runtime.DefaultBatchSize, Usage: "bmv2: updates per Write RPC (BMv2 is ≈20× slower with 1 than with ≥1000)"}
+	p4BatchFlag    = &cli.IntFlag{Name: "batch-size", Value: runtime.DefaultBatchSize, Usage: "bmv2: `N` updates per Write RPC (BMv2 is ≈20× slower with 1 than with ≥1000)"}
 	p4FallbackFlag = &cli.IntFlag{Name: "fallback-port", Value: -1, Usage: "bmv2: switch `PORT` fragments and unparsed protocols leave through, towards the XDP host (-1: leave as is)"}
 	p4CAFlag       = &cli.StringFlag{Name: "tls-ca", Usage: "bmv2: CA `FILE` (PEM) to verify the switch; enables TLS"}
 	p4CertFlag     = &cli.StringFlag{Name: "tls-cert", Usage: "bmv2: client certificate `FILE` (PEM) for mTLS"}

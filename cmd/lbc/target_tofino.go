@@ -11,7 +11,7 @@ import (
 
 var (
 	tofinoFormatFlag = &cli.StringFlag{Name: "device-config-format", Value: string(tofino.FormatPI),
-		Usage: "tofino: how --device-config (the .conf file or output directory of p4c-barefoot, the SDE's bf-p4c) is packed: pi (bf_switchd, stratum_bf: name, tofino.bin, context.json, each length-prefixed) or stratum (stratum_bfrt BfPipelineConfig)"}
+		Usage: "tofino: `FORMAT` in which --device-config (the .conf file or output directory of p4c-barefoot, the SDE's bf-p4c) is packed: pi (bf_switchd, stratum_bf: name, tofino.bin, context.json, each length-prefixed) or stratum (stratum_bfrt BfPipelineConfig)"}
 	tofinoProgramFlag = &cli.StringFlag{Name: "program-name", Usage: "tofino: P4 program `NAME` when --device-config is a directory (default: its name)"}
 )
 

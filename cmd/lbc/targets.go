@@ -106,7 +106,7 @@ func adapterNames() string {
 var targetFlag = &cli.StringFlag{
 	Name:  "target",
 	Value: "xdp",
-	Usage: "datapath `KIND` to program: " + adapterNames(),
+	Usage: "the datapath's `KIND`: " + adapterNames(),
 }
 
 func selectAdapter(c *cli.Context) (*adapter, error) {
@@ -114,6 +114,14 @@ func selectAdapter(c *cli.Context) (*adapter, error) {
 	a, ok := adapters[name]
 	if !ok {
 		return nil, fmt.Errorf("--target %q: known targets are %s", name, adapterNames())
+	}
+	// Before any progress line ("connecting to xdp  …") or file is read.
+	if name == "xdp" && c.String(ifaceFlag.Name) == "" {
+		dflt := ""
+		if !c.IsSet(targetFlag.Name) {
+			dflt = " (the default)"
+		}
+		return nil, fmt.Errorf("--target xdp%s needs --iface INTERFACE (e.g. --iface eth1); for a P4 switch, --target bmv2 or tofino with --addr HOST:PORT", dflt)
 	}
 	return a, nil
 }

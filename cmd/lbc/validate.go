@@ -104,10 +104,24 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 			return err
 		}
 		n := 0
-		for _, s := range l.Config.Services {
+		var weighted []string
+		for i, s := range l.Config.Services {
 			for _, g := range s.Backends {
 				n += len(g.Endpoints)
 			}
+			if l.Config.Services[i].Weighted() {
+				weighted = append(weighted, fmt.Sprintf("%q", s.Name))
+			}
+		}
+		// The weights are no part of lb.yaml: valid as it is, the file
+		// does not compile without them (lbc compile -c weighted.yaml).
+		if len(weighted) > 0 && c.String(healthFlag.Name) == "" {
+			svc := "service"
+			if len(weighted) > 1 {
+				svc = "services"
+			}
+			fmt.Fprintf(c.App.ErrWriter, "note: WEIGHTED_MAGLEV %s %s: lbc compile and lbc push need each endpoint's weight from --health FILE (endpoint: {weight: 0..%d}); lbc run reads it from the health check\n",
+				svc, strings.Join(weighted, ", "), compiler.MaxWeight)
 		}
 		name := c.String(validateTargetFlag.Name)
 		if c.IsSet(p4RingFlag.Name) && name != "bmv2" {

@@ -143,11 +143,11 @@ func Resolve(x *compiler.Index, e Exception) (targets.ConntrackEntry, error) {
 		return none, refuse(UnknownService, "service %q is not in this node's configuration", e.Service)
 	}
 	if !hasVIP(x.IR(), svc.ID, e.Tuple) {
-		return none, refuse(UnknownVIP, "service %q: %s is not one of its VIPs (for protocol %d, port %d) here", e.Service, e.Tuple.Dst, e.Tuple.Proto, e.Tuple.DstPort)
+		return none, refuse(UnknownVIP, "service %q: %s is not one of its VIPs (for protocol %s, port %d) here", e.Service, e.Tuple.Dst, compiler.ProtoName(e.Tuple.Proto), e.Tuple.DstPort)
 	}
 	if e.Kind >= compiler.Tuple3 {
 		if pol := svc.Classes[compiler.ClassOf(e.Tuple.Proto)]; pol.Track != e.Kind {
-			return none, refuse(Tracking, "service %q tracks protocol %d by %s here, the exception by %s", e.Service, e.Tuple.Proto, pol.Track, e.Kind)
+			return none, refuse(Tracking, "service %q tracks protocol %s by %s here, the exception by %s", e.Service, compiler.ProtoName(e.Tuple.Proto), pol.Track, e.Kind)
 		}
 	} else if !tracksBy(svc, e.Kind) {
 		return none, refuse(Tracking, "service %q tracks no protocol by %s here", e.Service, e.Kind)
@@ -174,7 +174,7 @@ func wellFormed(e Exception) error {
 	case !t.Src.IsValid() || !t.Dst.IsValid() || t.Src.Is4() != t.Dst.Is4() || t.Src.Is4In6() || t.Dst.Is4In6():
 		return refuse(Malformed, "addresses %s → %s: want two unmapped addresses of one family", t.Src, t.Dst)
 	case e.Kind < compiler.Tuple3 && t.Proto != 0, e.Kind < compiler.Tuple5 && (t.SrcPort != 0 || t.DstPort != 0):
-		return refuse(Malformed, "%s key carries fields it does not cover (protocol %d, ports %d, %d)", e.Kind, t.Proto, t.SrcPort, t.DstPort)
+		return refuse(Malformed, "%s key carries fields it does not cover (protocol %s, ports %d, %d)", e.Kind, compiler.ProtoName(t.Proto), t.SrcPort, t.DstPort)
 	case !e.BackendIP.IsValid():
 		return refuse(Malformed, "backend %q: no address", e.Backend)
 	case e.Idle < 0:

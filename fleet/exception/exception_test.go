@@ -2,6 +2,7 @@ package exception
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,6 +202,28 @@ func TestRoundTripRFLEET(t *testing.T) {
 		}
 		if n := ox.Backend(got.BackendID).Name; n != e.Backend {
 			t.Fatalf("installed on %s, want %s", n, e.Backend)
+		}
+	}
+}
+
+// TestRefusalNamesProtocols: a refusal names the flow's protocol as lbc
+// status and the JSON do (tcp), not by number (issue 36).
+func TestRefusalNamesProtocols(t *testing.T) {
+	x := compile(t, nil, "r3").Index()
+	r3 := x.BackendOf(x.ServiceByName("web").ID, "r3")
+	good := Exception{Service: "web", Backend: "r3", BackendIP: r3.IP, Kind: compiler.Tuple5, Tuple: flow(7), Idle: 2 * time.Second}
+	with := func(f func(*Exception)) Exception { e := good; f(&e); return e }
+	for _, tc := range []struct {
+		e    Exception
+		want string
+	}{
+		{with(func(e *Exception) { e.Tuple.DstPort = 22 }), "(for protocol tcp, port 22)"},
+		{with(func(e *Exception) { e.Kind = compiler.Tuple3; e.Tuple.SrcPort, e.Tuple.DstPort = 0, 0 }), "tracks protocol tcp by 5-tuple"},
+		{with(func(e *Exception) { e.Kind = compiler.Tuple2 }), "(protocol tcp, ports "},
+	} {
+		_, err := Resolve(x, tc.e)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q in it", tc.e, err, tc.want)
 		}
 	}
 }

@@ -197,6 +197,11 @@ func open(ctx context.Context, c *runtime.Client, opts Options) (*Target, error)
 				// pipeline, a status reads nothing until one is pushed.
 				return nil, fmt.Errorf("reading the switch's P4Info: %w (%w)", ErrNoPipeline, err)
 			}
+			if runtime.IsTransport(err) {
+				// A read (status, push --dry-run) waits for no
+				// arbitration, so this is where a missing switch shows.
+				return nil, fmt.Errorf("reading the switch's P4Info: %w%s", err, runtime.Diagnose(opts.Addr))
+			}
 			return nil, fmt.Errorf("reading the switch's P4Info: %w", err)
 		}
 		if schema, err = runtime.NewSchema(info); err != nil {
@@ -613,9 +618,11 @@ func (t *Target) describe(c compiler.Change) string {
 		what := fmt.Sprintf("vip %s", k.VIP)
 		switch k.Kind {
 		case compiler.MatchPort:
-			what += fmt.Sprintf(" proto %d port %d", k.Proto, k.Port)
+			what += fmt.Sprintf(" proto %s port %d", k.Proto, k.Port)
 		case compiler.MatchAllPorts:
-			what += fmt.Sprintf(" proto %d all ports", k.Proto)
+			what += fmt.Sprintf(" proto %s all ports", k.Proto)
+		default:
+			what += " any protocol"
 		}
 		return fmt.Sprintf("%s %s → %s", c.Op, what, svc(c.VIP.ServiceID))
 	case c.Service != nil:

@@ -116,7 +116,7 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 		case pkt.Proto == compiler.IPProtoICMP || pkt.Proto == compiler.IPProtoICMPv6:
 			r.step(StepFallback, "ICMP type %d is not an error the switch looks up; sent to the fallback port", pkt.ICMPType)
 		default:
-			r.step(StepFallback, "protocol %d is not parsed by the switch; sent to the fallback port", pkt.Proto)
+			r.step(StepFallback, "protocol %s is not parsed by the switch; sent to the fallback port", compiler.ProtoName(pkt.Proto))
 		}
 		return nil
 	}
@@ -138,14 +138,14 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 	if !ok {
 		r.v.Action = targets.NotOurs
 		if port == 0 && frag {
-			r.step(StepLookup, "no service for %v proto %d (a %s fragment has no ports: only all-ports and L3_DEFAULT services match it)", pkt.Dst, pkt.Proto, pkt.Frag)
+			r.step(StepLookup, "no service for %v proto %s (a %s fragment has no ports: only all-ports and L3_DEFAULT services match it)", pkt.Dst, compiler.ProtoName(pkt.Proto), pkt.Frag)
 		} else {
-			r.step(StepLookup, "no service for %v proto %d port %d", pkt.Dst, pkt.Proto, pkt.DstPort)
+			r.step(StepLookup, "no service for %v proto %s port %d", pkt.Dst, compiler.ProtoName(pkt.Proto), pkt.DstPort)
 		}
 		return nil
 	}
 	r.service(svc, kind)
-	r.step(StepLookup, "service %q (match %s: %v proto %d port %d)", svc.Name, kind, pkt.Dst, pkt.Proto, port)
+	r.step(StepLookup, "service %q (match %s: %v proto %s port %d)", svc.Name, kind, pkt.Dst, compiler.ProtoName(pkt.Proto), port)
 
 	c := compiler.ClassOf(pkt.Proto)
 	pol := svc.Classes[c]
@@ -156,7 +156,7 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 		// the whole session there, so that one conntrack holds it (p4/lb.p4).
 		// The switch reports no service for what it punts.
 		r.v = targets.Verdict{Action: targets.Fallback, Steps: r.v.Steps}
-		r.step(StepFallback, "%s session (%s, no ports) is shared with fragments the switch does not see: sent to the fallback port", c, pol.Track)
+		r.step(StepFallback, "%s session (%s, no ports) is shared with fragments the switch does not see: sent to the fallback port", c, pol.Track.Name())
 		return nil
 	}
 	if frag {
@@ -189,7 +189,7 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 		}
 		r.step("R-CT-2", "TCP SYN under PER_SESSION with a client affinity: looks up the session entry")
 	}
-	r.step("R-TRK", "tracking tuple %s %s", tk, r.det.TrackBytes)
+	r.step("R-TRK", "tracking tuple %s %s", compiler.TupleName(tk), r.det.TrackBytes)
 	e, found := r.d.lookupCT(key, now)
 	if found {
 		ec := e
@@ -325,7 +325,7 @@ func (r *run) selectBackend(svc *compiler.ServiceRow, pol compiler.ClassPolicy, 
 	h := compiler.HashBytes(lay)
 	r.det.AffinityTuple = ak.String()
 	r.det.AffinityBytes = hex.EncodeToString(lay)
-	r.step("R-AFF", "affinity tuple %s %s", ak, r.det.AffinityBytes)
+	r.step("R-AFF", "affinity tuple %s %s", compiler.TupleName(ak), r.det.AffinityBytes)
 	ring := r.d.ir.ActiveRing(svc)
 	if svc.RingSize == 0 {
 		return fmt.Errorf("service %q: ring size 0", svc.Name)
@@ -445,20 +445,20 @@ func (r *run) icmpError(pkt targets.Packet, now time.Duration) error {
 		r.drop(targets.DropMalformed, StepMalformed, "quoted packet %v → %v does not match the error's address family", in.Src, in.Dst)
 		return nil
 	}
-	r.step(StepICMPError, "ICMP error type %d code %d quotes %v:%d → %v:%d proto %d; flow is %v:%d → %v:%d", pkt.ICMPType, pkt.ICMPCode,
-		in.Src, in.SrcPort, in.Dst, in.DstPort, in.Proto, flow.Src, flow.SrcPort, flow.Dst, flow.DstPort)
+	r.step(StepICMPError, "ICMP error type %d code %d quotes %v:%d → %v:%d proto %s; flow is %v:%d → %v:%d", pkt.ICMPType, pkt.ICMPCode,
+		in.Src, in.SrcPort, in.Dst, in.DstPort, compiler.ProtoName(in.Proto), flow.Src, flow.SrcPort, flow.Dst, flow.DstPort)
 	if r.d.fallback && flow.Proto != compiler.IPProtoTCP && flow.Proto != compiler.IPProtoUDP {
 		// The switch parses TCP and UDP ports in a quoted packet only; a
 		// flow of another protocol lives in the fallback's conntrack.
 		r.v.Action = targets.Fallback
-		r.step(StepFallback, "the quoted packet's protocol %d is not parsed by the switch; sent to the fallback port", flow.Proto)
+		r.step(StepFallback, "the quoted packet's protocol %s is not parsed by the switch; sent to the fallback port", compiler.ProtoName(flow.Proto))
 		return nil
 	}
 	port := flow.DstPort
 	svc, kind, ok := r.d.lookup(flow.Dst, flow.Proto, port)
 	if !ok {
 		r.v.Action = targets.NotOurs
-		r.step(StepLookup, "no service for the quoted flow (%v proto %d port %d)", flow.Dst, flow.Proto, port)
+		r.step(StepLookup, "no service for the quoted flow (%v proto %s port %d)", flow.Dst, compiler.ProtoName(flow.Proto), port)
 		return nil
 	}
 	r.service(svc, kind)
@@ -470,7 +470,7 @@ func (r *run) icmpError(pkt targets.Packet, now time.Duration) error {
 		// The flow's session lives in the fallback's conntrack (see
 		// process): so does the decision about its errors.
 		r.v = targets.Verdict{Action: targets.Fallback, Steps: r.v.Steps}
-		r.step(StepFallback, "the quoted flow's %s session (%s, no ports) lives in the fallback's conntrack: sent to the fallback port", c, pol.Track)
+		r.step(StepFallback, "the quoted flow's %s session (%s, no ports) lives in the fallback's conntrack: sent to the fallback port", c, pol.Track.Name())
 		return nil
 	}
 	if pol.Track == compiler.TupleNone {
@@ -482,7 +482,7 @@ func (r *run) icmpError(pkt targets.Packet, now time.Duration) error {
 	key.Epoch = svc.Epoch
 	r.det.TrackTuple = pol.Track.String()
 	r.det.TrackBytes = hex.EncodeToString(key.Tuple.AppendLayout(nil, pol.Track))
-	r.step("R-TRK", "tracking tuple of the flow %s %s (lookup only: the error is never tracked)", pol.Track, r.det.TrackBytes)
+	r.step("R-TRK", "tracking tuple of the flow %s %s (lookup only: the error is never tracked)", compiler.TupleName(pol.Track), r.det.TrackBytes)
 	if e, found := r.d.lookupCT(key, now); found {
 		ec := e
 		r.det.Entry = &ec

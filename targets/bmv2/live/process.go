@@ -287,7 +287,7 @@ func (s *Switch) run(ctx context.Context, pkt targets.Packet, wait time.Duration
 			}
 		}
 		if time.Now().After(deadline) {
-			return targets.Verdict{}, fmt.Errorf("packet %v → %v proto %d: nothing left the switch and no drop was counted within %s", pkt.Src, pkt.Dst, pkt.Proto, wait)
+			return targets.Verdict{}, fmt.Errorf("packet %v → %v proto %s: nothing left the switch and no drop was counted within %s", pkt.Src, pkt.Dst, compiler.ProtoName(pkt.Proto), wait)
 		}
 		step = min(2*step, 50*time.Millisecond)
 	}
