@@ -187,8 +187,8 @@ func benchIR() *compiler.IR {
 
 // BenchmarkSessionsFullTable times Datapath.Sessions (the walk `lbc run`
 // does at each scrape to count live conntrack entries) over a 262,144-entry
-// conntrack holding 196,608 entries (three quarters: an LRU map evicts a
-// little before it is full).
+// conntrack4 holding 196,608 IPv4 flows (three quarters: an LRU map evicts
+// a little before it is full).
 //
 // Run: go test ./fallback -run '^$' -bench SessionsFullTable -benchtime 10x
 func BenchmarkSessionsFullTable(b *testing.B) {
@@ -200,17 +200,18 @@ func BenchmarkSessionsFullTable(b *testing.B) {
 	if _, err := dp.Apply(compiler.DiffIR(nil, benchIR()).Changes, nil); err != nil {
 		b.Fatal(err)
 	}
-	n := int(dp.Conntrack.MaxEntries()) * 3 / 4
-	keys := make([][44]byte, n)
+	// IPv4 flows: conntrack4's 20-byte keys.
+	n := int(dp.Conntrack4.MaxEntries()) * 3 / 4
+	keys := make([][20]byte, n)
 	vals := make([][24]byte, n)
 	for i := range keys {
 		binary.LittleEndian.PutUint32(keys[i][0:], 1) // service 1
-		keys[i][4], keys[i][5], keys[i][6] = 5, compiler.IPProtoTCP, 4
-		binary.LittleEndian.PutUint32(keys[i][40:], uint32(i)) // last word of dst: distinct keys
+		keys[i][4], keys[i][5] = 5, compiler.IPProtoTCP
+		binary.LittleEndian.PutUint32(keys[i][16:], uint32(i)) // dst: distinct keys
 		binary.LittleEndian.PutUint32(vals[i][0:], 100)        // backend 100 ...
 		binary.LittleEndian.PutUint32(vals[i][16:], 100)       // ... in slot 100
 	}
-	if _, err := dp.Conntrack.BatchUpdate(keys, vals, nil); err != nil {
+	if _, err := dp.Conntrack4.BatchUpdate(keys, vals, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()

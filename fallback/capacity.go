@@ -26,7 +26,8 @@ type Sizes struct {
 	// service), and while a push changes rings, the new halves beside the
 	// old ones until the flips.
 	RingEntries uint32
-	// ConntrackEntries sizes the LRU `conntrack`: the connections held
+	// ConntrackEntries sizes the LRUs `conntrack4` (IPv4 flows) and
+	// `conntrack` (IPv6 flows) alike: the connections of each family held
 	// before the least recently used one is evicted.
 	ConntrackEntries uint32
 }
@@ -99,7 +100,7 @@ func (s *Sizes) fields() []sizeField {
 var SizedMaps = map[string]string{
 	"services": "services", "service_stats": "services",
 	"backends": "backends", "backend_stats": "backends",
-	"rings": "rings", "conntrack": "conntrack",
+	"rings": "rings", "conntrack": "conntrack", "conntrack4": "conntrack",
 }
 
 // Get returns the size of map name (one of SizedMaps's; 0 for another).

@@ -3,6 +3,7 @@ package fallback
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -45,6 +46,77 @@ func encodeCTKey(e *targets.ConntrackEntry) ctKey {
 	return k
 }
 
+// The conntrack is two maps: conntrack4 holds IPv4 flows under a 20-byte
+// key (ctKey4), conntrack the others (ctKey, 44 bytes). The Go side reads
+// and writes every entry as a ctKey; these convert and pick the map.
+
+// narrow returns k's conntrack4 key when k is an IPv4 flow's.
+func narrow(k *ctKey) (ctKey4, bool) {
+	if k.Family != 4 {
+		return ctKey4{}, false
+	}
+	src, dst := netip.AddrFrom16(k.Src), netip.AddrFrom16(k.Dst)
+	return ctKey4{Service: k.Service, Kind: k.Kind, Proto: k.Proto, Sport: k.Sport, Dport: k.Dport, Src: word4(src), Dst: word4(dst)}, true
+}
+
+// widen is the ctKey of a conntrack4 key.
+func widen(k *ctKey4) ctKey {
+	return ctKey{Service: k.Service, Kind: k.Kind, Proto: k.Proto, Family: 4, Sport: k.Sport, Dport: k.Dport,
+		Src: addr16(addrOfWord(k.Src)), Dst: addr16(addrOfWord(k.Dst))}
+}
+
+// ctLookup reads k's entry from its map.
+func (dp *Datapath) ctLookup(k *ctKey, v *ctVal) error {
+	if k4, ok := narrow(k); ok {
+		return dp.Conntrack4.Lookup(&k4, v)
+	}
+	return dp.Conntrack.Lookup(k, v)
+}
+
+// ctDelete removes k's entry from its map.
+func (dp *Datapath) ctDelete(k *ctKey) error {
+	if k4, ok := narrow(k); ok {
+		return dp.Conntrack4.Delete(&k4)
+	}
+	return dp.Conntrack.Delete(k)
+}
+
+// ctPut writes entries into their maps, in batches where the kernel has
+// them, and returns how many it wrote.
+func (dp *Datapath) ctPut(keys []ctKey, vals []ctVal) (int, error) {
+	var k4 []ctKey4
+	var v4, v6 []ctVal
+	var k6 []ctKey
+	for i := range keys {
+		if k, ok := narrow(&keys[i]); ok {
+			k4, v4 = append(k4, k), append(v4, vals[i])
+		} else {
+			k6, v6 = append(k6, keys[i]), append(v6, vals[i])
+		}
+	}
+	n4, err := putBatch(dp.Conntrack4, k4, v4)
+	if err != nil {
+		return n4, err
+	}
+	n6, err := putBatch(dp.Conntrack, k6, v6)
+	return n4 + n6, err
+}
+
+func putBatch[K any](m *ebpf.Map, keys []K, vals []ctVal) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	n, err := m.BatchUpdate(keys, vals, nil)
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		for n = 0; n < len(keys); n++ {
+			if err = m.Put(&keys[n], &vals[n]); err != nil {
+				break
+			}
+		}
+	}
+	return n, err
+}
+
 // ctCopy is the program's CT_COPY: an entry WriteConntrack stored that no
 // packet has refreshed since (the program clears it on a hit).
 const ctCopy = 1
@@ -78,7 +150,7 @@ func (dp *Datapath) WriteConntrack(es []targets.ConntrackEntry) (int, error) {
 		k := encodeCTKey(e)
 		flags := uint32(ctCopy)
 		var old ctVal
-		if err := dp.Conntrack.Lookup(&k, &old); err == nil && old.Epoch == e.Epoch && dp.live(svcs, &k, &old, now) {
+		if err := dp.ctLookup(&k, &old); err == nil && old.Epoch == e.Epoch && dp.live(svcs, &k, &old, now) {
 			if old.LastSeen >= ls {
 				continue
 			}
@@ -94,14 +166,7 @@ func (dp *Datapath) WriteConntrack(es []targets.ConntrackEntry) (int, error) {
 	if len(keys) == 0 {
 		return 0, nil
 	}
-	n, err := dp.Conntrack.BatchUpdate(keys, vals, nil)
-	if errors.Is(err, ebpf.ErrNotSupported) {
-		for n = 0; n < len(keys); n++ {
-			if err = dp.Conntrack.Put(&keys[n], &vals[n]); err != nil {
-				break
-			}
-		}
-	}
+	n, err := dp.ctPut(keys, vals)
 	if err != nil {
 		return n, fmt.Errorf("write conntrack (%d of %d entries written): %w", n, len(keys), err)
 	}
@@ -117,7 +182,7 @@ func (dp *Datapath) DeleteConntrack(es []targets.ConntrackEntry) (int, error) {
 		e := &es[i]
 		k := encodeCTKey(e)
 		var v ctVal
-		if err := dp.Conntrack.Lookup(&k, &v); errors.Is(err, ebpf.ErrKeyNotExist) {
+		if err := dp.ctLookup(&k, &v); errors.Is(err, ebpf.ErrKeyNotExist) {
 			continue
 		} else if err != nil {
 			return n, fmt.Errorf("read conntrack: %w", err)
@@ -125,7 +190,7 @@ func (dp *Datapath) DeleteConntrack(es []targets.ConntrackEntry) (int, error) {
 		if v.Backend != e.BackendID || v.Flags&ctCopy == 0 {
 			continue
 		}
-		if err := dp.Conntrack.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		if err := dp.ctDelete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return n, fmt.Errorf("delete from conntrack: %w", err)
 		}
 		n++

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -14,7 +15,12 @@ import (
 // PinnedMaps are the maps pinned by name under LoadOptions.PinDir: the
 // tables, the conntrack and the counters, so that a later process (the
 // next `lbc push`, `lbc status`) reads what the kernel holds.
-var PinnedMaps = []string{"vips", "services", "rings", "backends", "conntrack", "config", "stats", "service_stats", "backend_stats", "vip_filter"}
+var PinnedMaps = []string{"vips", "services", "rings", "backends", "conntrack", "config", "stats", "service_stats", "backend_stats", "vip_filter", "vips4", "conntrack4"}
+
+// ipv4Maps are the maps of IPv4 VIPs and flows, keyed by IPv4 words (issue
+// 34): an older lbc kept both in vips and conntrack, IPv4-mapped, and its
+// pins have neither of these.
+var ipv4Maps = []string{"vips4", "conntrack4"}
 
 // counterMaps are the pinned maps that hold only counters. When an lbc
 // whose counters have another layout (a new counter) finds them pinned, it
@@ -61,6 +67,9 @@ type Datapath struct {
 
 	Vips, Services, Rings, Backends, Conntrack, Config *ebpf.Map
 	Stats, ServiceStats, BackendStats                  *ebpf.Map
+	// Vips4 and Conntrack4 hold the IPv4 VIPs and flows (shorter keys:
+	// less to hash on every lookup); Vips and Conntrack the IPv6 ones.
+	Vips4, Conntrack4 *ebpf.Map
 	// VipFilter is a bit set over the VIP addresses that lets traffic
 	// that is not ours pass without hash lookups (vipfilter.go).
 	VipFilter *ebpf.Map
@@ -101,10 +110,12 @@ type objects struct {
 	Pass         *ebpf.Program `ebpf:"lbc_pass"`
 	Decap        *ebpf.Program `ebpf:"lbc_decap"`
 	Vips         *ebpf.Map     `ebpf:"vips"`
+	Vips4        *ebpf.Map     `ebpf:"vips4"`
 	Services     *ebpf.Map     `ebpf:"services"`
 	Rings        *ebpf.Map     `ebpf:"rings"`
 	Backends     *ebpf.Map     `ebpf:"backends"`
 	Conntrack    *ebpf.Map     `ebpf:"conntrack"`
+	Conntrack4   *ebpf.Map     `ebpf:"conntrack4"`
 	Config       *ebpf.Map     `ebpf:"config"`
 	Stats        *ebpf.Map     `ebpf:"stats"`
 	ServiceStats *ebpf.Map     `ebpf:"service_stats"`
@@ -160,6 +171,9 @@ func Load(opts LoadOptions) (*Datapath, error) {
 	}
 	dp := &Datapath{test: opts.Test}
 	if opts.PinDir != "" {
+		if err := checkLayout(opts.PinDir); err != nil {
+			return nil, err
+		}
 		if dp.CountersReset, err = unpinStaleCounters(spec, opts.PinDir); err != nil {
 			return nil, err
 		}
@@ -194,6 +208,7 @@ func Load(opts LoadOptions) (*Datapath, error) {
 	dp.Prog, dp.Pass, dp.Decap = o.Prog, o.Pass, o.Decap
 	dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config = o.Vips, o.Services, o.Rings, o.Backends, o.Conntrack, o.Config
 	dp.Stats, dp.ServiceStats, dp.BackendStats, dp.VipFilter = o.Stats, o.ServiceStats, o.BackendStats, o.VipFilter
+	dp.Vips4, dp.Conntrack4 = o.Vips4, o.Conntrack4
 	if err := dp.mapMemory(); err != nil {
 		dp.Close()
 		return nil, err
@@ -243,6 +258,42 @@ func sizeSpec(spec *ebpf.CollectionSpec, opts LoadOptions) error {
 func specSizes(spec *ebpf.CollectionSpec) string {
 	return fmt.Sprintf("services %d, backends %d, rings %d, conntrack %d entries", spec.Maps["services"].MaxEntries,
 		spec.Maps["backends"].MaxEntries, spec.Maps["rings"].MaxEntries, spec.Maps["conntrack"].MaxEntries)
+}
+
+// ErrOlderLayout says that maps pinned by an older lbc (or the program
+// holding them) have another layout: they cannot be reused, and `lbc
+// detach` removes them (the conntrack with them).
+var ErrOlderLayout = errors.New("tables of an older lbc's layout: run `lbc detach --target xdp --iface IFACE` first (the conntrack is lost)")
+
+// checkLayout refuses a pin directory that holds an older lbc's maps:
+// some of PinnedMaps, but not the IPv4 ones.
+func checkLayout(dir string) error {
+	var have, missing []string
+	for _, name := range PinnedMaps {
+		if _, err := os.Stat(dir + "/" + name); err == nil {
+			have = append(have, name)
+		} else if errors.Is(err, os.ErrNotExist) {
+			missing = append(missing, name)
+		} else {
+			return fmt.Errorf("pinned map %s/%s: %w", dir, name, err)
+		}
+	}
+	if len(have) == 0 {
+		return nil
+	}
+	for _, name := range ipv4Maps {
+		if slices.Contains(missing, name) {
+			return fmt.Errorf("maps pinned in %s have no %s (IPv4 VIPs and flows have maps of their own since issue 34): %w", dir, name, ErrOlderLayout)
+		}
+	}
+	return nil
+}
+
+// byName returns where dp keeps each map of PinnedMaps.
+func (dp *Datapath) byName() map[string]**ebpf.Map {
+	return map[string]**ebpf.Map{"vips": &dp.Vips, "services": &dp.Services, "rings": &dp.Rings, "backends": &dp.Backends,
+		"conntrack": &dp.Conntrack, "config": &dp.Config, "stats": &dp.Stats, "service_stats": &dp.ServiceStats,
+		"backend_stats": &dp.BackendStats, "vip_filter": &dp.VipFilter, "vips4": &dp.Vips4, "conntrack4": &dp.Conntrack4}
 }
 
 // unpinStaleCounters removes the pins of counter maps whose layout differs
@@ -316,15 +367,18 @@ func (dp *Datapath) Tick() time.Duration { return dp.clock.tick }
 // OpenPinned opens the maps pinned in dir without loading a program, for
 // reading and writing the tables of a datapath another process attached.
 func OpenPinned(dir string) (*Datapath, error) {
+	if err := checkLayout(dir); err != nil {
+		return nil, err
+	}
 	dp := &Datapath{}
-	ptrs := []**ebpf.Map{&dp.Vips, &dp.Services, &dp.Rings, &dp.Backends, &dp.Conntrack, &dp.Config, &dp.Stats, &dp.ServiceStats, &dp.BackendStats, &dp.VipFilter}
-	for i, name := range PinnedMaps {
+	ptrs := dp.byName()
+	for _, name := range PinnedMaps {
 		m, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
 		if err != nil {
 			dp.Close()
 			return nil, fmt.Errorf("open pinned map %s/%s: %w", dir, name, err)
 		}
-		*ptrs[i] = m
+		*ptrs[name] = m
 	}
 	return dp.opened()
 }
@@ -374,9 +428,7 @@ func OpenAttached(id ebpf.ProgramID) (*Datapath, error) {
 		return nil, fmt.Errorf("XDP program id %d: the kernel does not list its maps", id)
 	}
 	dp := &Datapath{Prog: p}
-	byName := map[string]**ebpf.Map{"vips": &dp.Vips, "services": &dp.Services, "rings": &dp.Rings, "backends": &dp.Backends,
-		"conntrack": &dp.Conntrack, "config": &dp.Config, "stats": &dp.Stats, "service_stats": &dp.ServiceStats,
-		"backend_stats": &dp.BackendStats, "vip_filter": &dp.VipFilter}
+	byName := dp.byName()
 	for _, mid := range ids {
 		m, err := ebpf.NewMapFromID(mid)
 		if err != nil {
@@ -399,6 +451,9 @@ func OpenAttached(id ebpf.ProgramID) (*Datapath, error) {
 	for _, name := range PinnedMaps {
 		if *byName[name] == nil {
 			dp.Close()
+			if slices.Contains(ipv4Maps, name) && dp.Services != nil && dp.Conntrack != nil {
+				return nil, fmt.Errorf("XDP program id %d (%s) has no map %q: %w", id, ProgName, name, ErrOlderLayout)
+			}
 			return nil, fmt.Errorf("XDP program id %d (%s) has no map %q: %w", id, ProgName, name, ErrNotLBC)
 		}
 	}
@@ -416,7 +471,7 @@ func (dp *Datapath) Close() error {
 	dp.beMem.close()
 	dp.ringMem.close()
 	dp.rcu.close()
-	for _, m := range []*ebpf.Map{dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config, dp.Stats, dp.ServiceStats, dp.BackendStats, dp.VipFilter, dp.Clock, dp.Verdicts} {
+	for _, m := range []*ebpf.Map{dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config, dp.Stats, dp.ServiceStats, dp.BackendStats, dp.VipFilter, dp.Vips4, dp.Conntrack4, dp.Clock, dp.Verdicts} {
 		if m != nil {
 			m.Close()
 		}
@@ -511,16 +566,16 @@ func (dp *Datapath) Repin(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pin directory: %w", err)
 	}
-	maps := []*ebpf.Map{dp.Vips, dp.Services, dp.Rings, dp.Backends, dp.Conntrack, dp.Config, dp.Stats, dp.ServiceStats, dp.BackendStats, dp.VipFilter}
+	maps := dp.byName()
 	var out []string
-	for i, name := range PinnedMaps {
+	for _, name := range PinnedMaps {
 		path := dir + "/" + name
 		if _, err := os.Stat(path); err == nil {
 			continue
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return out, fmt.Errorf("pinned map %s: %w", path, err)
 		}
-		m := maps[i]
+		m := *maps[name]
 		// The handle may still believe it is pinned at path (Pin would
 		// then do nothing): forget that pin first; it is gone.
 		if m.IsPinned() {

@@ -50,17 +50,14 @@ type ConntrackEntry struct {
 	Src, Dst                [16]byte
 }
 
-// AllConntrack returns every entry of the conntrack map, stale ones too
-// (ReadConntrack returns the valid ones).
+// AllConntrack returns every entry of the conntrack maps (conntrack4 and
+// conntrack), stale ones too (ReadConntrack returns the valid ones).
 func AllConntrack(dp *Datapath) ([]ConntrackEntry, error) {
 	var out []ConntrackEntry
-	var k ctKey
-	var v ctVal
-	it := dp.Conntrack.Iterate()
-	for it.Next(&k, &v) {
+	err := dp.walkConntrack(func(k *ctKey, v *ctVal) {
 		out = append(out, ConntrackEntry{Service: k.Service, Backend: v.Backend, Epoch: v.Epoch, Src: k.Src, Dst: k.Dst})
-	}
-	return out, it.Err()
+	})
+	return out, err
 }
 
 // SetRingRecord writes service id's ring_base and ring_cap as given (its

@@ -48,6 +48,18 @@ type lbCtKey struct {
 	Dst     [16]uint8
 }
 
+type lbCtKey4 struct {
+	_       structs.HostLayout
+	Service uint32
+	Kind    uint8
+	Proto   uint8
+	Pad     uint16
+	Sport   uint16
+	Dport   uint16
+	Src     uint32
+	Dst     uint32
+}
+
 type lbCtVal struct {
 	_        structs.HostLayout
 	Backend  uint32
@@ -115,6 +127,14 @@ type lbVipKey struct {
 	Kind  uint8
 }
 
+type lbVipKey4 struct {
+	_     structs.HostLayout
+	Addr  uint32
+	Port  uint16
+	Proto uint8
+	Kind  uint8
+}
+
 type lbVipVal struct {
 	_    structs.HostLayout
 	Id   uint32
@@ -129,12 +149,14 @@ const (
 	lbMapBackends     = "backends"
 	lbMapConfig       = "config"
 	lbMapConntrack    = "conntrack"
+	lbMapConntrack4   = "conntrack4"
 	lbMapRings        = "rings"
 	lbMapServiceStats = "service_stats"
 	lbMapServices     = "services"
 	lbMapStats        = "stats"
 	lbMapVipFilter    = "vip_filter"
 	lbMapVips         = "vips"
+	lbMapVips4        = "vips4"
 	lbProgLbcDecap    = "lbc_decap"
 	lbProgLbcPass     = "lbc_pass"
 	lbProgLbcXdp      = "lbc_xdp"
@@ -195,12 +217,14 @@ type lbMapSpecs struct {
 	Backends     *ebpf.MapSpec `ebpf:"backends"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
+	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
 	Rings        *ebpf.MapSpec `ebpf:"rings"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services     *ebpf.MapSpec `ebpf:"services"`
 	Stats        *ebpf.MapSpec `ebpf:"stats"`
 	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
 	Vips         *ebpf.MapSpec `ebpf:"vips"`
+	Vips4        *ebpf.MapSpec `ebpf:"vips4"`
 }
 
 // lbVariableSpecs contains global variables before they are loaded into the kernel.
@@ -233,12 +257,14 @@ type lbMaps struct {
 	Backends     *ebpf.Map `ebpf:"backends"`
 	Config       *ebpf.Map `ebpf:"config"`
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
+	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
 	Rings        *ebpf.Map `ebpf:"rings"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services     *ebpf.Map `ebpf:"services"`
 	Stats        *ebpf.Map `ebpf:"stats"`
 	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
 	Vips         *ebpf.Map `ebpf:"vips"`
+	Vips4        *ebpf.Map `ebpf:"vips4"`
 }
 
 func (m *lbMaps) Close() error {
@@ -247,12 +273,14 @@ func (m *lbMaps) Close() error {
 		m.Backends,
 		m.Config,
 		m.Conntrack,
+		m.Conntrack4,
 		m.Rings,
 		m.ServiceStats,
 		m.Services,
 		m.Stats,
 		m.VipFilter,
 		m.Vips,
+		m.Vips4,
 	)
 }
 

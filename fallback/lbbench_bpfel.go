@@ -48,6 +48,18 @@ type lbbenchCtKey struct {
 	Dst     [16]uint8
 }
 
+type lbbenchCtKey4 struct {
+	_       structs.HostLayout
+	Service uint32
+	Kind    uint8
+	Proto   uint8
+	Pad     uint16
+	Sport   uint16
+	Dport   uint16
+	Src     uint32
+	Dst     uint32
+}
+
 type lbbenchCtVal struct {
 	_        structs.HostLayout
 	Backend  uint32
@@ -115,6 +127,14 @@ type lbbenchVipKey struct {
 	Kind  uint8
 }
 
+type lbbenchVipKey4 struct {
+	_     structs.HostLayout
+	Addr  uint32
+	Port  uint16
+	Proto uint8
+	Kind  uint8
+}
+
 type lbbenchVipVal struct {
 	_    structs.HostLayout
 	Id   uint32
@@ -130,12 +150,14 @@ const (
 	lbbenchMapBenchSeq         = "bench_seq"
 	lbbenchMapConfig           = "config"
 	lbbenchMapConntrack        = "conntrack"
+	lbbenchMapConntrack4       = "conntrack4"
 	lbbenchMapRings            = "rings"
 	lbbenchMapServiceStats     = "service_stats"
 	lbbenchMapServices         = "services"
 	lbbenchMapStats            = "stats"
 	lbbenchMapVipFilter        = "vip_filter"
 	lbbenchMapVips             = "vips"
+	lbbenchMapVips4            = "vips4"
 	lbbenchProgLbcBench        = "lbc_bench"
 	lbbenchProgLbcBenchMin     = "lbc_bench_min"
 	lbbenchProgLbcBenchNewflow = "lbc_bench_newflow"
@@ -207,12 +229,14 @@ type lbbenchMapSpecs struct {
 	BenchSeq     *ebpf.MapSpec `ebpf:"bench_seq"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
+	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
 	Rings        *ebpf.MapSpec `ebpf:"rings"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services     *ebpf.MapSpec `ebpf:"services"`
 	Stats        *ebpf.MapSpec `ebpf:"stats"`
 	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
 	Vips         *ebpf.MapSpec `ebpf:"vips"`
+	Vips4        *ebpf.MapSpec `ebpf:"vips4"`
 }
 
 // lbbenchVariableSpecs contains global variables before they are loaded into the kernel.
@@ -246,12 +270,14 @@ type lbbenchMaps struct {
 	BenchSeq     *ebpf.Map `ebpf:"bench_seq"`
 	Config       *ebpf.Map `ebpf:"config"`
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
+	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
 	Rings        *ebpf.Map `ebpf:"rings"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services     *ebpf.Map `ebpf:"services"`
 	Stats        *ebpf.Map `ebpf:"stats"`
 	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
 	Vips         *ebpf.Map `ebpf:"vips"`
+	Vips4        *ebpf.Map `ebpf:"vips4"`
 }
 
 func (m *lbbenchMaps) Close() error {
@@ -261,12 +287,14 @@ func (m *lbbenchMaps) Close() error {
 		m.BenchSeq,
 		m.Config,
 		m.Conntrack,
+		m.Conntrack4,
 		m.Rings,
 		m.ServiceStats,
 		m.Services,
 		m.Stats,
 		m.VipFilter,
 		m.Vips,
+		m.Vips4,
 	)
 }
 

@@ -48,6 +48,18 @@ type lbtestCtKey struct {
 	Dst     [16]uint8
 }
 
+type lbtestCtKey4 struct {
+	_       structs.HostLayout
+	Service uint32
+	Kind    uint8
+	Proto   uint8
+	Pad     uint16
+	Sport   uint16
+	Dport   uint16
+	Src     uint32
+	Dst     uint32
+}
+
 type lbtestCtVal struct {
 	_        structs.HostLayout
 	Backend  uint32
@@ -125,6 +137,14 @@ type lbtestVipKey struct {
 	Kind  uint8
 }
 
+type lbtestVipKey4 struct {
+	_     structs.HostLayout
+	Addr  uint32
+	Port  uint16
+	Proto uint8
+	Kind  uint8
+}
+
 type lbtestVipVal struct {
 	_    structs.HostLayout
 	Id   uint32
@@ -140,6 +160,7 @@ const (
 	lbtestMapClockTicks   = "clock_ticks"
 	lbtestMapConfig       = "config"
 	lbtestMapConntrack    = "conntrack"
+	lbtestMapConntrack4   = "conntrack4"
 	lbtestMapRings        = "rings"
 	lbtestMapServiceStats = "service_stats"
 	lbtestMapServices     = "services"
@@ -147,6 +168,7 @@ const (
 	lbtestMapVerdicts     = "verdicts"
 	lbtestMapVipFilter    = "vip_filter"
 	lbtestMapVips         = "vips"
+	lbtestMapVips4        = "vips4"
 	lbtestProgLbcDecap    = "lbc_decap"
 	lbtestProgLbcPass     = "lbc_pass"
 	lbtestProgLbcXdp      = "lbc_xdp"
@@ -208,6 +230,7 @@ type lbtestMapSpecs struct {
 	ClockTicks   *ebpf.MapSpec `ebpf:"clock_ticks"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
+	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
 	Rings        *ebpf.MapSpec `ebpf:"rings"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services     *ebpf.MapSpec `ebpf:"services"`
@@ -215,6 +238,7 @@ type lbtestMapSpecs struct {
 	Verdicts     *ebpf.MapSpec `ebpf:"verdicts"`
 	VipFilter    *ebpf.MapSpec `ebpf:"vip_filter"`
 	Vips         *ebpf.MapSpec `ebpf:"vips"`
+	Vips4        *ebpf.MapSpec `ebpf:"vips4"`
 }
 
 // lbtestVariableSpecs contains global variables before they are loaded into the kernel.
@@ -248,6 +272,7 @@ type lbtestMaps struct {
 	ClockTicks   *ebpf.Map `ebpf:"clock_ticks"`
 	Config       *ebpf.Map `ebpf:"config"`
 	Conntrack    *ebpf.Map `ebpf:"conntrack"`
+	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
 	Rings        *ebpf.Map `ebpf:"rings"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services     *ebpf.Map `ebpf:"services"`
@@ -255,6 +280,7 @@ type lbtestMaps struct {
 	Verdicts     *ebpf.Map `ebpf:"verdicts"`
 	VipFilter    *ebpf.Map `ebpf:"vip_filter"`
 	Vips         *ebpf.Map `ebpf:"vips"`
+	Vips4        *ebpf.Map `ebpf:"vips4"`
 }
 
 func (m *lbtestMaps) Close() error {
@@ -264,6 +290,7 @@ func (m *lbtestMaps) Close() error {
 		m.ClockTicks,
 		m.Config,
 		m.Conntrack,
+		m.Conntrack4,
 		m.Rings,
 		m.ServiceStats,
 		m.Services,
@@ -271,6 +298,7 @@ func (m *lbtestMaps) Close() error {
 		m.Verdicts,
 		m.VipFilter,
 		m.Vips,
+		m.Vips4,
 	)
 }
 

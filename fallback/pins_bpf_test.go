@@ -1,10 +1,12 @@
 package fallback_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -87,5 +89,49 @@ func TestLoadReplacesStaleCounterPins(t *testing.T) {
 	}
 	if got[0] != 9 {
 		t.Fatalf("conntrack entry %v, want the one stored before", got[:4])
+	}
+}
+
+// TestLoadRefusesPinsWithoutIPv4Maps: maps pinned by an lbc from before
+// the IPv4 maps (vips4, conntrack4) are refused by Load and OpenPinned
+// with ErrOlderLayout, which names `lbc detach`, and nothing is pinned
+// beside them; a directory holding every map loads.
+func TestLoadRefusesPinsWithoutIPv4Maps(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to load BPF programs and pin maps (CI runs as root)")
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(xdp.BPFFS, &st); err != nil || st.Type != unix.BPF_FS_MAGIC {
+		if err := unix.Mount("bpf", xdp.BPFFS, "bpf", 0, ""); err != nil {
+			t.Fatalf("mount bpffs on %s: %v", xdp.BPFFS, err)
+		}
+	}
+	for _, gone := range []string{"vips4", "conntrack4"} {
+		t.Run(gone, func(t *testing.T) {
+			dir := filepath.Join(xdp.BPFFS, fmt.Sprintf("lbc-test-%d-older-%s", os.Getpid(), gone))
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			dp, err := fallback.Load(fallback.LoadOptions{PinDir: dir, ConntrackEntries: 1024})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dp.Close()
+			if dp, err = fallback.OpenPinned(dir); err != nil {
+				t.Fatalf("open a directory holding every map: %v", err)
+			}
+			dp.Close()
+			if err := os.Remove(filepath.Join(dir, gone)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = fallback.Load(fallback.LoadOptions{PinDir: dir, ConntrackEntries: 1024})
+			if !errors.Is(err, fallback.ErrOlderLayout) || !strings.Contains(err.Error(), "lbc detach") || !strings.Contains(err.Error(), gone) {
+				t.Fatalf("Load over pins without %s: %v, want ErrOlderLayout naming it and lbc detach", gone, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, gone)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("Load pinned %s beside an older layout (stat: %v)", gone, err)
+			}
+			if _, err := fallback.OpenPinned(dir); !errors.Is(err, fallback.ErrOlderLayout) {
+				t.Fatalf("OpenPinned over pins without %s: %v, want ErrOlderLayout", gone, err)
+			}
+		})
 	}
 }

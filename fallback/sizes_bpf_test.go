@@ -241,7 +241,7 @@ func measuredLoad(t *testing.T, opts fallback.LoadOptions) (*fallback.Datapath, 
 	for _, m := range []struct {
 		name string
 		m    *ebpf.Map
-	}{{"rings", dp.Rings}, {"conntrack", dp.Conntrack}, {"services", dp.Services}, {"service_stats", dp.ServiceStats}, {"backends", dp.Backends}, {"backend_stats", dp.BackendStats}, {"vips", dp.Vips}} {
+	}{{"rings", dp.Rings}, {"conntrack4", dp.Conntrack4}, {"conntrack", dp.Conntrack}, {"services", dp.Services}, {"service_stats", dp.ServiceStats}, {"backends", dp.Backends}, {"backend_stats", dp.BackendStats}, {"vips4", dp.Vips4}, {"vips", dp.Vips}} {
 		n := memlock(t, m.m)
 		total += n
 		parts = append(parts, fmt.Sprintf("%s %d", m.name, n))

@@ -70,7 +70,7 @@ func TestSizesGetSet(t *testing.T) {
 	if s != want {
 		t.Fatalf("after Set: %+v, want %+v", s, want)
 	}
-	for m, n := range map[string]uint32{"services": 10, "service_stats": 10, "backends": 11, "backend_stats": 11, "rings": 12, "conntrack": 13, "vips": 0} {
+	for m, n := range map[string]uint32{"services": 10, "service_stats": 10, "backends": 11, "backend_stats": 11, "rings": 12, "conntrack": 13, "conntrack4": 13, "vips": 0} {
 		if got := s.Get(m); got != n {
 			t.Errorf("Get(%q) = %d, want %d", m, got, n)
 		}

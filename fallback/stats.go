@@ -143,15 +143,29 @@ func (dp *Datapath) live(svcs map[uint32]serviceVal, k *ctKey, v *ctVal, now uin
 	return le.Uint32(row[0:]) == v.Backend && le.Uint32(row[4:]) == k.Service && (dl == 0 || now < dl)
 }
 
-// walkConntrack calls fn with every stored conntrack entry, in batches of
+// walkConntrack calls fn with every stored conntrack entry, IPv4 flows
+// (conntrack4, their keys widened to ctKey) and the others, in batches of
 // 16,384 (one element at a time on a kernel without batch lookups).
 func (dp *Datapath) walkConntrack(fn func(k *ctKey, v *ctVal)) error {
+	if err := walkMap(dp.Conntrack4, func(k *ctKey4, v *ctVal) {
+		w := widen(k)
+		fn(&w, v)
+	}); err != nil {
+		return fmt.Errorf("read conntrack4: %w", err)
+	}
+	if err := walkMap(dp.Conntrack, fn); err != nil {
+		return fmt.Errorf("read conntrack: %w", err)
+	}
+	return nil
+}
+
+func walkMap[K any](m *ebpf.Map, fn func(k *K, v *ctVal)) error {
 	const chunk = 16384
-	keys := make([]ctKey, chunk)
+	keys := make([]K, chunk)
 	vals := make([]ctVal, chunk)
 	var cursor ebpf.MapBatchCursor
 	for {
-		n, err := dp.Conntrack.BatchLookup(&cursor, keys, vals, nil)
+		n, err := m.BatchLookup(&cursor, keys, vals, nil)
 		for i := 0; i < n; i++ {
 			fn(&keys[i], &vals[i])
 		}
@@ -159,16 +173,16 @@ func (dp *Datapath) walkConntrack(fn func(k *ctKey, v *ctVal)) error {
 			return nil
 		}
 		if errors.Is(err, ebpf.ErrNotSupported) {
-			var k ctKey
+			var k K
 			var v ctVal
-			it := dp.Conntrack.Iterate()
+			it := m.Iterate()
 			for it.Next(&k, &v) {
 				fn(&k, &v)
 			}
 			return it.Err()
 		}
 		if err != nil {
-			return fmt.Errorf("read conntrack: %w", err)
+			return err
 		}
 	}
 }

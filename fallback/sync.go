@@ -138,14 +138,13 @@ func (dp *Datapath) applyOne(c compiler.Change, compileNow func() time.Duration)
 	del := c.Op == compiler.Delete
 	switch {
 	case c.VIP != nil:
-		k := encodeVIPKey(c.VIP.Key)
 		if del {
-			return 1, ignoreMissing(dp.Vips.Delete(&k))
+			return 1, dp.deleteVIP(c.VIP.Key)
 		}
-		if err := dp.setVIPFilterBit(k.Addr); err != nil {
+		if err := dp.setVIPFilterBit(addr16(c.VIP.Key.VIP.Unmap())); err != nil {
 			return 1, err
 		}
-		return 2, dp.Vips.Put(&k, vipVal{Id: c.VIP.ServiceID, Slot: dp.svcSlots.get(c.VIP.ServiceID)})
+		return 2, dp.putVIP(c.VIP.Key, vipVal{Id: c.VIP.ServiceID, Slot: dp.svcSlots.get(c.VIP.ServiceID)})
 	case c.Service != nil && del:
 		id := c.Service.ID
 		if slot, ok := dp.svcSlots.free(id); ok {
@@ -212,16 +211,10 @@ func ignoreMissing(err error) error {
 // deadlines on the compile clock: the program holds them in its ticks).
 func (dp *Datapath) ReadTables() (*compiler.IR, error) {
 	ir := &compiler.IR{}
-	{
-		var k vipKey
-		var v vipVal
-		it := dp.Vips.Iterate()
-		for it.Next(&k, &v) {
-			ir.VIPs = append(ir.VIPs, compiler.VIPRow{Key: decodeVIPKey(k), ServiceID: v.Id})
-		}
-		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("read vips: %w", err)
-		}
+	if err := dp.eachVIP(func(k compiler.VIPKey, v vipVal) {
+		ir.VIPs = append(ir.VIPs, compiler.VIPRow{Key: k, ServiceID: v.Id})
+	}); err != nil {
+		return nil, err
 	}
 	// Reading the arrays also refreshes the indexes (another process may
 	// have written).

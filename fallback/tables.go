@@ -1,6 +1,7 @@
 package fallback
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"time"
@@ -12,11 +13,13 @@ import (
 // types for lb and lbtest).
 type (
 	vipKey     = lbVipKey
+	vipKey4    = lbVipKey4
 	vipVal     = lbVipVal
 	serviceVal = lbService
 	ringVal    = lbRingVal
 	backendVal = lbBackend
 	ctKey      = lbCtKey
+	ctKey4     = lbCtKey4
 	ctVal      = lbCtVal
 	configVal  = lbLbConfig
 	svcStats   = lbSvcStats
@@ -51,6 +54,74 @@ func encodeVIPKey(k compiler.VIPKey) vipKey {
 
 func decodeVIPKey(k vipKey) compiler.VIPKey {
 	return compiler.VIPKey{VIP: addrFrom16(k.Addr), Port: k.Port, Proto: compiler.IPProto(k.Proto), Kind: compiler.MatchKind(k.Kind)}
+}
+
+// An IPv4 VIP's key (vips4) and an IPv4 flow's conntrack key (conntrack4)
+// hold the address as the program loads it from the packet: the
+// network-order word, in the host's byte order.
+func word4(a netip.Addr) uint32 {
+	b := a.Unmap().As4()
+	return binary.NativeEndian.Uint32(b[:])
+}
+
+func addrOfWord(w uint32) netip.Addr {
+	var b [4]byte
+	binary.NativeEndian.PutUint32(b[:], w)
+	return netip.AddrFrom4(b)
+}
+
+// isVIP4 says which map holds a VIP: vips4 an IPv4 one, vips the others.
+func isVIP4(a netip.Addr) bool { return a.Unmap().Is4() }
+
+func encodeVIPKey4(k compiler.VIPKey) vipKey4 {
+	return vipKey4{Addr: word4(k.VIP), Port: k.Port, Proto: uint8(k.Proto), Kind: uint8(k.Kind)}
+}
+
+func decodeVIPKey4(k vipKey4) compiler.VIPKey {
+	return compiler.VIPKey{VIP: addrOfWord(k.Addr), Port: k.Port, Proto: compiler.IPProto(k.Proto), Kind: compiler.MatchKind(k.Kind)}
+}
+
+// putVIP writes a VIP into its map (vips4 or vips).
+func (dp *Datapath) putVIP(k compiler.VIPKey, v vipVal) error {
+	if isVIP4(k.VIP) {
+		k4 := encodeVIPKey4(k)
+		return dp.Vips4.Put(&k4, &v)
+	}
+	k6 := encodeVIPKey(k)
+	return dp.Vips.Put(&k6, &v)
+}
+
+// deleteVIP removes a VIP from its map; a VIP that is not there is no
+// error.
+func (dp *Datapath) deleteVIP(k compiler.VIPKey) error {
+	if isVIP4(k.VIP) {
+		k4 := encodeVIPKey4(k)
+		return ignoreMissing(dp.Vips4.Delete(&k4))
+	}
+	k6 := encodeVIPKey(k)
+	return ignoreMissing(dp.Vips.Delete(&k6))
+}
+
+// eachVIP calls fn with every VIP of vips4 and vips.
+func (dp *Datapath) eachVIP(fn func(k compiler.VIPKey, v vipVal)) error {
+	var k4 vipKey4
+	var v vipVal
+	it := dp.Vips4.Iterate()
+	for it.Next(&k4, &v) {
+		fn(decodeVIPKey4(k4), v)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read vips4: %w", err)
+	}
+	var k vipKey
+	it = dp.Vips.Iterate()
+	for it.Next(&k, &v) {
+		fn(decodeVIPKey(k), v)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read vips: %w", err)
+	}
+	return nil
 }
 
 // encodeService builds a service row; reg is the region of its active

@@ -3,6 +3,8 @@ package fallback
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/lbc-dev/lbc/compiler"
 )
 
 // vipFilterWords is VIP_FILTER_WORDS of bpf/maps.h: 65,536 bits.
@@ -37,20 +39,16 @@ func (dp *Datapath) setVIPFilterBit(addr [16]byte) error {
 }
 
 // syncVIPFilter makes the filter hold exactly the bits of the addresses in
-// the vips map: after VIP deletes it clears the bits no remaining VIP
+// the vips4 and vips maps: after VIP deletes it clears the bits no remaining VIP
 // needs (a bit can be shared), and for maps another process left it sets
 // any bit that is missing. Only words that change are written.
 func (dp *Datapath) syncVIPFilter() error {
 	want := make([]uint64, vipFilterWords)
-	var k vipKey
-	var v vipVal
-	it := dp.Vips.Iterate()
-	for it.Next(&k, &v) {
-		bit := vipFilterBit(k.Addr)
+	if err := dp.eachVIP(func(k compiler.VIPKey, _ vipVal) {
+		bit := vipFilterBit(addr16(k.VIP.Unmap()))
 		want[bit>>6] |= 1 << (bit & 63)
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("read vips: %w", err)
+	}); err != nil {
+		return err
 	}
 	have := make([]uint64, vipFilterWords)
 	if err := scanArray(dp.VipFilter, func(i uint32, w *uint64) {

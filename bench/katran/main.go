@@ -355,7 +355,7 @@ func loadVariant(path string, dp *fallback.Datapath) (*ebpf.Program, error) {
 	}
 	maps := map[string]*ebpf.Map{
 		"vips": dp.Vips, "services": dp.Services, "rings": dp.Rings, "backends": dp.Backends,
-		"conntrack": dp.Conntrack, "config": dp.Config, "stats": dp.Stats,
+		"conntrack": dp.Conntrack, "vips4": dp.Vips4, "conntrack4": dp.Conntrack4, "config": dp.Config, "stats": dp.Stats,
 		"service_stats": dp.ServiceStats, "backend_stats": dp.BackendStats, "vip_filter": dp.VipFilter,
 	}
 	repl := map[string]*ebpf.Map{}

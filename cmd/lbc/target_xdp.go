@@ -53,7 +53,7 @@ func mapCost(m string) string {
 	return map[string]string{
 		"services":  "56 bytes each, and 8 + 40 bytes per CPU of counters",
 		"backends":  "40 bytes each, and 8 + 16 bytes per CPU of counters",
-		"conntrack": "about 136 bytes each",
+		"conntrack": "about 248 bytes each: two LRUs of this size, conntrack4 for IPv4 flows (112 bytes an entry) and conntrack for IPv6 (136)",
 	}[m]
 }
 

@@ -12,12 +12,14 @@
 // next_hop picks the destination MAC of a forwarded packet: the backend's
 // MAC when the configuration gives one, else the configured gateway, else
 // back to the router that handed the packet over.
-static __always_inline const __u8 *next_hop(const struct l2 *l, const struct backend *be, const struct lb_config *cfg)
+static __always_inline struct mac next_hop(const struct l2 *l, const struct backend *be, const struct lb_config *cfg)
 {
-	if (be->mac[0] | be->mac[1] | be->mac[2] | be->mac[3] | be->mac[4] | be->mac[5])
-		return be->mac;
-	if (cfg->gw_mac[0] | cfg->gw_mac[1] | cfg->gw_mac[2] | cfg->gw_mac[3] | cfg->gw_mac[4] | cfg->gw_mac[5])
-		return cfg->gw_mac;
+	struct mac m = mac_at(be->mac);
+	if (m.w | m.h)
+		return m;
+	m = mac_at(cfg->gw_mac);
+	if (m.w | m.h)
+		return m;
 	return l->src;
 }
 
@@ -41,11 +43,11 @@ static __always_inline int encap(struct xdp_md *ctx, const struct flow *f, const
 		return -1;
 	struct l2 l;
 	save_l2(&l, eth, f->tags, data_end);
-	const __u8 *dst = next_hop(&l, be, cfg);
+	struct mac dst = next_hop(&l, be, cfg);
 
 	if (svc->encap == ENCAP_L2DSR) {
-		__builtin_memcpy(eth->dst, dst, 6);
-		__builtin_memcpy(eth->src, l.dst, 6);
+		put_mac(eth->dst, dst);
+		put_mac(eth->src, l.dst);
 		return out_action(cfg);
 	}
 
@@ -57,9 +59,6 @@ static __always_inline int encap(struct xdp_md *ctx, const struct flow *f, const
 		if ((void *)(in4 + 1) <= data_end)
 			tos = in4->tos;
 	}
-	__u8 mdst[6];
-	__builtin_memcpy(mdst, dst, 6); // dst may point into the packet
-
 	if (be->family == 4) {
 		if (!(cfg->flags & CFG_HAVE_SRC4))
 			return -1;
@@ -67,25 +66,26 @@ static __always_inline int encap(struct xdp_md *ctx, const struct flow *f, const
 			return -1;
 		data = (void *)(long)ctx->data;
 		data_end = (void *)(long)ctx->data_end;
-		struct ip4hdr *ip = put_l2(data, data_end, mdst, l.dst, &l, bpf_htons(ETH_P_IP));
+		struct ip4hdr *ip = put_l2(data, data_end, dst, l.dst, &l, bpf_htons(ETH_P_IP));
 		if (!ip || (void *)(ip + 1) > data_end)
 			return -1;
-		ip->ver_ihl = 0x45;
-		ip->tos = tos;
-		ip->tot_len = bpf_htons(inner_len + sizeof(struct ip4hdr));
+		// The checksum is summed from the words written, not read back
+		// from the packet: a 16-bit load over two byte stores waits for
+		// both (a sixth of the hit path's samples before, by its profile).
+		__u16 w0 = bpf_htons(0x4500 | tos);
+		__u16 len = bpf_htons(inner_len + sizeof(struct ip4hdr));
+		__u16 w4 = bpf_htons(OUTER_TTL << 8 | inner_proto);
+		__u32 saddr = *(const __u32_a *)cfg->src4;
+		__u32 daddr = *(const __u32_a *)&be->addr[12];
+		__u32 sum = w0 + len + w4 + (saddr & 0xffff) + (saddr >> 16) + (daddr & 0xffff) + (daddr >> 16);
+		*(__u16_a *)ip = w0;
+		ip->tot_len = len;
 		ip->id = 0;
 		ip->frag_off = 0;
-		ip->ttl = OUTER_TTL;
-		ip->protocol = inner_proto;
-		ip->check = 0;
-		__builtin_memcpy(&ip->saddr, cfg->src4, 4);
-		__builtin_memcpy(&ip->daddr, &be->addr[12], 4);
-		__u32 sum = 0;
-		__u16 *w = (__u16 *)ip;
-#pragma clang loop unroll(full)
-		for (int i = 0; i < 10; i++)
-			sum += w[i];
+		*(__u16_a *)&ip->ttl = w4;
 		ip->check = csum_fold(sum);
+		ip->saddr = saddr;
+		ip->daddr = daddr;
 	} else {
 		if (!(cfg->flags & CFG_HAVE_SRC6))
 			return -1;
@@ -93,7 +93,7 @@ static __always_inline int encap(struct xdp_md *ctx, const struct flow *f, const
 			return -1;
 		data = (void *)(long)ctx->data;
 		data_end = (void *)(long)ctx->data_end;
-		struct ip6hdr *ip = put_l2(data, data_end, mdst, l.dst, &l, bpf_htons(ETH_P_IPV6));
+		struct ip6hdr *ip = put_l2(data, data_end, dst, l.dst, &l, bpf_htons(ETH_P_IPV6));
 		if (!ip || (void *)(ip + 1) > data_end)
 			return -1;
 		ip->ver_tc[0] = 0x60;
@@ -103,8 +103,12 @@ static __always_inline int encap(struct xdp_md *ctx, const struct flow *f, const
 		ip->payload_len = bpf_htons(inner_len);
 		ip->nexthdr = inner_proto;
 		ip->hop_limit = OUTER_TTL;
-		__builtin_memcpy(ip->saddr, cfg->src6, 16);
-		__builtin_memcpy(ip->daddr, be->addr, 16);
+		const __u32_a *s6 = (const __u32_a *)cfg->src6, *d6 = (const __u32_a *)be->addr;
+#pragma clang loop unroll(full)
+		for (int i = 0; i < 4; i++) {
+			ip->saddr[i] = s6[i];
+			ip->daddr[i] = d6[i];
+		}
 	}
 	return out_action(cfg);
 }

@@ -2,7 +2,7 @@
 //
 // lbc XDP datapath: the per-packet algorithm of spec/lb-semantics.md over the
 // tables the compiler emits (VIPs, services, double-buffered rings,
-// backends) plus an LRU conntrack. Rule IDs in comments point at the spec.
+// backends) plus an LRU conntrack (one for IPv4 flows, one for IPv6). Rule IDs in comments point at the spec.
 //
 // This file is the production program: the table sizes, lb_process (the
 // rules in the order they apply) and the entry point lbc_xdp. Each concern
@@ -111,16 +111,20 @@ static __always_inline int lb_process(struct xdp_md *ctx)
 	__u8 ct = CT_UNTRACKED;
 	__u32 be_id = 0;
 	struct backend *be = NULL;
-	struct ct_key key = {};
+	union ct_keys key;
+	int v4 = f.family == 4;
 	int syn = f.proto == IPPROTO_TCP && f.frag != 2 && (f.tcp_flags & (TH_SYN | TH_ACK)) == TH_SYN;
 
 	if (track) {
-		ct_key_of(&key, &f, sid, track);
+		if (v4)
+			ct_key4_of(&key.k4, &f, sid, track);
+		else
+			ct_key_of(&key.k6, &f, sid, track);
 		if (syn && (svc->flags & SVC_SYN_NEW) && !icmp_error) {
 			ct = CT_NEW; // R-CT-1, R-CT-2
 		} else {
 			ct = CT_MISS;
-			struct ct_val *e = bpf_map_lookup_elem(&conntrack, &key);
+			struct ct_val *e = v4 ? lookup(&conntrack4, &key.k4) : lookup(&conntrack, &key.k6);
 			if (e && now - e->last_seen < svc->idle && // R-AGE
 			    e->epoch == svc->epoch) {             // R-EPOCH
 				__u32 id = e->backend, bslot = e->slot;
@@ -177,7 +181,10 @@ static __always_inline int lb_process(struct xdp_md *ctx)
 			if (track) {
 				// R-CT-3: remember the choice for the tracking tuple.
 				struct ct_val v = {.backend = be_id, .epoch = svc->epoch, .last_seen = now, .slot = bslot};
-				bpf_map_update_elem(&conntrack, &key, &v, BPF_ANY);
+				if (v4)
+					update(&conntrack4, &key.k4, &v);
+				else
+					update(&conntrack, &key.k6, &v);
 			}
 		}
 	}

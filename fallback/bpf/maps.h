@@ -24,7 +24,8 @@ enum match_kind { MATCH_PORT = 0, MATCH_ALL_PORTS = 1, MATCH_ANY_PROTO = 2 };
 // ID and the slot. The row holds its ID, and a reader checks that the row
 // at the slot still has the ID it expects (slots are reused, IDs are not).
 
-// IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d) everywhere.
+// IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d) everywhere but
+// in the keys of vips4 and conntrack4.
 // Keys are word-aligned so that clang copies addresses a word at a time.
 struct vip_key {
 	__u8 addr[16];
@@ -32,6 +33,17 @@ struct vip_key {
 	__u8 proto;
 	__u8 kind;
 } __attribute__((aligned(4)));
+
+// IPv4 VIPs have a key of their own, in a map of their own (vips4): 8
+// bytes, two words, which the kernel's jhash2 mixes once at its end
+// where the 20-byte key takes a round more; every packet to a VIP takes
+// at least one such lookup. The address is the network-order word.
+struct vip_key4 {
+	__u32 addr;
+	__u16 port; // host order
+	__u8 proto;
+	__u8 kind;
+};
 
 struct vip_val {
 	__u32 id;   // service ID
@@ -101,7 +113,8 @@ struct backend {
 	__u8 flags;
 };
 
-// 44 bytes: the kernel hashes and compares the whole key on every lookup.
+// The conntrack key of an IPv6 flow, 44 bytes: the kernel hashes and
+// compares the whole key on every lookup.
 struct ct_key {
 	__u32 service;
 	__u8 kind;
@@ -113,6 +126,21 @@ struct ct_key {
 	__u8 src[16];
 	__u8 dst[16];
 } __attribute__((aligned(4)));
+
+// The conntrack key of an IPv4 flow, 20 bytes, in a map of its own
+// (conntrack4): five words take one round of jhash2's mix, where the
+// 44-byte key takes three, and the compare half the bytes. The addresses
+// are the network-order words; the map says the family.
+struct ct_key4 {
+	__u32 service;
+	__u8 kind;
+	__u8 proto;
+	__u16 pad;
+	__u16 sport;
+	__u16 dport;
+	__u32 src;
+	__u32 dst;
+};
 
 struct ct_val {
 	__u32 backend; // backend ID
@@ -150,6 +178,13 @@ struct {
 	__type(key, struct vip_key);
 	__type(value, struct vip_val);
 } vips SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_VIPS);
+	__type(key, struct vip_key4);
+	__type(value, struct vip_val);
+} vips4 SEC(".maps");
 
 // The row arrays are mmapable: the loader reads them (to find the live
 // rows) without a syscall per element, and writes service rows and ring
@@ -203,6 +238,34 @@ struct {
 	__type(key, struct ct_key);
 	__type(value, struct ct_val);
 } conntrack SEC(".maps");
+
+// IPv4 flows: conntrack's size (the loader sizes both alike).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_CONNS);
+	__type(key, struct ct_key4);
+	__type(value, struct ct_val);
+} conntrack4 SEC(".maps");
+
+// lookup is bpf_map_lookup_elem behind an empty asm, which keeps clang
+// from merging lookups of two maps into one call (it would, for the IPv4
+// and IPv6 maps of the same table): the verifier inlines a lookup only
+// where its call site sees one map.
+#define lookup(map, key)                                         \
+	({                                                       \
+		void *_v = bpf_map_lookup_elem(map, key);        \
+		asm volatile("" : "+r"(_v));                     \
+		_v;                                              \
+	})
+
+// update is bpf_map_update_elem (BPF_ANY) kept apart as lookup is: a call
+// site that sees one map calls the map's own update.
+#define update(map, key, val)                                    \
+	({                                                       \
+		long _r = bpf_map_update_elem(map, key, val, BPF_ANY); \
+		asm volatile("" : "+r"(_r));                     \
+		_r;                                              \
+	})
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -44,11 +44,36 @@ struct ethhdr_ {
 	__u16 proto;
 };
 
+// Words of memory that another type also names (a MAC or an address
+// kept as bytes in a map value, a packet header): loads and stores
+// through these may alias any type.
+typedef __u32 __attribute__((may_alias)) __u32_a;
+typedef __u16 __attribute__((may_alias)) __u16_a;
+
+// A MAC address as a 32-bit and a 16-bit word: clang moves a 6-byte
+// array a byte at a time, and a header read back right after byte stores
+// waits for each of them (no store-to-load forwarding across stores).
+struct mac {
+	__u32 w;
+	__u16 h;
+};
+
+static __always_inline struct mac mac_at(const void *p)
+{
+	return (struct mac){.w = *(const __u32_a *)p, .h = *(const __u16_a *)(p + 4)};
+}
+
+static __always_inline void put_mac(void *p, struct mac m)
+{
+	*(__u32_a *)p = m.w;
+	*(__u16_a *)(p + 4) = m.h;
+}
+
 // The L2 header as received: MACs and up to two VLAN tags (TPID and TCI
 // each, kept as they came), then the EtherType of the IP header.
 struct l2 {
-	__u8 dst[6];
-	__u8 src[6];
+	struct mac dst;
+	struct mac src;
 	__u32 tag[2];
 	int tags;
 };
@@ -60,8 +85,8 @@ struct l2 {
 
 static __always_inline void save_l2(struct l2 *l, const struct ethhdr_ *eth, int tags, void *data_end)
 {
-	__builtin_memcpy(l->dst, eth->dst, 6);
-	__builtin_memcpy(l->src, eth->src, 6);
+	l->dst = mac_at(eth->dst);
+	l->src = mac_at(eth->src);
 	l->tags = 0;
 	__u32 *t = (void *)eth + 12;
 	if (tags > 0 && (void *)(t + 1) <= data_end) {
@@ -76,14 +101,14 @@ static __always_inline void save_l2(struct l2 *l, const struct ethhdr_ *eth, int
 
 // put_l2 writes an L2 header at data (MACs dst and src, the saved tags,
 // the EtherType proto) and returns where the IP header goes, or NULL.
-static __always_inline void *put_l2(void *data, void *data_end, const __u8 *dst, const __u8 *src, const struct l2 *l,
+static __always_inline void *put_l2(void *data, void *data_end, struct mac dst, struct mac src, const struct l2 *l,
 				    __u16 proto)
 {
 	struct ethhdr_ *eth = data;
 	if ((void *)(eth + 1) + 8 > data_end)
 		return NULL;
-	__builtin_memcpy(eth->dst, dst, 6);
-	__builtin_memcpy(eth->src, src, 6);
+	put_mac(eth->dst, dst);
+	put_mac(eth->src, src);
 	__u32 *t = data + 12;
 	if (l->tags == 0) {
 		eth->proto = proto;

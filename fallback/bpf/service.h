@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 //
-// service.h: finding a packet's service (the VIP filter, then the `vips`
-// lookups in the datapath's order of specificity) and the per-class policy
+// service.h: finding a packet's service (the VIP filter, then the `vips4`
+// or `vips` lookups in the datapath's order of specificity) and the per-class policy
 // it applies: class_of and effective (R-AFF, R-FRAG).
 #pragma once
 
@@ -25,28 +25,47 @@ static __always_inline int maybe_vip(const struct flow *f)
 }
 
 // lookup_vip finds the service in the datapath order: exact port, all
-// ports of the protocol, any protocol.
+// ports of the protocol, any protocol; IPv4 VIPs in vips4, IPv6 in vips.
 static __always_inline struct vip_val *lookup_vip(const struct flow *f)
 {
+	struct vip_val *id;
+	int ports = f->frag != 2 && (f->proto == IPPROTO_TCP || f->proto == IPPROTO_UDP);
+	if (f->family == 4) {
+		struct vip_key4 k = {.addr = f->dst[3], .proto = f->proto};
+		if (ports) {
+			k.port = f->dport;
+			k.kind = MATCH_PORT;
+			id = lookup(&vips4, &k);
+			if (id)
+				return id;
+		}
+		k.port = 0;
+		k.kind = MATCH_ALL_PORTS;
+		id = lookup(&vips4, &k);
+		if (id)
+			return id;
+		k.proto = 0;
+		k.kind = MATCH_ANY_PROTO;
+		return lookup(&vips4, &k);
+	}
 	struct vip_key k = {};
 	__builtin_memcpy(k.addr, f->dst, 16);
-	struct vip_val *id;
 	k.proto = f->proto;
-	if (f->frag != 2 && (f->proto == IPPROTO_TCP || f->proto == IPPROTO_UDP)) {
+	if (ports) {
 		k.port = f->dport;
 		k.kind = MATCH_PORT;
-		id = bpf_map_lookup_elem(&vips, &k);
+		id = lookup(&vips, &k);
 		if (id)
 			return id;
 	}
 	k.port = 0;
 	k.kind = MATCH_ALL_PORTS;
-	id = bpf_map_lookup_elem(&vips, &k);
+	id = lookup(&vips, &k);
 	if (id)
 		return id;
 	k.proto = 0;
 	k.kind = MATCH_ANY_PROTO;
-	return bpf_map_lookup_elem(&vips, &k);
+	return lookup(&vips, &k);
 }
 
 // class_of is the policy class of a protocol: the index in a service's
