@@ -228,7 +228,7 @@ var detachCommand = &cli.Command{
 	Description: `Removes the XDP program from --iface. By default the pinned tables,
 conntrack, counters and meta.json go too; with --keep-maps they stay, and the
 next push re-attaches with them (existing connections keep their backends).`,
-	Flags: append([]cli.Flag{targetFlag, keepFlag}, adapterFlags()...),
+	Flags: append(detachFlags(), keepFlag),
 	Action: func(c *cli.Context) error {
 		a, err := selectAdapter(c)
 		if err != nil {

@@ -146,14 +146,47 @@ func adapterFlags() []cli.Flag {
 	return out
 }
 
+// writeOnlyFlags say how to write or attach: a command that only reads
+// or detaches has no use for them.
+var writeOnlyFlags = map[cli.Flag]bool{p4BatchFlag: true, p4FallbackFlag: true, p4RingFlag: true, modeFlag: true, egressFlag: true, gwFlag: true}
+
+// pipelineFlags give the pipeline a push or run gives a switch; a read
+// uses the one the switch runs.
+var pipelineFlags = map[cli.Flag]bool{p4InfoFlag: true, p4DevcfgFlag: true, tofinoFormatFlag: true, tofinoProgramFlag: true}
+
 // readFlags are the adapters' flags that a command which only reads a
-// datapath (status) uses: not those that say how to write or attach.
+// datapath (status) uses: not those that say how to write or attach, nor
+// the pipeline files (it reads the P4Info the switch runs).
 func readFlags() []cli.Flag {
-	writeOnly := map[cli.Flag]bool{p4BatchFlag: true, p4FallbackFlag: true, p4RingFlag: true, modeFlag: true, egressFlag: true, gwFlag: true}
 	var out []cli.Flag
 	for _, f := range adapterFlags() {
-		if !writeOnly[f] {
+		if !writeOnlyFlags[f] && !pipelineFlags[f] {
 			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// detachFlags are what lbc detach reads: the flags of the adapters that
+// have a program to detach (xdp), less those that say how to attach.
+// --target names only those adapters, so that detach --help lists no
+// switch flag a detach would ignore.
+func detachFlags() []cli.Flag {
+	var names []string
+	for n, a := range adapters {
+		if a.Detach != nil {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	target := *targetFlag
+	target.Usage = "the datapath's `KIND`: " + strings.Join(names, ", ") + " (a P4 switch runs no program of lbc's to detach)"
+	out := []cli.Flag{&target}
+	for _, n := range names {
+		for _, f := range adapters[n].Flags {
+			if !writeOnlyFlags[f] {
+				out = append(out, f)
+			}
 		}
 	}
 	return out

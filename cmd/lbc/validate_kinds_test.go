@@ -90,3 +90,37 @@ func TestValidateWeightedNeedsWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetExampleIsTheDocs (issue 36, round three): examples/fleet.yaml
+// is docs/fleet.md's fleet.yaml block, and, beside the certificates lbc
+// fleet certs makes for its nodes, validates as its comment says.
+func TestFleetExampleIsTheDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/fleet.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := os.ReadFile("../../examples/fleet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```yaml\n# fleet.yaml, beside")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/fleet.md has no fleet.yaml block")
+	}
+	if !strings.HasSuffix(string(ex), "# fleet.yaml, beside"+block) {
+		t.Errorf("examples/fleet.yaml is not docs/fleet.md's fleet.yaml block (after its own comment lines)")
+	}
+	dir := t.TempDir()
+	if _, _, err := runLBC(t, "fleet", "certs", "--out", dir, "n1", "n2", "n3"); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(f, ex, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errw, err := runLBC(t, "validate", f)
+	if err != nil || !strings.Contains(out, "ok (fleet.yaml: node n1, 2 peers") {
+		t.Errorf("lbc validate of examples/fleet.yaml beside its certificates: %v\n%s%s", err, out, errw)
+	}
+}

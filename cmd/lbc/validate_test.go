@@ -205,7 +205,7 @@ var setRingSizeRe = regexp.MustCompile(`(?m)^(\S+?):(\d+): service "([^"]+)": ri
 // passes. The passing listing names each table once (it printed
 // LbIngress.ct_sig twice), and examples/tofino.yaml passes as shipped.
 func TestValidateTofinoExamples(t *testing.T) {
-	notLB := map[string]bool{"failover-health.yaml": true, "weighted-health.yaml": true, "gslb.yaml": true, "bgp.yaml": true}
+	notLB := map[string]bool{"failover-health.yaml": true, "weighted-health.yaml": true, "gslb.yaml": true, "bgp.yaml": true, "fleet.yaml": true}
 	names, err := filepath.Glob("../../examples/*.yaml")
 	if err != nil || len(names) == 0 {
 		t.Fatalf("examples: %v", err)
