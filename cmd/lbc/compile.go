@@ -93,6 +93,7 @@ func writeCompileJSON(w io.Writer, l *loaded, res *compiler.Result) error {
 		out.Services = append(out.Services, sj)
 	}
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "<", ">" and "&" as written (packets read "a > b"), not as \u003e
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }

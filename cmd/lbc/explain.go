@@ -177,6 +177,7 @@ func ruleDoc(rule string) string {
 
 func writeExplainJSON(w io.Writer, p targets.Packet, at float64, v targets.Verdict, d sim.Detail) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "<", ">" and "&" as written (packets read "a > b"), not as \u003e
 	enc.SetIndent("", "  ")
 	docs := map[string]string{}
 	for _, s := range v.Steps {

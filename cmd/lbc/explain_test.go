@@ -78,6 +78,10 @@ func TestExplainLinksRules(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"R-ELIG-3d": "docs/semantics.md#r-elig-3"`) || !strings.Contains(out, `"LOOKUP": "docs/semantics.md#steps-that-are-not-rules"`) {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	// The packet as the user wrote it, not HTML-escaped ("\u003e").
+	if want := `"packet": "tcp 198.51.100.7:4242 > 203.0.113.10:80 S"`; !strings.Contains(out, want) {
+		t.Errorf("explain --json lacks %s:\n%s", want, out)
+	}
 }
 
 // TestExplainNamesProtocols: explain's text names protocols and tuples as

@@ -259,6 +259,7 @@ RTTs, G-3 is skipped.`,
 				as = append(as, a.String())
 			}
 			enc := json.NewEncoder(c.App.Writer)
+			enc.SetEscapeHTML(false) // "<", ">" and "&" as written (packets read "a > b"), not as \u003e
 			enc.SetIndent("", "  ")
 			return enc.Encode(map[string]any{"name": q.Name, "decision": r.Decision, "sites": r.Sites, "addresses": as, "ecsScope": r.ECSScope})
 		}

@@ -199,6 +199,7 @@ testbench/testdata are such tests: run them against any --target.
 		}
 		rp.PushOnly = c.Bool(pushOnlyFlag.Name)
 		enc := json.NewEncoder(c.App.Writer)
+		enc.SetEscapeHTML(false) // "<", ">" and "&" as written (packets read "a > b"), not as \u003e
 		quiet := c.Bool("summary-only")
 		rd := trace.NewReader(in, name)
 		for {

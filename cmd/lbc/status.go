@@ -71,6 +71,7 @@ so --format json parses. --quiet (-q) silences the progress lines.`,
 		}
 		if format == "json" {
 			enc := json.NewEncoder(c.App.Writer)
+			enc.SetEscapeHTML(false) // "<", ">" and "&" as written (packets read "a > b"), not as \u003e
 			enc.SetIndent("", "  ")
 			return enc.Encode(struct {
 				Target   string       `json:"target"`
