@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lbc-dev/lbc/examples"
+	"github.com/lbc-dev/lbc/internal/spelling"
 	"github.com/urfave/cli/v2"
 )
 
@@ -32,7 +33,7 @@ func guardArgs(list []*cli.Command, prefix string) {
 			usage = strings.TrimSpace("lbc " + name + " [flags] " + strings.TrimSpace(cmd.ArgsUsage))
 		}
 		if cmd.OnUsageError == nil {
-			cmd.OnUsageError = usageError(name, usage)
+			cmd.OnUsageError = usageError(cmd, name, usage)
 		}
 		// The parser would check required flags before the action, so a
 		// flag after the file (lbc explain lb.yaml -p ...) would read as
@@ -61,10 +62,24 @@ func guardArgs(list []*cli.Command, prefix string) {
 }
 
 // usageError words a flag the parser refused as one short error, with the
-// command's usage line, rather than the whole help around it.
-func usageError(name, usage string) cli.OnUsageErrorFunc {
+// command's usage line, rather than the whole help around it, and names
+// the flag of cmd an unknown one most likely meant.
+func usageError(cmd *cli.Command, name, usage string) cli.OnUsageErrorFunc {
 	return func(_ *cli.Context, err error, _ bool) error {
-		return fmt.Errorf("%s: %w\nusage: %s\n(lbc help %s shows every flag)", name, err, usage, name)
+		mean := ""
+		if unknown, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+			var known []string
+			for _, f := range cmd.Flags {
+				known = append(known, f.Names()...)
+			}
+			if near := spelling.Nearest(known, strings.TrimLeft(unknown, "-")); near != "" {
+				mean = " (did you mean --" + near + "?)"
+				if len(near) == 1 {
+					mean = " (did you mean -" + near + "?)"
+				}
+			}
+		}
+		return fmt.Errorf("%s: %w%s\nusage: %s\n(lbc help %s shows every flag)", name, err, mean, usage, name)
 	}
 }
 

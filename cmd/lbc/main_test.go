@@ -45,6 +45,11 @@ func TestUnknownCommand(t *testing.T) {
 		{[]string{"gslb", "bogus"}, `gslb: unknown command "bogus"; commands: demo-geodb, explain, help, serve (lbc gslb --help)`},
 		{[]string{"help", "gslb", "bogus"}, `gslb: unknown command "bogus"; commands: demo-geodb, explain, `},
 		{[]string{"version", "extra"}, `version takes no arguments`},
+		// A misspelt command or flag: the one most likely meant.
+		{[]string{"valdate"}, `unknown command "valdate" (did you mean "validate"?); commands: compile,`},
+		{[]string{"gslb", "srve"}, `gslb: unknown command "srve" (did you mean "serve"?)`},
+		{[]string{"push", "--tagret", "xdp"}, "push: flag provided but not defined: -tagret (did you mean --target?)\nusage: lbc push"},
+		{[]string{"status", "--contrller", "x"}, "(did you mean --controller?)"},
 		// The testbench moved to its own binary: say where.
 		{[]string{"testbench", "run", "seed001-failover"}, "go run ./cmd/lbc-testbench run seed001-failover"},
 		{[]string{"testbench"}, "lbc-testbench list"},

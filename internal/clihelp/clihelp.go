@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/lbc-dev/lbc/internal/spelling"
 	"github.com/urfave/cli/v2"
 )
 
@@ -136,7 +137,11 @@ func Unknown(app, group string, list []*cli.Command, name string) error {
 	if group != "" {
 		prefix, help = group+": ", app+" "+group
 	}
-	return fmt.Errorf("%sunknown command %q; commands: %s (%s --help)", prefix, name, strings.Join(names, ", "), help)
+	mean := ""
+	if near := spelling.Nearest(names, name); near != "" {
+		mean = fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return fmt.Errorf("%sunknown command %q%s; commands: %s (%s --help)", prefix, name, mean, strings.Join(names, ", "), help)
 }
 
 // guardGroups gives every command group without an action one that names

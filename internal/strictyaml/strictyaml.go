@@ -26,6 +26,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/lbc-dev/lbc/internal/spelling"
 	"gopkg.in/yaml.v3"
 )
 
@@ -562,39 +563,14 @@ func (d *decoder) enclosing(name string) (reflect.Type, int) {
 // nearest is the known field a misspelt name most likely meant: the same
 // but for case, or at most two edits away.
 func nearest(fs []field, name string) string {
-	best, bestD := "", 3
 	if len(name) > 2*MaxEcho {
 		return ""
 	}
-	for _, f := range fs {
-		if strings.EqualFold(f.name, name) {
-			return f.name
-		}
-		if d := editDistance(f.name, name); d < bestD {
-			best, bestD = f.name, d
-		}
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.name
 	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return spelling.Nearest(names, name)
 }
 
 func knownList(fs []field) string {
