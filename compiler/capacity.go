@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strconv"
+
+	"github.com/lbc-dev/lbc/internal/spelling"
 )
 
 // What a datapath table holds, as CheckCapacity counts it from a
@@ -153,14 +155,14 @@ func ringsMsg(cfg *Config, target string, t TableCapacity, need int) string {
 	}
 	p, total, ok := ringFit(cfg, target, t.Size)
 	if !ok {
-		msg += fmt.Sprintf("; even at ringPrecision %g the %d services with ringSize auto do not fit", MaxRingPrecision, auto)
+		msg += fmt.Sprintf("; even at ringPrecision %g the %s with ringSize auto do not fit", MaxRingPrecision, spelling.Count(auto, "service"))
 		if fixed > 0 {
 			msg += fmt.Sprintf(" beside the %d entries of the services with an explicit ringSize: lower those, or set them to auto", fixed)
 		}
 		return msg
 	}
-	return msg + fmt.Sprintf("; the finest precision that fits is ringPrecision: %g on the %d services with ringSize auto (every endpoint's share within %g %% of its ideal; the rings then take %d of %d entries)",
-		p, auto, 100*p, total, t.Size)
+	return msg + fmt.Sprintf("; the finest precision that fits is ringPrecision: %g on the %s with ringSize auto (every endpoint's share within %g %% of its ideal; the rings then take %d of %d entries)",
+		p, spelling.Count(auto, "service"), 100*p, total, t.Size)
 }
 
 // ringOn is a service's ring size as target takes it: an explicit size that
@@ -241,7 +243,7 @@ func largestRings(cfg *Config, k int) string {
 	sort.SliceStable(idx, func(a, b int) bool { return cfg.Services[idx[a]].Ring() > cfg.Services[idx[b]].Ring() })
 	how := func(s *Service) string {
 		if s.RingAuto() {
-			return fmt.Sprintf("auto: %d endpoints at %g %%", s.EndpointCount(), 100*s.Precision())
+			return fmt.Sprintf("auto: %s at %g %%", spelling.Count(s.EndpointCount(), "endpoint"), 100*s.Precision())
 		}
 		return "ringSize"
 	}

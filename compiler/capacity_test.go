@@ -31,7 +31,7 @@ func TestCheckCapacity(t *testing.T) {
 	for _, want := range []string{
 		`--target x: 2 VIP rows, but its vip holds 1; grow vip`,
 		// 8 endpoints at 512 slots: one slot is 1.5625 % of a share, shown rounded up.
-		`--target x: the rings need 2048 entries (each ring once, and room for the largest to change), 1 more than its ring holds (2047); the largest rings: "web" 1024 slots (auto: 8 endpoints at 1 %); the finest precision that fits is ringPrecision: 0.016 on the 1 services with ringSize auto (every endpoint's share within 1.6 % of its ideal; the rings then take 1024 of 2047 entries); or grow ring`,
+		`--target x: the rings need 2048 entries (each ring once, and room for the largest to change), 1 more than its ring holds (2047); the largest rings: "web" 1024 slots (auto: 8 endpoints at 1 %); the finest precision that fits is ringPrecision: 0.016 on the 1 service with ringSize auto (every endpoint's share within 1.6 % of its ideal; the rings then take 1024 of 2047 entries); or grow ring`,
 		`--target x: limits.maxConnections 100000, but its ct holds 65536 connections; grow ct`,
 	} {
 		if !strings.Contains(got, want) {
@@ -127,7 +127,7 @@ services:
     ports: [80]
     backends: [{name: g, endpoints: [{name: b, ip: 10.1.0.2}]}]
 `, Capacity{Target: TargetTofino, Tables: []TableCapacity{{Table: "LbIngress.ring", Holds: HoldsRingEntries, Size: 128, Raise: "grow it"}}},
-			[]string{`lb.yaml:2: --target tofino: the rings need 320 entries (each ring once, and room for the largest to change), 192 more than its LbIngress.ring holds (128); the largest rings: "api" 128 slots (auto: 1 endpoints at 1 %), "web" 64 slots (ringSize); even at ringPrecision 0.25 the 1 services with ringSize auto do not fit beside the 64 entries of the services with an explicit ringSize: lower those, or set them to auto; or grow it`}},
+			[]string{`lb.yaml:2: --target tofino: the rings need 320 entries (each ring once, and room for the largest to change), 192 more than its LbIngress.ring holds (128); the largest rings: "api" 128 slots (auto: 1 endpoint at 1 %), "web" 64 slots (ringSize); even at ringPrecision 0.25 the 1 service with ringSize auto do not fit beside the 64 entries of the services with an explicit ringSize: lower those, or set them to auto; or grow it`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := Load("lb.yaml", []byte(tc.yaml))

@@ -148,7 +148,7 @@ func TestPushAndStatusOnP4RTServer(t *testing.T) {
 			if err != nil {
 				t.Fatalf("status: %v\n%s", err, errw)
 			}
-			for _, want := range []string{"bmv2 " + addr + ": 1 services, 2 VIP rows, 8 backends", "service web (id 1)  ring 1021 slots", "eligible (primary, R-ELIG-3d): vm-a1, vm-a2, vm-d1, vm-d2", "vm-c2"} {
+			for _, want := range []string{"bmv2 " + addr + ": 1 service, 2 VIP rows, 8 backends", "service web (id 1)  ring 1021 slots", "eligible (primary, R-ELIG-3d): vm-a1, vm-a2, vm-d1, vm-d2", "vm-c2"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("status lacks %q:\n%s", want, out)
 				}

@@ -105,7 +105,7 @@ func TestPushXDPUnderIPNetnsExec(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v\n%s%s", err, out, errw)
 	}
-	for _, want := range []string{"xdp nc0: 1 services, 2 VIP rows, 8 backends", "service web (id 1)", "vip 203.0.113.10 proto tcp port 443", "vm-d2", ", drops 0, ICMP errors without a connection 0"} {
+	for _, want := range []string{"xdp nc0: 1 service, 2 VIP rows, 8 backends", "service web (id 1)", "vip 203.0.113.10 proto tcp port 443", "vm-d2", ", drops 0, ICMP errors without a connection 0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}

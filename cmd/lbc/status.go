@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/spelling"
 	"github.com/urfave/cli/v2"
 )
 
@@ -87,7 +88,7 @@ so --format json parses. --quiet (-q) silences the progress lines.`,
 }
 
 func writeStatus(w io.Writer, name string, ir *compiler.IR, cnt *counters) {
-	fmt.Fprintf(w, "%s: %d services, %d VIP rows, %d backends\n", name, len(ir.Services), len(ir.VIPs), len(ir.Backends))
+	fmt.Fprintf(w, "%s: %s, %s, %s\n", name, spelling.Count(len(ir.Services), "service"), spelling.Count(len(ir.VIPs), "VIP row"), spelling.Count(len(ir.Backends), "backend"))
 	for _, s := range ir.Services {
 		fmt.Fprintf(w, "\nservice %s (id %d)  ring %d slots, half %d, epoch %d, idle %ds", s.Name, s.ID, s.RingSize, s.ActiveHalf, s.Epoch, s.IdleTimeoutSec)
 		if s.NoBackends {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/spelling"
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/lbc-dev/lbc/targets/tofino"
@@ -131,7 +132,7 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 			return fmt.Errorf("%s size the maps of --target xdp: give --target xdp to check the configuration against them", strings.Join(set, ", "))
 		}
 		if name == "" {
-			fmt.Fprintf(c.App.Writer, "%s: ok (%d services, %d endpoints)\n", l.Name, len(l.Config.Services), n)
+			fmt.Fprintf(c.App.Writer, "%s: ok (%s, %s)\n", l.Name, spelling.Count(len(l.Config.Services), "service"), spelling.Count(n, "endpoint"))
 			return nil
 		}
 		capOf, ok := capacities[name]
@@ -147,7 +148,7 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 		if len(ps) > 0 {
 			return problemsError(l.Name, ps)
 		}
-		fmt.Fprintf(c.App.Writer, "%s: ok for --target %s (%d services, %d endpoints)\n", l.Name, name, len(l.Config.Services), n)
+		fmt.Fprintf(c.App.Writer, "%s: ok for --target %s (%s, %s)\n", l.Name, name, spelling.Count(len(l.Config.Services), "service"), spelling.Count(n, "endpoint"))
 		u := compiler.Usage(l.Config)
 		for _, t := range cp.Tables {
 			line := fmt.Sprintf("  %-22s %d of %d %s", t.Table, u[t.Holds], t.Size, t.Holds)

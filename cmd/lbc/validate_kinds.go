@@ -8,6 +8,7 @@ import (
 	"github.com/lbc-dev/lbc/controller/bgp"
 	"github.com/lbc-dev/lbc/fleet"
 	"github.com/lbc-dev/lbc/gslb"
+	"github.com/lbc-dev/lbc/internal/spelling"
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
 )
@@ -82,7 +83,7 @@ func validateOther(c *cli.Context, kind string) error {
 		if err != nil {
 			return problemsError(file, err)
 		}
-		what = fmt.Sprintf("bgp.yaml: AS %d, %d peers", cfg.LocalASN, len(cfg.Peers))
+		what = fmt.Sprintf("bgp.yaml: AS %d, %s", cfg.LocalASN, spelling.Count(len(cfg.Peers), "peer"))
 	case kindFleet:
 		cfg, err := fleet.Load(file, data)
 		if err != nil {
@@ -91,13 +92,13 @@ func validateOther(c *cli.Context, kind string) error {
 		if err := fleet.CheckFiles(cfg); err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
-		what = fmt.Sprintf("fleet.yaml: node %s, %d peers, its certificate is the CA's for %s", cfg.Node, len(cfg.Peers), cfg.Node)
+		what = fmt.Sprintf("fleet.yaml: node %s, %s, its certificate is the CA's for %s", cfg.Node, spelling.Count(len(cfg.Peers), "peer"), cfg.Node)
 	case kindGSLB:
 		cfg, err := gslb.Load(file, data)
 		if err != nil {
 			return problemsError(file, err)
 		}
-		what = fmt.Sprintf("gslb.yaml: %d sites", len(cfg.Sites))
+		what = "gslb.yaml: " + spelling.Count(len(cfg.Sites), "site")
 	}
 	fmt.Fprintf(c.App.Writer, "%s: ok (%s)\n", file, strings.TrimSpace(what))
 	return nil

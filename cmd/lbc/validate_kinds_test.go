@@ -29,18 +29,18 @@ func TestValidateOtherKinds(t *testing.T) {
 	fleetNoCA := write("fleet-noca.yaml", "node: n1\nlisten: 127.0.0.1:7946\nca: nothere/ca.pem\ncert: n1.pem\nkey: n1-key.pem\npeers:\n  - {name: n2, address: 127.0.0.1:7947}\n")
 	fleetNoKey := write("fleet-nokey.yaml", "node: n1\nlisten: 127.0.0.1:7946\nca: ca.pem\ncert: n1.pem\nkey: missing.pem\npeers:\n  - {name: n2, address: 127.0.0.1:7947}\n")
 	runCLICases(t, []cliCase{
-		{"bgp told from its fields", []string{"validate", bgpOK}, "ok (bgp.yaml: AS 64512, 1 peers)", ""},
+		{"bgp told from its fields", []string{"validate", bgpOK}, "ok (bgp.yaml: AS 64512, 1 peer)", ""},
 		{"bgp problem at its line", []string{"validate", bgpBad}, "", "bgp-bad.yaml:2"},
-		{"fleet and its certificate", []string{"validate", fleetOK}, "ok (fleet.yaml: node n1, 1 peers", ""},
+		{"fleet and its certificate", []string{"validate", fleetOK}, "ok (fleet.yaml: node n1, 1 peer,", ""},
 		{"fleet: another node's certificate", []string{"validate", fleetWrongCert}, "", "cert " + filepath.Join(dir, "n2.pem") + " for node n1"},
 		{"fleet: a missing key", []string{"validate", fleetNoKey}, "", "missing.pem: no such file or directory; lbc fleet certs --out DIR n1 makes the fleet CA (ca.pem) and the node's certificate and key (n1.pem, n1-key.pem) in DIR"},
 		{"fleet: no CA yet", []string{"validate", fleetNoCA}, "", "no such file or directory; lbc fleet certs --out DIR n1 makes the fleet CA"},
 		{"gslb", []string{"validate", "../../examples/gslb.yaml"}, "ok (gslb.yaml: 3 sites)", ""},
-		{"the bgp example", []string{"validate", "../../examples/bgp.yaml"}, "ok (bgp.yaml: AS 64512, 1 peers)", ""},
+		{"the bgp example", []string{"validate", "../../examples/bgp.yaml"}, "ok (bgp.yaml: AS 64512, 1 peer)", ""},
 		{"--kind overrides", []string{"validate", "--kind", "bgp", "../../examples/gslb.yaml"}, "", "gslb.yaml"},
 		{"unknown kind", []string{"validate", "--kind", "dns", bgpOK}, "", `--kind "dns": one of lb, bgp, fleet, gslb`},
 		{"--target is for lb.yaml", []string{"validate", "--target", "xdp", bgpOK}, "", "--target is for lb.yaml"},
-		{"lb.yaml as before", []string{"validate", "../../examples/failover.yaml"}, "ok (1 services", ""},
+		{"lb.yaml as before", []string{"validate", "../../examples/failover.yaml"}, "ok (1 service, 8 endpoints)", ""},
 	}, nil)
 }
 

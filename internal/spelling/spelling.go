@@ -1,8 +1,12 @@
-// Package spelling finds the name a misspelt one most likely meant, for
-// errors that suggest it: an unknown YAML field, command or flag.
+// Package spelling holds how lbc's messages spell what they name: the
+// name a misspelt one most likely meant, for errors that suggest it (an
+// unknown YAML field, command or flag), and a count with its noun.
 package spelling
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Nearest returns the candidate that name most likely meant: one equal to
 // it but for case, or else the closest at most two edits away (the first
@@ -40,4 +44,14 @@ func Distance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// Count is n and its noun, singular for one: Count(1, "peer") is
+// "1 peer", Count(2, "peer") "2 peers". Nouns whose plural is not the
+// singular and an s are not for it.
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

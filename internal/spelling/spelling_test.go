@@ -51,3 +51,14 @@ func ExampleNearest() {
 	fmt.Println(Nearest([]string{"sessionAffinity", "ringSize"}, "sesionAffinity"))
 	// Output: sessionAffinity
 }
+
+func TestCount(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "0 peers"}, {1, "1 peer"}, {2, "2 peers"}, {1000, "1000 peers"}} {
+		if got := Count(tc.n, "peer"); got != tc.want {
+			t.Errorf("Count(%d, peer) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
