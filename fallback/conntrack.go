@@ -27,6 +27,17 @@ func (dp *Datapath) ReadConntrack() ([]targets.ConntrackEntry, error) {
 	return out, err
 }
 
+// ConntrackSeen calls fn with every entry of both conntrack maps (IPv4
+// and IPv6 flows), live or not: its service, tuple and backend, and the
+// tick its flow was last seen at. A watcher that compares two reads tells
+// from it which flows packets refreshed in between (the testbench's fleet
+// scenarios: which node carries a connection).
+func (dp *Datapath) ConntrackSeen(fn func(service uint32, t compiler.Tuple, backend uint32, lastSeen uint64)) error {
+	return dp.walkConntrack(func(k *ctKey, v *ctVal) {
+		fn(k.Service, decodeCTKey(k), v.Backend, v.LastSeen)
+	})
+}
+
 func decodeCTKey(k *ctKey) compiler.Tuple {
 	return compiler.Tuple{Src: addrFrom16(k.Src), Dst: addrFrom16(k.Dst), Proto: k.Proto, SrcPort: k.Sport, DstPort: k.Dport}
 }

@@ -2,9 +2,7 @@ package scenario
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/fallback"
 	"github.com/lbc-dev/lbc/internal/netns"
 )
@@ -118,8 +117,8 @@ type ctEntry struct {
 	LastSeen uint64 // in the program's ticks
 }
 
-// ctEntries reads a node's conntrack (its pinned XDP map) by client
-// address and port.
+// ctEntries reads a node's conntrack (its pinned XDP maps, IPv4 and IPv6
+// flows) by client address and port.
 func ctEntries(pinDir string) (map[netip.AddrPort]ctEntry, error) {
 	dp, err := fallback.OpenPinned(pinDir)
 	if err != nil {
@@ -127,26 +126,13 @@ func ctEntries(pinDir string) (map[netip.AddrPort]ctEntry, error) {
 	}
 	defer dp.Close()
 	out := map[netip.AddrPort]ctEntry{}
-	var k, v []byte
-	it := dp.Conntrack.Iterate()
-	for it.Next(&k, &v) {
-		// struct ct_key: service u32, kind, proto, family, pad, sport,
-		// dport, src[16], dst[16]; struct ct_val: backend, epoch u32,
-		// last_seen u64 (fallback/bpf/maps.h).
-		if len(k) < 44 || len(v) < 16 || k[6] == 0 {
-			continue
+	err = dp.ConntrackSeen(func(_ uint32, t compiler.Tuple, backend uint32, lastSeen uint64) {
+		if t.SrcPort == 0 { // a tuple without ports: no connection of the testbench's
+			return
 		}
-		src := k[12:28]
-		var a netip.Addr
-		if bytes.Equal(src[4:], make([]byte, 12)) {
-			a = netip.AddrFrom4([4]byte(src[:4]))
-		} else {
-			a = netip.AddrFrom16([16]byte(src)).Unmap()
-		}
-		port := binary.NativeEndian.Uint16(k[8:10]) // host order
-		out[netip.AddrPortFrom(a, port)] = ctEntry{Backend: binary.NativeEndian.Uint32(v[0:4]), LastSeen: binary.NativeEndian.Uint64(v[8:16])}
-	}
-	return out, it.Err()
+		out[netip.AddrPortFrom(t.Src.Unmap(), t.SrcPort)] = ctEntry{Backend: backend, LastSeen: lastSeen}
+	})
+	return out, err
 }
 
 // ctSeen reads a node's conntrack and returns the last-seen time of
