@@ -48,22 +48,31 @@ func TestValidateOtherKinds(t *testing.T) {
 // docs/fleet.md shows, so that the one a user validates is the one the
 // docs explain.
 func TestBGPExampleIsTheDocs(t *testing.T) {
+	exampleIsDocsBlock(t, "bgp.yaml", "# bgp.yaml (decoded")
+}
+
+// exampleIsDocsBlock fails t unless examples/name ends with the yaml block
+// of docs/fleet.md that starts with the line start (after the example's
+// own comment lines), and returns the example.
+func exampleIsDocsBlock(t *testing.T, name, start string) []byte {
+	t.Helper()
 	doc, err := os.ReadFile("../../docs/fleet.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := os.ReadFile("../../examples/bgp.yaml")
+	ex, err := os.ReadFile("../../examples/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(doc), "```yaml\n# bgp.yaml (decoded")
+	_, block, ok := strings.Cut(string(doc), "```yaml\n"+start)
 	block, _, ok2 := strings.Cut(block, "```")
 	if !ok || !ok2 {
-		t.Fatal("docs/fleet.md has no bgp.yaml block")
+		t.Fatalf("docs/fleet.md has no %s block", name)
 	}
-	if !strings.HasSuffix(string(ex), "# bgp.yaml (decoded"+block) {
-		t.Errorf("examples/bgp.yaml is not docs/fleet.md's bgp.yaml block (after its own comment lines)")
+	if !strings.HasSuffix(string(ex), start+block) {
+		t.Errorf("examples/%s is not docs/fleet.md's %s block (after its own comment lines)", name, name)
 	}
+	return ex
 }
 
 // TestValidateWeightedNeedsWeights (issue 36, round three): validate of a
@@ -95,22 +104,7 @@ func TestValidateWeightedNeedsWeights(t *testing.T) {
 // is docs/fleet.md's fleet.yaml block, and, beside the certificates lbc
 // fleet certs makes for its nodes, validates as its comment says.
 func TestFleetExampleIsTheDocs(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/fleet.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex, err := os.ReadFile("../../examples/fleet.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(doc), "```yaml\n# fleet.yaml, beside")
-	block, _, ok2 := strings.Cut(block, "```")
-	if !ok || !ok2 {
-		t.Fatal("docs/fleet.md has no fleet.yaml block")
-	}
-	if !strings.HasSuffix(string(ex), "# fleet.yaml, beside"+block) {
-		t.Errorf("examples/fleet.yaml is not docs/fleet.md's fleet.yaml block (after its own comment lines)")
-	}
+	ex := exampleIsDocsBlock(t, "fleet.yaml", "# fleet.yaml, beside")
 	dir := t.TempDir()
 	if _, _, err := runLBC(t, "fleet", "certs", "--out", dir, "n1", "n2", "n3"); err != nil {
 		t.Fatal(err)
