@@ -172,46 +172,38 @@ func TestXDPWithoutIfaceFirst(t *testing.T) {
 	}
 }
 
-// TestDetachHelpListsWhatDetachReads (issue 36, round three): lbc detach
+// TestHelpListsWhatTheCommandReads (issue 36, round three): lbc detach
 // --help lists the flags a detach reads (--target, the xdp adapter's
 // interface and pin flags, --keep-maps), not a switch's connection flags
-// nor how to attach, and a switch target says it has nothing to detach.
-func TestDetachHelpListsWhatDetachReads(t *testing.T) {
-	out, _, err := runLBC(t, "detach", "--help")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"--target KIND", "--iface INTERFACE", "--pin-dir DIR", "--state-dir DIR", "--keep-maps"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("detach --help lacks %s:\n%s", want, out)
+// nor how to attach; lbc status reads the P4Info the switch runs, so its
+// --help lists no pipeline file nor a flag of how to write or attach.
+func TestHelpListsWhatTheCommandReads(t *testing.T) {
+	for _, tc := range []struct {
+		cmd       string
+		want, not []string
+	}{
+		{"detach", []string{"--target KIND", "--iface INTERFACE", "--pin-dir DIR", "--state-dir DIR", "--keep-maps"},
+			[]string{"--addr", "--p4info", "--device-config", "--ring-table-size", "--mode", "--egress", "--gateway-mac", "bmv2"}},
+		{"status", []string{"--target KIND", "--addr HOST:PORT", "--iface INTERFACE", "--controller ADDR", "--tls-ca FILE"},
+			[]string{"--p4info", "--device-config", "--program-name", "--ring-table-size", "--batch-size", "--mode", "--egress"}},
+	} {
+		out, _, err := runLBC(t, tc.cmd, "--help")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s --help lacks %s:\n%s", tc.cmd, want, out)
+			}
+		}
+		for _, not := range tc.not {
+			if strings.Contains(out, not) {
+				t.Errorf("%s --help names %s, which a %s does not read:\n%s", tc.cmd, not, tc.cmd, out)
+			}
 		}
 	}
-	for _, not := range []string{"--addr", "--p4info", "--device-config", "--ring-table-size", "--mode", "--egress", "--gateway-mac", "bmv2"} {
-		if strings.Contains(out, not) {
-			t.Errorf("detach --help names %s, which a detach does not read:\n%s", not, out)
-		}
-	}
+	// A switch target says it has nothing to detach.
 	if _, _, err := runLBC(t, "detach", "--target", "bmv2"); err == nil || !strings.Contains(err.Error(), "--target bmv2 has nothing to detach") {
 		t.Errorf("detach --target bmv2: %v, want 'has nothing to detach'", err)
-	}
-}
-
-// TestStatusHelpListsWhatStatusReads (issue 36, round three): lbc status
-// reads the P4Info the switch runs, so its --help lists no pipeline file
-// nor a flag of how to write or attach.
-func TestStatusHelpListsWhatStatusReads(t *testing.T) {
-	out, _, err := runLBC(t, "status", "--help")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"--target KIND", "--addr HOST:PORT", "--iface INTERFACE", "--controller ADDR", "--tls-ca FILE"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("status --help lacks %s:\n%s", want, out)
-		}
-	}
-	for _, not := range []string{"--p4info", "--device-config", "--program-name", "--ring-table-size", "--batch-size", "--mode", "--egress"} {
-		if strings.Contains(out, not) {
-			t.Errorf("status --help names %s, which a status does not read:\n%s", not, out)
-		}
 	}
 }
