@@ -26,8 +26,7 @@ type runWaitProbe struct {
 	mu      sync.Mutex
 	samples []runWaitSample
 
-	stop chan struct{}
-	done chan struct{}
+	probeLife
 }
 
 // runWaitSample is one sample: when (since start), and each sampled
@@ -40,7 +39,7 @@ type runWaitSample struct {
 const runWaitEvery = 100 * time.Millisecond
 
 func startRunWaitProbe(start time.Time, pids func() []int) *runWaitProbe {
-	p := &runWaitProbe{start: start, every: runWaitEvery, pids: pids, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &runWaitProbe{start: start, every: runWaitEvery, pids: pids, probeLife: newProbeLife()}
 	go p.run()
 	return p
 }
@@ -72,16 +71,6 @@ func (p *runWaitProbe) sample() {
 	p.mu.Lock()
 	p.samples = append(p.samples, s)
 	p.mu.Unlock()
-}
-
-// Stop ends the probe; its samples stay readable.
-func (p *runWaitProbe) Stop() {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
-	<-p.done
 }
 
 // Window is the run-queue wait of the sampled processes in [from, to]

@@ -24,8 +24,7 @@ type schedProbe struct {
 	mu    sync.Mutex
 	wakes []probeWake
 
-	stop chan struct{}
-	done chan struct{}
+	probeLife
 }
 
 // probeWake is one wake: when (since start) and how late.
@@ -36,7 +35,7 @@ type probeWake struct {
 const probeEvery = 10 * time.Millisecond
 
 func startSchedProbe(start time.Time) *schedProbe {
-	p := &schedProbe{start: start, every: probeEvery, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &schedProbe{start: start, every: probeEvery, probeLife: newProbeLife()}
 	go p.run()
 	return p
 }
@@ -58,16 +57,6 @@ func (p *schedProbe) run() {
 		p.wakes = append(p.wakes, w)
 		p.mu.Unlock()
 	}
-}
-
-// Stop ends the probe; its measurements stay readable.
-func (p *schedProbe) Stop() {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
-	<-p.done
 }
 
 // SchedDelay is what the probe saw over a span of the run.
@@ -159,4 +148,26 @@ func delayIn(wakes []probeWake, from, to time.Duration) SchedDelay {
 		}
 	}
 	return d
+}
+
+// probeLife is a probe's goroutine's stop and done signals: Stop ends the
+// probe, once however often it is called, and returns when the goroutine
+// has; the measurements stay readable.
+type probeLife struct {
+	stop chan struct{} // closed by Stop
+	done chan struct{} // closed by the goroutine as it ends
+}
+
+func newProbeLife() probeLife {
+	return probeLife{stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Stop ends the probe and waits for its goroutine.
+func (l probeLife) Stop() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
 }
