@@ -58,6 +58,10 @@ type Packet struct {
 	// packet too big, time exceeded; and their ICMPv6 forms), as sent: from
 	// the VIP to the client. See ICMP errors below.
 	Inner *compiler.Tuple
+	// NotIP marks a frame that carries neither IPv4 nor IPv6 (another
+	// EtherType). Every datapath leaves it to the network: not ours,
+	// routed (P4) or passed (XDP) as it is. The other fields are unused.
+	NotIP bool
 }
 
 // ICMP errors: a router that cannot deliver a reply sent from the VIP
@@ -180,6 +184,11 @@ const (
 const (
 	DropNoBackends = "no-backends" // the eligible set is empty (R-ELIG-3/4 drop)
 	DropMalformed  = "malformed"   // truncated or inconsistent headers
+	// DropNoService: the VIP row that matched names a service no row
+	// holds. lbc never leaves that state (it writes a service before its
+	// VIPs and deletes VIPs first), but a datapath given it drops the packet
+	// rather than try a less specific VIP row (p4/lb.p4's DROP_NO_SERVICE).
+	DropNoService = "no-service"
 )
 
 // Step is one decision of the per-packet algorithm, with its rule ID.

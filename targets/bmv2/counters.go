@@ -14,7 +14,7 @@ var dropReasons = map[int64]string{
 	0: targets.DropNoBackends,
 	1: targets.DropMalformed,
 	2: "no-route",
-	3: "no-service",
+	3: targets.DropNoService,
 	4: "no-fallback-port",
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -95,6 +96,11 @@ func (r *run) drop(reason, rule, format string, args ...any) {
 }
 
 func (r *run) process(pkt targets.Packet, now time.Duration) error {
+	if pkt.NotIP {
+		r.v.Action = targets.NotOurs
+		r.step(StepLookup, "not an IPv4 or IPv6 packet: not ours, left to the network as it is")
+		return nil
+	}
 	src, dst := pkt.Src.Unmap(), pkt.Dst.Unmap()
 	if !src.IsValid() || !dst.IsValid() || src.Is4() != dst.Is4() {
 		r.drop(targets.DropMalformed, StepMalformed, "source %v and destination %v are not two addresses of one family", pkt.Src, pkt.Dst)
@@ -134,7 +140,11 @@ func (r *run) process(pkt targets.Packet, now time.Duration) error {
 	if pkt.Frag == targets.FragMiddle || pkt.Frag == targets.FragLast {
 		port = 0
 	}
-	svc, kind, ok := r.d.lookup(pkt.Dst, pkt.Proto, port)
+	svc, kind, vip, ok := r.d.lookupVIP(pkt.Dst, pkt.Proto, port)
+	if ok && svc == nil {
+		r.noService(vip, kind, pkt.Dst)
+		return nil
+	}
 	if !ok {
 		r.v.Action = targets.NotOurs
 		if port == 0 && frag {
@@ -301,6 +311,13 @@ func (r *run) valid(svc *compiler.ServiceRow, pol compiler.ClassPolicy, e Entry,
 	return "", ""
 }
 
+// noService drops a packet whose VIP row names a service no row holds
+// (targets.DropNoService).
+func (r *run) noService(id uint32, kind compiler.MatchKind, dst netip.Addr) {
+	r.det.Match = kind.String()
+	r.drop(targets.DropNoService, StepLookup, "VIP %v (match %s) names service %d, which has no service row: dropped (lbc writes a service before its VIPs)", dst, kind, id)
+}
+
 func (r *run) service(svc *compiler.ServiceRow, kind compiler.MatchKind) {
 	r.v.ServiceID = svc.ID
 	r.v.Service = svc.Name
@@ -455,7 +472,11 @@ func (r *run) icmpError(pkt targets.Packet, now time.Duration) error {
 		return nil
 	}
 	port := flow.DstPort
-	svc, kind, ok := r.d.lookup(flow.Dst, flow.Proto, port)
+	svc, kind, vip, ok := r.d.lookupVIP(flow.Dst, flow.Proto, port)
+	if ok && svc == nil {
+		r.noService(vip, kind, flow.Dst)
+		return nil
+	}
 	if !ok {
 		r.v.Action = targets.NotOurs
 		r.step(StepLookup, "no service for the quoted flow (%v proto %s port %d)", flow.Dst, compiler.ProtoName(flow.Proto), port)

@@ -226,6 +226,16 @@ func floorDiv(a, b time.Duration) time.Duration {
 // lookup finds the service of (dst, proto, port) in the datapath order of
 // compiler.IR.Lookup: exact port, all ports of the protocol, any protocol.
 func (d *Datapath) lookup(dst netip.Addr, proto uint8, port uint16) (*compiler.ServiceRow, compiler.MatchKind, bool) {
+	svc, kind, _, ok := d.lookupVIP(dst, proto, port)
+	return svc, kind, ok && svc != nil
+}
+
+// lookupVIP finds the most specific VIP row that matches (exact port, all
+// ports of the protocol, any protocol), as every datapath does: the first
+// row found decides, and its service is nil when no service row has its
+// ID (then the packet is dropped, targets.DropNoService, not offered to a
+// less specific row).
+func (d *Datapath) lookupVIP(dst netip.Addr, proto uint8, port uint16) (*compiler.ServiceRow, compiler.MatchKind, uint32, bool) {
 	dst = dst.Unmap()
 	for _, k := range [...]compiler.VIPKey{
 		{VIP: dst, Proto: compiler.IPProto(proto), Port: port, Kind: compiler.MatchPort},
@@ -236,12 +246,10 @@ func (d *Datapath) lookup(dst netip.Addr, proto uint8, port uint16) (*compiler.S
 			continue // ports are 1..65535; a portless packet cannot match one
 		}
 		if id, ok := d.vips[k]; ok {
-			if s := d.services[id]; s != nil {
-				return s, k.Kind, true
-			}
+			return d.services[id], k.Kind, id, true
 		}
 	}
-	return nil, 0, false
+	return nil, 0, 0, false
 }
 
 // EntryOf returns the conntrack key this datapath would look up for pkt

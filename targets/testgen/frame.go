@@ -75,6 +75,8 @@ func parseFrame(b []byte, tna bool) frame {
 		f.parseIPv4(off, need)
 	case etherIPv6:
 		f.parseIPv6(off, need)
+	default:
+		f.pkt.NotIP = true // routed on address 0, as f.dst is
 	}
 	return f
 }

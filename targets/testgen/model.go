@@ -192,11 +192,7 @@ func nextHop(d *runtime.Decoded) (route, error) {
 // restrictions), and the model is only claimed for what lbc programs.
 func domainOf(ir *compiler.IR, tna bool) []string {
 	var out []string
-	x := ir.Index()
 	for _, v := range ir.VIPs {
-		if x.Service(v.ServiceID) == nil {
-			out = append(out, fmt.Sprintf("VIP %v (%s) points at service %d, which has no service row (lbc writes a service before its VIPs, and deletes VIPs first)", v.Key.VIP, v.Key.Kind, v.ServiceID))
-		}
 		if v.Key.Kind == compiler.MatchPort && v.Key.Port == 0 {
 			out = append(out, fmt.Sprintf("VIP %v port 0 (service ports are 1..65535)", v.Key.VIP))
 		}
@@ -258,9 +254,6 @@ func (m *Model) Domain(port int, data []byte) string {
 	f := parseFrame(data, m.prog.TNA)
 	if f.domain != "" {
 		return f.domain
-	}
-	if !f.parserError && !f.ip {
-		return "not an IP packet: the model decides IP packets (targets.Packet); lb.p4 routes anything else by the forward entry for address 0"
 	}
 	return ""
 }
