@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
@@ -95,7 +96,7 @@ func Events(prev, next *compiler.IR, now time.Duration) []Event {
 			out = append(out, Event{Kind: kind, Service: s.Name, Backend: backend, Detail: fmt.Sprintf(format, args...)})
 		}
 		if !slices.Equal(o.Eligible, s.Eligible) {
-			add(EventEligible, "", "%s (%s) → %s (%s)", list(o.Eligible), o.Rule, list(s.Eligible), s.Rule)
+			add(EventEligible, "", "%s → %s", eligibleSet(o), eligibleSet(s))
 		}
 		if s.NoBackends && !o.NoBackends {
 			add(EventNoBackends, "", "%s: new connections are dropped", s.Rule)
@@ -169,16 +170,21 @@ func NextDeadline(ir *compiler.IR) (time.Duration, bool) {
 	return t, ok
 }
 
+// eligibleSet is a service's eligible set with the decision and rule that
+// chose it, "primary (R-ELIG-3d): r1, r2", as lbc status prints it. The
+// rule comes first: after a list it would read as the last name's.
+func eligibleSet(s *compiler.ServiceRow) string {
+	if s.Rule == "" { // a target that keeps no decision
+		return list(s.Eligible)
+	}
+	return s.Decision + " (" + s.Rule + "): " + list(s.Eligible)
+}
+
+// list writes an eligible set as lbc status and lbc explain do, "r1, r2",
+// so that a log line reads like them; "none" when it is empty.
 func list(s []string) string {
 	if len(s) == 0 {
-		return "{}"
+		return "none"
 	}
-	out := "{"
-	for i, x := range s {
-		if i > 0 {
-			out += ","
-		}
-		out += x
-	}
-	return out + "}"
+	return strings.Join(s, ", ")
 }

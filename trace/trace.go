@@ -88,12 +88,21 @@ type rawInner struct {
 	Dport int             `json:"dport,omitempty"`
 }
 
+// protoNames are the names a trace's "proto" and the packet notation
+// read, spelled as /etc/protocols does: ipip is IPv4 in IP (4), ipv6 is
+// IPv6 encapsulated in IP (41). They are compiler.ProtoName's names, so
+// that what explain prints reads back.
 var protoNames = map[string]uint8{
 	"tcp": compiler.IPProtoTCP, "udp": compiler.IPProtoUDP, "icmp": compiler.IPProtoICMP,
 	"icmpv6": compiler.IPProtoICMPv6, "esp": compiler.IPProtoESP, "gre": compiler.IPProtoGRE,
+	"ipip": compiler.IPProtoIPIP, "ipv6": compiler.IPProtoIPv6,
 }
 
-// ProtoName is the trace spelling of an IP protocol number.
+// protoChoices lists protoNames for errors.
+const protoChoices = "tcp, udp, icmp, icmpv6, esp, gre, ipip, ipv6 or a number 0..255"
+
+// ProtoName is the trace spelling of an IP protocol number: its name, else
+// the number.
 func ProtoName(p uint8) string {
 	for n, v := range protoNames {
 		if v == p {
@@ -105,7 +114,7 @@ func ProtoName(p uint8) string {
 
 func parseProto(raw json.RawMessage) (uint8, error) {
 	if len(raw) == 0 {
-		return 0, errors.New(`missing "proto" (tcp, udp, icmp, icmpv6, esp, gre or a number 0..255)`)
+		return 0, errors.New(`missing "proto" (` + protoChoices + `)`)
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
@@ -120,7 +129,7 @@ func parseProto(raw json.RawMessage) (uint8, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 || n > 255 {
-		return 0, fmt.Errorf("proto %q: want tcp, udp, icmp, icmpv6, esp, gre or a number 0..255", s)
+		return 0, fmt.Errorf("proto %q: want %s", s, protoChoices)
 	}
 	return uint8(n), nil
 }

@@ -32,14 +32,23 @@ set it), the affinity tuple and its bytes (R-AFF), the CRC32 hash
 (R-HASH), the ring slot (R-MAGLEV-1), the eligible set and the rule that
 chose it (R-ELIG), the backend and the encapsulation.
 
-The packet notation (PROTO: tcp, udp, icmp, icmpv6, esp, gre or a number
-0..255; FLAGS: TCP flag letters of SAFRP; len= the IP packet's length and df
-its don't-fragment bit, for R-MTU; vlan= an 802.1Q tag, R-VLAN):
+The packet notation (PROTO: tcp, udp, icmp, icmpv6, esp, gre, ipip, ipv6 or
+a number 0..255; FLAGS: TCP flag letters of SAFRP; len= the IP packet's length
+and df its don't-fragment bit, for R-MTU; vlan= an 802.1Q tag, R-VLAN):
    PROTO SRC[:PORT] > DST[:PORT] [FLAGS] [frag=first|middle|last] [id=N] [len=N] [vlan=N] [df] [type=N code=N] [quote=PROTO SRC:PORT>DST:PORT]
    tcp 198.51.100.7:4242 > 203.0.113.10:80 S
    udp [2001:db8::7]:5000 > [2001:db8::10]:53
    udp 198.51.100.7 > 203.0.113.30 frag=middle id=7
    icmp 192.0.2.254 > 203.0.113.10 type=3 code=4 quote=tcp 203.0.113.10:80>198.51.100.7:4242
+   ipip 198.51.100.7 > 203.0.113.30
+
+ipip and ipv6 are IP protocols 4 (IPv4 in IP) and 41 (IPv6 in IPv4), as
+/etc/protocols names them: "ipv6" is what the packet carries, not its family.
+lbc does not open such a packet: like esp or gre it is balanced on its outer
+header, so only a VIP with protocol: L3_DEFAULT takes it. With
+-c examples/udp-fragments.yaml the ipip line above goes to a backend of
+"media" in a second IP-in-IP header (with --fallback, to the fallback port);
+sent to the embedded example's TCP VIP, 203.0.113.10, it is not-ours.
 
 Conntrack starts empty; --trace replays a trace first (its packets create
 entries, its events change health and configuration), and the packet then

@@ -130,3 +130,59 @@ func TestExplainNamesProtocols(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainIPInIP: an IP-in-IP packet (ipip, ipv6: protocols 4 and 41)
+// reads in the notation, prints by name, and gets the decision the help
+// says: the help's own ipip example line, run against an L3_DEFAULT VIP,
+// goes to a backend in a second IP-in-IP header; against the embedded
+// example's TCP VIP it is not-ours.
+func TestExplainIPInIP(t *testing.T) {
+	help, _, err := runLBC(t, "explain", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example string
+	for _, l := range strings.Split(help, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "ipip ") && strings.Contains(l, " > ") {
+			example = l
+		}
+	}
+	if example != "ipip 198.51.100.7 > 203.0.113.30" {
+		t.Fatalf("lbc explain --help has no ipip example line (got %q):\n%s", example, help)
+	}
+	frag := "../../examples/udp-fragments.yaml"
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-c", frag, "--packet", example}, []string{
+			"packet  ipip 198.51.100.7 > 203.0.113.30  at t=0s",
+			`service "media" (match any-proto: 203.0.113.30 proto ipip port 0)`,
+			"R-MAGLEV-1  slot 1293 of 4099 (half 0) → backend \"media-2\"",
+			"ENCAP       IP-in-IP: outer 192.0.2.1 → 10.2.0.2",
+			"verdict forward to media-2 (10.2.0.2), ct untracked"}},
+		{[]string{"-c", frag, "--packet", "ipv6 198.51.100.7 > 203.0.113.30"}, []string{
+			"packet  ipv6 198.51.100.7 > 203.0.113.30  at t=0s",
+			"proto ipv6 port 0",
+			"verdict forward to media-1 (10.2.0.1), ct untracked"}},
+		{[]string{"-c", frag, "--packet", "41 198.51.100.7 > 203.0.113.30"}, []string{
+			"packet  ipv6 198.51.100.7 > 203.0.113.30  at t=0s"}},
+		{[]string{"-c", frag, "--fallback", "--packet", example}, []string{
+			"protocol ipip is not parsed by the switch; sent to the fallback port", "verdict fallback"}},
+		{[]string{"--packet", "ipip 198.51.100.7 > 203.0.113.10"}, []string{
+			"no service for 203.0.113.10 proto ipip", "verdict not-ours"}},
+		{[]string{"-c", frag, "--json", "--packet", example}, []string{
+			`"packet": "ipip 198.51.100.7 > 203.0.113.30"`, `"action": "forward"`, `"backend": "media-2"`}},
+	} {
+		out, _, err := runLBC(t, append([]string{"explain"}, tc.args...)...)
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: lacks %q:\n%s", tc.args, w, out)
+			}
+		}
+	}
+}

@@ -27,7 +27,7 @@ import (
 
 var (
 	runTargetFlag = &cli.StringSliceFlag{Name: "target", Aliases: []string{"t"}, Value: cli.NewStringSlice("sim"),
-		Usage: "datapath `KIND`[=WHERE] to keep programmed; repeat for several (scale-out: every target gets the same tables). KIND is sim or " + adapterNames() + "; WHERE overrides --addr (bmv2) or --iface (xdp) for that target"}
+		Usage: "datapath `KIND`[=WHERE] to keep programmed; repeat the flag for several. KIND is sim or " + adapterNames() + "; WHERE overrides --addr (bmv2) or --iface (xdp) for that target"}
 	runMetricsFlag  = &cli.StringFlag{Name: "metrics", Usage: "serve /metrics (Prometheus), /healthz, " + controller.StatusPath + " (lbc status --controller), " + metrics.Path + " and " + proximity.Path + " (GSLB; see --rtt-allow) on `ADDR`, e.g. 127.0.0.1:9100"}
 	runSiteFlag     = &cli.StringFlag{Name: "site", Usage: "site `NAME` in the GSLB report (" + metrics.Path + ")"}
 	runDebounceFlag = &cli.DurationFlag{Name: "debounce", Value: 100 * time.Millisecond, Usage: "gather health changes over `DURATION` into one push"}

@@ -21,9 +21,9 @@ import (
 
 var (
 	runRTTAllowFlag = &cli.StringSliceFlag{Name: "rtt-allow", Value: cli.NewStringSlice("public"),
-		Usage: "addresses `LIST` this site may probe when the GSLB asks for its RTT to a resolver (" + proximity.Path + " on --metrics, G-3): public (global unicast, not private or special-purpose), prefixes such as 10.0.0.0/8, addresses, or none"}
+		Usage: "addresses `LIST` this site may probe when the GSLB asks for its RTT to a resolver (" + proximity.Path + " on --metrics, G-3): public (global unicast, not private or special-purpose), prefixes such as 10.0.0.0/8, addresses, or none; repeat the flag or separate with commas"}
 	runRTTPortsFlag = &cli.StringSliceFlag{Name: "rtt-ports", Value: cli.NewStringSlice("53"),
-		Usage: "TCP `PORTS` a G-3 probe may connect to (the GSLB's policy.networkProximity.tcpPort)"}
+		Usage: "TCP `PORTS` a G-3 probe may connect to (the GSLB's policy.networkProximity.tcpPort); repeat the flag or separate with commas"}
 	runRTTRateFlag = &cli.Float64Flag{Name: "rtt-rate", Value: 100,
 		Usage: "G-3 probes this site starts a second at most (`N`, as many in a burst, 32 at once); over it the GSLB is answered 429 and nothing is sent"}
 )

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/controller"
 )
 
 // TestStatusTextNamesProtocols: lbc status's text names each VIP row's
@@ -52,6 +53,26 @@ services:
 		}
 		if strings.Contains(out, tc.not) {
 			t.Errorf("has %q:\n%s", tc.not, out)
+		}
+	}
+}
+
+// TestControllerStatusEligible: lbc status --controller writes the eligible
+// set as lbc status of a target, lbc explain and the controller's log do,
+// "r1, r2", not "{r1,r2}"; an empty set is "none".
+func TestControllerStatusEligible(t *testing.T) {
+	for _, tc := range []struct {
+		eligible []string
+		want     string
+	}{
+		{[]string{"vm-a1", "vm-a2"}, "service web: primary (R-ELIG-3d), epoch 0, eligible: vm-a1, vm-a2\n"},
+		{[]string{"vm-b1"}, "service web: primary (R-ELIG-3d), epoch 0, eligible: vm-b1\n"},
+		{nil, "service web: primary (R-ELIG-3d), epoch 0, eligible: none\n"},
+	} {
+		var b bytes.Buffer
+		writeControllerStatus(&b, controller.Status{Services: []controller.ServiceStatus{{Name: "web", Decision: "primary", Rule: "R-ELIG-3d", Eligible: tc.eligible}}})
+		if out := b.String(); !strings.Contains(out, tc.want) || strings.Contains(out, "{") {
+			t.Errorf("eligible %v: want %q:\n%s", tc.eligible, tc.want, out)
 		}
 	}
 }

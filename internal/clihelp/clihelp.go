@@ -23,6 +23,7 @@ import (
 // fail with "flag: help requested" and exit 1.
 func Install(app *cli.App, root cli.ActionFunc) {
 	app.HideHelpCommand = true
+	cli.FlagStringer = namesOnce
 	// A program's commands are package variables, shared by every App
 	// its tests build; urfave/cli writes each command's HelpName when an
 	// App runs, and the next App would prefix it again ("lbc lbc gslb").
@@ -41,6 +42,22 @@ func Install(app *cli.App, root cli.ActionFunc) {
 		}
 		return cli.ShowAppHelp(c)
 	}
+}
+
+// urfaveStringer is urfave/cli's own flag line, which namesOnce trims.
+var urfaveStringer = cli.FlagStringer
+
+// namesOnce is a flag's line of --help with its names once: urfave/cli
+// writes a repeatable flag's twice, "--target KIND, -t KIND [ --target
+// KIND, -t KIND ]", which reads as the notation repeated. A repeatable
+// flag's usage says that it repeats.
+func namesOnce(f cli.Flag) string {
+	s := urfaveStringer(f)
+	names, rest, ok := strings.Cut(s, "\t")
+	if before, after, cut := strings.Cut(names, " [ "); ok && cut && after == before+" ]" {
+		return before + "\t" + rest
+	}
+	return s
 }
 
 func helpCommand(app string) *cli.Command {
