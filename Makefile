@@ -4,7 +4,7 @@
 
 GO ?= go
 
-.PHONY: all build test bpf bench-katran check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake soak proto check-generated-proto testgen check-generated-testgen
+.PHONY: all build test bpf bench-katran mutate check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake soak proto check-generated-proto testgen check-generated-testgen
 
 # make (make build): the two binaries, ./lbc and ./lbc-testbench, at the root
 # of the tree (git ignores them). go install ./cmd/... puts them in
@@ -258,6 +258,18 @@ FLAKE_RACE_COUNT ?= 50
 flake:
 	$(GO) test -timeout 3h -count=$(FLAKE_COUNT) $(FLAKE_PKGS)
 	$(GO) test -timeout 3h -race -count=$(FLAKE_RACE_COUNT) $(FLAKE_PKGS)
+
+# Mutation score (issue 32; docs/p4.md, "Mutation score"): applies each
+# mutation of internal/mutation/mutations.txt to a scratch copy of the
+# tracked files and runs its target's tests (models: testgen, traces, chain,
+# tofino, sim, XDP, BMv2; v1model: p4c on the mutant, then the BMv2 tests;
+# TNA: the compiler-free source checks). Each must fail some test. Tens of
+# minutes; root for the XDP and mininet-free BMv2 steps.
+#   make mutate [MUTATE=REGEXP] [MUTATE_OUT=mutate.md]
+MUTATE ?=
+MUTATE_OUT ?= mutate.md
+mutate:
+	$(GO) test -timeout 6h -count=1 -v -run '^TestMutationScore$$' ./internal/mutation -mutate -mutate.only '$(MUTATE)' -mutate.out $(CURDIR)/$(MUTATE_OUT)
 
 # Soak (issue 25, item 7; docs/controller.md, "Soak"): the lbc binary, built
 # here, runs as `lbc run --target bmv2` against the tests' P4Runtime server
