@@ -239,3 +239,30 @@ services:
 		}
 	}
 }
+
+// A flow whose signature CRC is 0 is stored under signature 1, as lb.p4
+// does (`meta.ct_sig = 1`: 0 marks an empty way): kept as 0, its way would
+// read as empty, be counted as free and taken by the next flow of the
+// bucket, and the flow's lookups would find the empty ways instead.
+func TestRegisterZeroSignatureIsOne(t *testing.T) {
+	k := zeroSigKey(t, 7)
+	if _, sig := RegisterSlot(k, 1); sig != 1 {
+		t.Fatalf("RegisterSlot of a key whose signature CRC is 0: signature %d, want 1", sig)
+	}
+	r, err := NewRegister(1, P4Ways) // one bucket: every flow shares it
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Store(k, Entry{BackendID: 42, LastSeen: 1})
+	for i := 0; i < P4Ways-1; i++ {
+		o := k
+		o.Tuple.SrcPort = uint16(5000 + i)
+		r.Store(o, Entry{BackendID: uint32(100 + i), LastSeen: 2})
+	}
+	if r.Len() != P4Ways {
+		t.Errorf("%d ways occupied, want %d", r.Len(), P4Ways)
+	}
+	if e, ok := r.Lookup(k); !ok || e.BackendID != 42 {
+		t.Fatalf("the zero-signature flow after %d others in its bucket: %+v, %v; want its entry (backend 42)", P4Ways-1, e, ok)
+	}
+}
