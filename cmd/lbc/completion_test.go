@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/lbc-dev/lbc/internal/clihelp/clihelptest"
 )
 
 // TestBashCompletion (issue 36): the script of lbc completion bash,
@@ -21,7 +19,7 @@ func TestBashCompletion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds lbc")
 	}
-	bin := clihelptest.Build(t, ".", "lbc")
+	bin := built(t, ".", "lbc")
 	script, _, err := runLBC(t, "completion", "bash")
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,6 @@ func TestBuiltBinaryHelpExitsZero(t *testing.T) {
 			t.Fatalf("the command walk lacks %q: %v", want, pages)
 		}
 	}
-	bin := clihelptest.Build(t, ".", "lbc")
+	bin := built(t, ".", "lbc")
 	clihelptest.Check(t, bin, app)
 }

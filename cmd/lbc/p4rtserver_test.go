@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/lbc-dev/lbc/internal/clihelp/clihelptest"
 )
 
 // startP4RTServer runs the built lbc-testbench p4rt-server with args on a
@@ -79,7 +77,7 @@ func TestPushAndStatusOnP4RTServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds lbc-testbench")
 	}
-	bin := clihelptest.Build(t, "../lbc-testbench", "lbc-testbench")
+	bin := built(t, "../lbc-testbench", "lbc-testbench")
 	cfg := td + "seed001.yaml"
 	for _, tc := range []struct {
 		name       string
@@ -163,7 +161,7 @@ func TestP4RTServerFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds lbc-testbench")
 	}
-	bin := clihelptest.Build(t, "../lbc-testbench", "lbc-testbench")
+	bin := built(t, "../lbc-testbench", "lbc-testbench")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -193,7 +191,7 @@ func TestPushRingTableSize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds lbc-testbench")
 	}
-	bin := clihelptest.Build(t, "../lbc-testbench", "lbc-testbench")
+	bin := built(t, "../lbc-testbench", "lbc-testbench")
 	addr := startP4RTServer(t, bin, "--no-pipeline")
 	target := []string{"--target", "bmv2", "--addr", addr, "--ring-table-size", "2048"}
 	out, errw, err := runLBC(t, append([]string{"push", "-c", td + "seed001.yaml"}, target...)...)

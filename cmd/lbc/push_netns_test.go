@@ -19,10 +19,7 @@ import (
 // its own, where /sys is a fresh sysfs without bpffs.
 func netnsExecLBC(t *testing.T, ns string) func(args ...string) (string, string, error) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "lbc")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := built(t, ".", "lbc")
 	return func(args ...string) (string, string, error) {
 		var out, errw bytes.Buffer
 		cmd := exec.Command("ip", append([]string{"netns", "exec", ns, bin}, args...)...)

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/lbc-dev/lbc/compiler"
-	"github.com/lbc-dev/lbc/internal/clihelp/clihelptest"
 	"github.com/lbc-dev/lbc/testbench/p4rt"
 	"github.com/lbc-dev/lbc/testbench/p4rt/readback"
 )
@@ -69,7 +68,7 @@ func TestRunKilledMidPushRestartFinishes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds lbc")
 	}
-	bin := clihelptest.Build(t, ".", "lbc")
+	bin := built(t, ".", "lbc")
 	port, up := loopbackBackends(t, "127.0.0.151", "127.0.0.152", "127.0.0.153")
 	cfg := filepath.Join(t.TempDir(), "lb.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(runTestConfig, port, "")), 0o644); err != nil {

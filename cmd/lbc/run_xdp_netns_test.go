@@ -21,7 +21,6 @@ import (
 
 	"github.com/lbc-dev/lbc/controller"
 	"github.com/lbc-dev/lbc/fallback"
-	"github.com/lbc-dev/lbc/internal/clihelp/clihelptest"
 	"github.com/lbc-dev/lbc/internal/netns"
 )
 
@@ -62,7 +61,7 @@ type runInNetns struct {
 
 func startRunInNetns(t *testing.T, ns string, enter []string, args ...string) *runInNetns {
 	t.Helper()
-	bin := clihelptest.Build(t, ".", "lbc")
+	bin := built(t, ".", "lbc")
 	r := &runInNetns{ns: ns, base: "http://127.0.0.1:9109", logs: &syncWriter{}, done: make(chan error, 1)}
 	r.cmd = exec.Command(enter[0], append(append(enter[1:], bin, "run"), append(args, "--metrics", "127.0.0.1:9109")...)...)
 	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
