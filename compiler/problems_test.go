@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/lbc-dev/lbc/internal/spelling"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,7 +54,7 @@ func validateOutput(t *testing.T, data []byte) string {
 	if !errors.As(err, &ps) {
 		t.Fatalf("want Problems, got %v", err)
 	}
-	return fmt.Sprintf("lbc: lb.yaml: %d problem(s):\n%s\n", len(ps), ps.Error())
+	return fmt.Sprintf("lbc: lb.yaml: %s:\n%s\n", spelling.Count(len(ps), "problem"), ps.Error())
 }
 
 // The README's validate example is testdata/problems/readme.yaml, and its

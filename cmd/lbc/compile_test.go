@@ -81,7 +81,7 @@ func TestValidateReportsAll(t *testing.T) {
 	if err == nil {
 		t.Fatal("bad config validated")
 	}
-	for _, want := range []string{"3 problem(s)", "lb.yaml:3: service \"web\": vip: \"nope\" is not an IP address", "lb.yaml:6: service \"web\": ringSize: 12 out of range", "lb.yaml:7: service \"web\": backends: no backend groups"} {
+	for _, want := range []string{"3 problems", "lb.yaml:3: service \"web\": vip: \"nope\" is not an IP address", "lb.yaml:6: service \"web\": ringSize: 12 out of range", "lb.yaml:7: service \"web\": backends: no backend groups"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

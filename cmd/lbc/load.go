@@ -7,6 +7,7 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/examples"
+	"github.com/lbc-dev/lbc/internal/spelling"
 	"github.com/urfave/cli/v2"
 )
 
@@ -75,7 +76,7 @@ func loadConfigFiles(configFile, healthFile string, w io.Writer) (*loaded, error
 
 func problemsError(file string, err error) error {
 	if ps, ok := err.(compiler.Problems); ok {
-		return fmt.Errorf("%s: %d problem(s):\n%s", file, len(ps), ps.Error())
+		return fmt.Errorf("%s: %s:\n%s", file, spelling.Count(len(ps), "problem"), ps.Error())
 	}
 	return err
 }

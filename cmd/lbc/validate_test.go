@@ -161,7 +161,7 @@ func TestValidateNamesFileMixups(t *testing.T) {
 		want string
 	}{
 		{"health file as -c", []string{"validate", "-c", "../../examples/failover-health.yaml"},
-			"examples/failover-health.yaml: 1 problem(s):\n../../examples/failover-health.yaml:3: this looks like a health file (endpoint: {healthy, weight}), not a load-balancer configuration: pass it with --health, and the configuration with -c lb.yaml"},
+			"examples/failover-health.yaml: 1 problem:\n../../examples/failover-health.yaml:3: this looks like a health file (endpoint: {healthy, weight}), not a load-balancer configuration: pass it with --health, and the configuration with -c lb.yaml"},
 		{"weights file as -c", []string{"compile", "-c", td + "weighted-health.yaml"},
 			"weighted-health.yaml:2: this looks like a health file"},
 		{"configuration as --health", []string{"validate", "-c", "../../examples/failover.yaml", "--health", "../../examples/failover.yaml"},
