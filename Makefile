@@ -292,7 +292,7 @@ soak:
 # over BENCH_ROUNDS rounds; prints lbc ÷ Katran per round (range, median).
 #   make bench-katran KATRAN=/path/to/katran [BENCH_ROUNDS=5] [BENCH_CPU=0] [BENCH_ARGS=...]
 # BENCH_ARGS passes flags to bench/katran (go run ./bench/katran -h from
-# bench/katran lists them: -paths, -lbc-conntrack, -variant for A/B, -loop).
+# bench/katran lists them: -paths, -lbc-conntrack, -lbc-rings, -fill, -variant for A/B, -loop).
 KATRAN_COMMIT = 19f08fec82fb7b5fb14d935a80057bdc0897c8de
 KATRAN_BUILD ?= $(or $(TMPDIR),/tmp)/lbc-bench-katran
 BENCH_ROUNDS ?= 5

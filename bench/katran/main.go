@@ -27,6 +27,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,8 +71,10 @@ func main() {
 	flag.StringVar(&loopPath, "path", "hit", "profile mode: the path (hit, new, syn, notvip)")
 	flag.DurationVar(&loopFor, "seconds", 10*time.Second, "profile mode: how long")
 	flag.UintVar(&lbcConntrack, "lbc-conntrack", 0, "entries of lbc's conntrack (0: its default, 262,144)")
+	flag.UintVar(&lbcRings, "lbc-rings", 0, "entries of lbc's rings map (0: the program's own size, 2^20; lbc push's default is 67,109,888, Katran's ch_rings 512 × 65,537)")
 	flag.StringVar(&variantObj, "variant", "", "A/B mode: another build of lbc's production object (fallback/lb_bpfel.o of a change), run as lbc-B beside the others on the same tables (they share the conntrack, so only paths that leave it as they found it compare: hit, SYN of an existing flow, not a VIP)")
 	flag.BoolVar(&checkVerdicts, "check", true, "check every program's verdict on every path before measuring (off: for experiments that cut a program short)")
+	flag.BoolVar(&fillTables, "fill", true, "before the first round, send lbc, lbc-B and Katran new flows through the wrapper until each one's flow table has been filled twice over, so that every new flow measured evicts one (steady state); off: the rounds before a table is full insert without evicting, and are cheaper for the smaller table")
 	only := flag.String("paths", "hit,new,syn,notvip", "the paths to run (hit, new, syn, notvip)")
 	flag.Parse()
 	paths = paths[:0]
@@ -130,7 +133,7 @@ func run(katranObj, wrapObj string, rounds, calls1, calls1000, cpu, lruSize int)
 		return fmt.Errorf("pin to CPU %d: %w", cpu, err)
 	}
 
-	dp, err := fallback.Load(fallback.LoadOptions{Bench: true, ConntrackEntries: uint32(lbcConntrack)})
+	dp, err := fallback.Load(fallback.LoadOptions{Bench: true, ConntrackEntries: uint32(lbcConntrack), RingEntries: uint32(lbcRings)})
 	if err != nil {
 		return fmt.Errorf("load lbc (needs root): %w", err)
 	}
@@ -205,6 +208,11 @@ func run(katranObj, wrapObj string, rounds, calls1, calls1000, cpu, lruSize int)
 			if err := checkPath(dp, wc, in[path], path); err != nil {
 				return err
 			}
+		}
+	}
+	if fillTables && (slices.Contains(paths, pathNew) || loopPath == "new") {
+		if err := fill(dp, wc, in[pathNew], lruSize); err != nil {
+			return err
 		}
 	}
 	if loopProg != "" {
@@ -291,11 +299,12 @@ func loadavg() string {
 }
 
 var (
-	loopProg, loopPath string
-	loopFor            time.Duration
-	checkVerdicts      bool
-	variantObj         string
-	lbcConntrack       uint
+	loopProg, loopPath     string
+	loopFor                time.Duration
+	checkVerdicts          bool
+	variantObj             string
+	lbcConntrack, lbcRings uint
+	fillTables             bool
 )
 
 var pathNames = map[string]string{"hit": pathHit, "new": pathNew, "syn": pathSyn, "notvip": pathNotVIP}
@@ -342,6 +351,37 @@ func loop(progs map[string]*ebpf.Program, wc *ebpf.Collection, in map[string][]b
 		times = append(times, float64(t))
 	}
 	fmt.Printf("%d calls, trimmed mean %.1f ns a packet\n", len(times), trimmed(times))
+	return nil
+}
+
+// fill sends new flows through the wrapper to every program that keeps a
+// flow table (lbc, lbc-B: one table, shared; Katran: its LRU of this
+// CPU), twice the larger table's entries each, so that the tables are full
+// when the rounds begin and every new flow measured evicts the least
+// recently used entry, as a table at steady state does. Without it the
+// rounds before a table is full are cheaper (the LRU hands out free
+// entries), and more of them for the larger table.
+func fill(dp *fallback.Datapath, wc *ebpf.Collection, pkt []byte, lruSize int) error {
+	info, err := dp.Conntrack4.Info()
+	if err != nil {
+		return err
+	}
+	n := 2 * max(int(info.MaxEntries), lruSize)
+	if err := setWrap(wc, pkt); err != nil {
+		return err
+	}
+	for k, name := range progOrder {
+		if name == progPass || name == progMin {
+			continue
+		}
+		w := fmt.Sprintf("wrap_nf_%d", k)
+		for i := 0; i < n; i += 1000 {
+			if ret, _, err := wc.Programs[w].Benchmark(pkt, 1000, nil); err != nil || ret == 0 {
+				return fmt.Errorf("fill %s via %s: XDP action %d (%v)", name, w, ret, err)
+			}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "filled the flow tables: %d new flows each (lbc's conntrack4 %d entries, Katran's LRU %d)\n", n, info.MaxEntries, lruSize)
 	return nil
 }
 
