@@ -87,7 +87,9 @@ func zeroSigKey(t *testing.T, svc uint32) Key {
 
 func TestForceCRC(t *testing.T) {
 	for _, want := range []uint32{0, 1, 0xdeadbeef, 0xffffffff} {
-		x := forceCRC(t, func(x [4]byte) uint32 { return compiler.HashBytes(append([]byte("prefix"), append(x[:], "suffix"...)...)) }, want)
+		x := forceCRC(t, func(x [4]byte) uint32 {
+			return compiler.HashBytes(append([]byte("prefix"), append(x[:], "suffix"...)...))
+		}, want)
 		if got := compiler.HashBytes(append([]byte("prefix"), append(x[:], "suffix"...)...)); got != want {
 			t.Errorf("want %#x: got %#x with %x", want, got, x)
 		}
