@@ -113,20 +113,27 @@ func TestExplainNamesProtocols(t *testing.T) {
 		{[]string{"-c", frag, "--packet", "udp 198.51.100.7 > 203.0.113.30 frag=middle id=3"},
 			[]string{"tracking tuple 3-tuple (CLIENT_IP_PROTO) c6336407cb00711e11", "affinity tuple 3-tuple (CLIENT_IP_PROTO) c6336407cb00711e11"}, nil},
 	} {
-		out, _, err := runLBC(t, append([]string{"explain"}, tc.args...)...)
-		if err != nil {
-			t.Errorf("%v: %v", tc.args, err)
-			continue
+		explainHas(t, tc.args, tc.want, tc.reject)
+	}
+}
+
+// explainHas runs lbc explain with args and checks that its output holds
+// every line of want and none of reject.
+func explainHas(t *testing.T, args, want, reject []string) {
+	t.Helper()
+	out, _, err := runLBC(t, append([]string{"explain"}, args...)...)
+	if err != nil {
+		t.Errorf("%v: %v", args, err)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("%v: lacks %q:\n%s", args, w, out)
 		}
-		for _, w := range tc.want {
-			if !strings.Contains(out, w) {
-				t.Errorf("%v: lacks %q:\n%s", tc.args, w, out)
-			}
-		}
-		for _, r := range tc.reject {
-			if strings.Contains(out, r) {
-				t.Errorf("%v: has %q:\n%s", tc.args, r, out)
-			}
+	}
+	for _, r := range reject {
+		if strings.Contains(out, r) {
+			t.Errorf("%v: has %q:\n%s", args, r, out)
 		}
 	}
 }
@@ -174,15 +181,6 @@ func TestExplainIPInIP(t *testing.T) {
 		{[]string{"-c", frag, "--json", "--packet", example}, []string{
 			`"packet": "ipip 198.51.100.7 > 203.0.113.30"`, `"action": "forward"`, `"backend": "media-2"`}},
 	} {
-		out, _, err := runLBC(t, append([]string{"explain"}, tc.args...)...)
-		if err != nil {
-			t.Errorf("%v: %v", tc.args, err)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(out, w) {
-				t.Errorf("%v: lacks %q:\n%s", tc.args, w, out)
-			}
-		}
+		explainHas(t, tc.args, tc.want, nil)
 	}
 }
