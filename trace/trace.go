@@ -102,15 +102,9 @@ var protoNames = map[string]uint8{
 const protoChoices = "tcp, udp, icmp, icmpv6, esp, gre, ipip, ipv6 or a number 0..255"
 
 // ProtoName is the trace spelling of an IP protocol number: its name, else
-// the number.
-func ProtoName(p uint8) string {
-	for n, v := range protoNames {
-		if v == p {
-			return n
-		}
-	}
-	return strconv.Itoa(int(p))
-}
+// the number; compiler.ProtoName's, so that what lbc prints reads back
+// (protoNames holds the same names, which TestProtoNames checks).
+func ProtoName(p uint8) string { return compiler.ProtoName(p) }
 
 func parseProto(raw json.RawMessage) (uint8, error) {
 	if len(raw) == 0 {
