@@ -33,13 +33,17 @@ type Mutation struct {
 	// Equivalent, when set, says why no test can tell the mutant from the
 	// program (it changes nothing observable); a survivor with a reason.
 	Equivalent string
+	// Untestable, when set, says why the mutant, which does change what
+	// the program does, cannot be told apart by the tools its target has
+	// (and what covers the rule instead); a survivor with a reason.
+	Untestable string
 	Old, New   []string
 	Line       int // where the block starts in the list, for errors
 }
 
 // Parse reads a list of mutations. Each starts with a line "mutation ID",
 // followed by "target:", "file:", "why:" and optionally "equivalent:"
-// lines, then the lines it removes ("- ") and the lines it puts in their
+// or "untestable:" lines, then the lines it removes ("- ") and the lines it puts in their
 // place ("+ "; none deletes the run). Blank lines and lines starting with
 // "#" outside the "-" and "+" lines are ignored.
 func Parse(r io.Reader) ([]Mutation, error) {
@@ -111,8 +115,10 @@ func Parse(r io.Reader) ([]Mutation, error) {
 				cur.Why = val
 			case "equivalent":
 				cur.Equivalent = val
+			case "untestable":
+				cur.Untestable = val
 			default:
-				return nil, fmt.Errorf("line %d: mutation %q: unknown field %q (target, file, why, equivalent)", n, cur.ID, key)
+				return nil, fmt.Errorf("line %d: mutation %q: unknown field %q (target, file, why, equivalent, untestable)", n, cur.ID, key)
 			}
 		}
 	}

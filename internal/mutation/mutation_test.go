@@ -13,6 +13,7 @@ mutation a
 target: sim
 file: x.go
 why: breaks it
+untestable: no tool sees it
 - old 1
 -   old 2
 + new
@@ -31,7 +32,7 @@ equivalent: nothing can see it
 		t.Fatalf("%d mutations, want 2", len(ms))
 	}
 	a, b := ms[0], ms[1]
-	if a.ID != "a" || a.Target != "sim" || a.File != "x.go" || a.Why != "breaks it" || len(a.Old) != 2 || a.Old[1] != "  old 2" || len(a.New) != 1 || a.Line != 2 {
+	if a.ID != "a" || a.Target != "sim" || a.File != "x.go" || a.Why != "breaks it" || len(a.Old) != 2 || a.Old[1] != "  old 2" || len(a.New) != 1 || a.Line != 2 || a.Untestable != "no tool sees it" {
 		t.Errorf("a = %+v", a)
 	}
 	if b.Equivalent != "nothing can see it" || len(b.New) != 0 {

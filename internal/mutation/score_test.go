@@ -143,7 +143,7 @@ func TestMutationScore(t *testing.T) {
 		}
 	}
 	for _, o := range outs {
-		if o.result == "survived" && o.m.Equivalent == "" && untestable[o.m.Target] == "" {
+		if o.result == "survived" && o.m.Equivalent == "" && o.m.Untestable == "" && untestable[o.m.Target] == "" {
 			t.Errorf("mutant %s (%s) survived every test of its target: %s", o.m.ID, o.m.Target, o.m.Why)
 		}
 	}
@@ -205,6 +205,8 @@ func runMutant(t *testing.T, root, scratch string, m Mutation) (o outcome) {
 	switch {
 	case m.Equivalent != "":
 		o.detail = "equivalent: " + m.Equivalent
+	case m.Untestable != "":
+		o.detail = "untestable: " + m.Untestable
 	case untestable[m.Target] != "":
 		o.detail = "untestable here: " + untestable[m.Target]
 	}

@@ -3,6 +3,28 @@
  * p4/tna/lb.p4 for TNA): EtherTypes, IP protocols, tuple kinds, the default
  * MTU. Included by a program's entry file before its own define.p4.
  */
+/*
+ * The control plane's domain: what lbc's compiler writes into an action's
+ * parameters (and the key that selected it), stated beside the action.
+ * `make testgen` defines LBC_TESTGEN, and P4Testgen then keeps to these
+ * (its testgen_assume: a path whose entries break one is not explored), so
+ * every generated test uses entries lbc can write. For the compilers the
+ * macro is empty: the programs are unchanged.
+ */
+#ifdef LBC_TESTGEN
+#include <testgen.p4>
+#define DOMAIN(c) testgen_assume(c)
+#else
+#define DOMAIN(c)
+#endif
+/* A tuple kind the compiler writes for affinity (2, 3 or 5), and for
+ * tracking, where 0 is an untracked class. */
+#define AFFINITY_KIND(k) ((k) == 2 || (k) == 3 || (k) == 5)
+#define TRACK_KIND(k) ((k) == 0 || AFFINITY_KIND(k))
+/* The ring sizes compiler.Validate accepts (16..MaxRingSize). */
+#define MIN_RING_SIZE 16
+#define MAX_RING_SIZE 4194304
+
 /* The egress MTU before the control plane sets one (compiler.DefaultMTU). */
 #define DEFAULT_MTU 1500
 

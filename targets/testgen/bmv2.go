@@ -2,11 +2,13 @@ package testgen
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 
 	"github.com/lbc-dev/lbc/p4/stf"
 	"github.com/lbc-dev/lbc/runtime"
+	"github.com/lbc-dev/lbc/targets/bmv2"
 	bmv2live "github.com/lbc-dev/lbc/targets/bmv2/live"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 )
@@ -49,6 +51,13 @@ func RunBMv2(ctx context.Context, sw *bmv2live.Switch, s *runtime.Schema, name s
 		}
 	}
 	p := t.Packets[0]
+	if p.Port == bmv2.CPUPort {
+		if r.Got, err = probeBMv2(ctx, sw, s, p.Data); err != nil {
+			return r, fmt.Errorf("%s: %w", name, err)
+		}
+		r.Agree = Agrees(t, r.Got)
+		return r, nil
+	}
 	// A counted drop is reported at once; an uncounted one (egress port
 	// 511) after the wait, which is long enough that a frame the switch
 	// still sends is not mistaken for a drop (it would then fail the test).
@@ -66,4 +75,52 @@ func RunBMv2(ctx context.Context, sw *bmv2live.Switch, s *runtime.Schema, name s
 	}
 	r.Agree = Agrees(t, r.Got)
 	return r, nil
+}
+
+// probeBMv2 sends a frame from the CPU port as the controller does: a
+// P4Runtime packet-out whose metadata is the frame's first byte
+// (packet_out.op) and whose payload is the rest. BMv2 (--cpu-port) puts
+// the header back in front and the frame enters lb.p4 on the CPU port. A
+// packet-in is the frame that left on the CPU port: its metadata (op, then
+// the 48-bit timestamp) before its payload, as the program emits them.
+// Nothing within the wait is a drop.
+func probeBMv2(ctx context.Context, sw *bmv2live.Switch, s *runtime.Schema, frame []byte) (Outcome, error) {
+	out, err := s.PacketMetadata("packet_out")
+	if err != nil {
+		return Outcome{}, err
+	}
+	in, err := s.PacketMetadata("packet_in")
+	if err != nil {
+		return Outcome{}, err
+	}
+	if len(frame) < 1 {
+		return Outcome{}, fmt.Errorf("a frame from the CPU port needs packet_out's op byte; this one is empty")
+	}
+	md, err := out.Encode(runtime.U("op", uint64(frame[0])))
+	if err != nil {
+		return Outcome{}, err
+	}
+	c := sw.Target().Client()
+	pins, stop := c.SubscribePackets()
+	defer stop()
+	if err := c.SendPacket(ctx, &p4v1.PacketOut{Payload: frame[1:], Metadata: md}); err != nil {
+		return Outcome{}, fmt.Errorf("packet-out: %w", err)
+	}
+	wait := time.NewTimer(2 * time.Second)
+	defer wait.Stop()
+	select {
+	case p := <-pins:
+		v, err := in.Decode(p.GetMetadata())
+		if err != nil {
+			return Outcome{}, fmt.Errorf("packet-in: %w", err)
+		}
+		got := []byte{byte(v["op"])}
+		got = binary.BigEndian.AppendUint64(got, v["timestamp"])
+		got = append(got[:1], got[3:]...) // the timestamp's 48 bits
+		return Outcome{Port: bmv2.CPUPort, Frame: append(got, p.GetPayload()...)}, nil
+	case <-wait.C:
+		return Outcome{Drop: true}, nil
+	case <-ctx.Done():
+		return Outcome{}, ctx.Err()
+	}
 }

@@ -87,7 +87,7 @@ func runGenerated(t *testing.T, prog Program, dir, golden string) {
 			if len(r.Notes) > 0 {
 				note = " [" + strings.Join(r.Notes, "; ") + "]"
 			}
-			lines = append(lines, fmt.Sprintf("%s agrees: %s%s", r.Name, r.Verdict, note))
+			lines = append(lines, fmt.Sprintf("%s agrees: %s%s", r.Name, r.decision(), note))
 		default:
 			t.Errorf("%s", r)
 			lines = append(lines, fmt.Sprintf("%s DISAGREES: expected %s, model %s", r.Name, r.Want, r.Got))

@@ -63,6 +63,8 @@ type Model struct {
 	// notes list the readings of entries lbc never writes that the
 	// program and the model treat alike (Notes).
 	notes []string
+	// probed says what a frame from the CPU port did (Probe).
+	probed string
 }
 
 // Entry sets of lb.p4 (P4Info aliases) the IR does not hold.
@@ -263,6 +265,9 @@ func (m *Model) Domain(port int, data []byte) string {
 // the test lies outside the model's claim (see Domain); the outcome is
 // then not the model's.
 func (m *Model) Run(port int, data []byte) (o Outcome, v targets.Verdict, domain string, err error) {
+	if !m.prog.TNA && port == bmv2.CPUPort {
+		return m.probe(data), v, "", nil
+	}
 	if domain = m.Domain(port, data); domain != "" {
 		return Outcome{}, v, domain, nil
 	}
@@ -282,6 +287,34 @@ func (m *Model) Run(port int, data []byte) (o Outcome, v targets.Verdict, domain
 	}
 	return o, v, "", nil
 }
+
+// Probe names what lb.p4 did with a frame from the CPU port (Run), ""
+// for any other frame.
+func (m *Model) Probe() string { return m.probed }
+
+// probe is lb.p4's answer to a frame from the CPU port (v1model's
+// parser: CPU_PORT → packet_out), which the controller sends as a P4Runtime
+// packet-out: its first byte is packet_out.op. A clock probe
+// (OP_CLOCK_PROBE) goes back to the CPU port with packet_in (op, then the
+// 48-bit ingress timestamp, which no model knows: 0 here, and a test masks
+// it) in packet_out's place; any other op is dropped, uncounted. Without
+// the byte the parser fails, and the packet is dropped as malformed.
+func (m *Model) probe(data []byte) Outcome {
+	switch {
+	case len(data) < 1:
+		m.probed = "clock probe: no packet_out header, dropped as malformed"
+		return Outcome{Drop: true}
+	case data[0] != opClockProbe:
+		m.probed = fmt.Sprintf("packet-out op %d: not a clock probe, dropped", data[0])
+		return Outcome{Drop: true}
+	}
+	m.probed = "clock probe: answered to the CPU port"
+	out := append([]byte{opClockProbe, 0, 0, 0, 0, 0, 0}, data[1:]...)
+	return Outcome{Port: bmv2.CPUPort, Frame: out}
+}
+
+// opClockProbe is header.p4's OP_CLOCK_PROBE.
+const opClockProbe = 1
 
 // dropPort is BMv2's drop port (simple_switch's default drop_port),
 // which P4Testgen's Tofino target also drops (constants.h DROP_CONSTANT).

@@ -22,6 +22,17 @@ type Result struct {
 	Notes   []string // Model.Notes
 	Got     Outcome
 	Verdict targets.Verdict // the model's decision
+	// Probe is set for a frame from the CPU port (Model.Probe): lb.p4's
+	// clock probe, which has no verdict.
+	Probe string
+}
+
+// decision is the model's decision as a result line says it.
+func (r Result) decision() string {
+	if r.Probe != "" {
+		return r.Probe
+	}
+	return r.Verdict.String()
 }
 
 func (r Result) String() string {
@@ -29,9 +40,9 @@ func (r Result) String() string {
 	case r.Domain != "":
 		return fmt.Sprintf("%s: outside the model's domain: %s", r.Name, r.Domain)
 	case r.Agree:
-		return fmt.Sprintf("%s: agrees (%s)", r.Name, r.Verdict)
+		return fmt.Sprintf("%s: agrees (%s)", r.Name, r.decision())
 	}
-	return fmt.Sprintf("%s: DISAGREES\n  expected %s\n  model    %s (verdict %s)", r.Name, r.Want, r.Got, r.Verdict)
+	return fmt.Sprintf("%s: DISAGREES\n  expected %s\n  model    %s (verdict %s)", r.Name, r.Want, r.Got, r.decision())
 }
 
 // Load reads every .stf file of dir, sorted by name.
@@ -70,7 +81,7 @@ func RunModel(prog Program, name string, t *stf.Test) (Result, error) {
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", name, err)
 	}
-	r.Got, r.Verdict, r.Domain, r.Notes = o, v, dom, m.Notes()
+	r.Got, r.Verdict, r.Domain, r.Notes, r.Probe = o, v, dom, m.Notes(), m.Probe()
 	r.Agree = dom == "" && Agrees(t, o)
 	return r, nil
 }

@@ -158,6 +158,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
 
     // VIP tables: the service a destination belongs to.
     action set_service_id(bit<32> service_id) {
+        DOMAIN(service_id != 0);
         md.service_id = service_id;
         md.vip_hit = 1;
     }
@@ -196,6 +197,9 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                        bit<3> udp_affinity, bit<3> udp_track, bit<1> udp_persist,
                        bit<3> tunnel_affinity, bit<3> tunnel_track, bit<1> tunnel_persist,
                        bit<3> other_affinity, bit<3> other_track, bit<1> other_persist) {
+        DOMAIN(ring_size >= MIN_RING_SIZE && ring_size <= MAX_RING_SIZE && (ring_size & (ring_size - 1)) == 0);
+        DOMAIN(AFFINITY_KIND(tcp_affinity) && TRACK_KIND(tcp_track) && AFFINITY_KIND(udp_affinity) && TRACK_KIND(udp_track));
+        DOMAIN(AFFINITY_KIND(tunnel_affinity) && TRACK_KIND(tunnel_track) && AFFINITY_KIND(other_affinity) && TRACK_KIND(other_track));
         // ESP/GRE and other protocols leave through the fallback port; their
         // columns are held so that a read-back re-compiles to no writes.
         md.ring_mask = ring_size - 1; // here, not beside the hash: one ALU step per action
@@ -234,6 +238,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
 
     // The double-buffered weighted Maglev ring.
     action set_ring_backend(bit<32> backend_id) {
+        DOMAIN(backend_id != 0);
         md.ring_backend = backend_id;
         md.backend_id = backend_id; // unless a conntrack entry names another
         md.ring_hit = 1;
@@ -253,6 +258,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     // a tick of this switch's clock (0 = never), mapped by the controller
     // with a clock probe.
     action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining, bit<32> deadline) {
+        DOMAIN(md.backend_id != 0 && service_id != 0 && addr != 0 && addr != 0xffff00000000);
         md.be_svc_diff = service_id ^ md.service_id; // 0: this service's
         md.be_addr = addr;
         md.fwd_addr = addr; // encapsulated: routed to the backend

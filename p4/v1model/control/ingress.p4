@@ -31,6 +31,7 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
 
     // VIP tables: the service a destination belongs to.
     action set_service_id(bit<32> service_id) {
+        DOMAIN(service_id != 0);
         meta.service_id = service_id;
         meta.vip_hit = 1;
     }
@@ -69,6 +70,9 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                        bit<3> udp_affinity, bit<3> udp_track, bit<1> udp_persist,
                        bit<3> tunnel_affinity, bit<3> tunnel_track, bit<1> tunnel_persist,
                        bit<3> other_affinity, bit<3> other_track, bit<1> other_persist) {
+        DOMAIN(ring_size >= MIN_RING_SIZE && ring_size <= MAX_RING_SIZE);
+        DOMAIN(AFFINITY_KIND(tcp_affinity) && TRACK_KIND(tcp_track) && AFFINITY_KIND(udp_affinity) && TRACK_KIND(udp_track));
+        DOMAIN(AFFINITY_KIND(tunnel_affinity) && TRACK_KIND(tunnel_track) && AFFINITY_KIND(other_affinity) && TRACK_KIND(other_track));
         // ESP/GRE and other protocols leave through the fallback port; their
         // columns are held so that a read-back re-compiles to no writes.
         meta.ring_size = ring_size;
@@ -97,6 +101,7 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
 
     // The double-buffered weighted Maglev ring.
     action set_ring_backend(bit<32> backend_id) {
+        DOMAIN(backend_id != 0);
         meta.ring_backend = backend_id;
     }
     table ring {
@@ -114,6 +119,7 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
     // this switch's clock (µs of ingress_global_timestamp; 0 = never): the
     // controller maps the compiled deadline with a clock probe.
     action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining, bit<48> deadline) {
+        DOMAIN(meta.backend_id != 0 && service_id != 0 && addr != 0 && addr != 0xffff00000000);
         meta.be_service = service_id;
         meta.be_addr = addr;
         meta.be_mac = mac;
@@ -253,26 +259,16 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
             }
             if (meta.to_fallback == 0) {
 
-                // Conntrack: find this tuple's way and a victim way.
+                // Conntrack: find this tuple's way and a victim way. Only a
+                // 5-tuple session gets here (2- and 3-tuple ones went to the
+                // fallback above; the compiler writes no other tuple kind).
                 if (meta.track != TUPLE_NONE) {
                     if (hdr.ipv4.isValid()) {
-                        if (meta.track == TUPLE_5) {
-                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0,
-                                 { meta.flow_src[31:0], meta.flow_dst[31:0], meta.protocol, meta.src_port, meta.dst_port }, HASH_MAX);
-                        } else if (meta.track == TUPLE_3) {
-                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { meta.flow_src[31:0], meta.flow_dst[31:0], meta.protocol }, HASH_MAX);
-                        } else {
-                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { meta.flow_src[31:0], meta.flow_dst[31:0] }, HASH_MAX);
-                        }
+                        hash(meta.h_trk, HashAlgorithm.crc32, 32w0,
+                             { meta.flow_src[31:0], meta.flow_dst[31:0], meta.protocol, meta.src_port, meta.dst_port }, HASH_MAX);
                     } else {
-                        if (meta.track == TUPLE_5) {
-                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0,
-                                 { meta.flow_src, meta.flow_dst, meta.protocol, meta.src_port, meta.dst_port }, HASH_MAX);
-                        } else if (meta.track == TUPLE_3) {
-                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { meta.flow_src, meta.flow_dst, meta.protocol }, HASH_MAX);
-                        } else {
-                            hash(meta.h_trk, HashAlgorithm.crc32, 32w0, { meta.flow_src, meta.flow_dst }, HASH_MAX);
-                        }
+                        hash(meta.h_trk, HashAlgorithm.crc32, 32w0,
+                             { meta.flow_src, meta.flow_dst, meta.protocol, meta.src_port, meta.dst_port }, HASH_MAX);
                     }
                     hash(meta.ct_bucket, HashAlgorithm.crc32, 32w0, { meta.service_id, meta.h_trk }, (bit<32>)CT_BUCKETS);
                     hash(meta.ct_sig, HashAlgorithm.crc32, 32w0, { meta.h_trk, meta.service_id }, HASH_MAX);

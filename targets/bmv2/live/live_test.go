@@ -614,13 +614,19 @@ services:
 	for k := 0; k < 6; k++ {
 		src, t0 := fmt.Sprintf("198.51.100.%d", 10+k), 0.5+0.01*float64(k)
 		sp := uint16(40000 + k)
+		// Hits 0.2 s apart keep the entry alive past the idle timeout
+		// from the first packet (each hit refreshes it; at +1.0 an entry
+		// never refreshed would have aged), then a gap of 1.9 s ages it.
+		ps = append(ps, t0, tcp(src, sp, vt, targets.FlagSYN))
+		want = append(want, targets.CTNew)
+		for i := 1; i <= 6; i++ {
+			ps = append(ps, t0+0.2*float64(i), tcp(src, sp, vt, targets.FlagACK))
+			want = append(want, targets.CTHit)
+		}
 		ps = append(ps,
-			t0, tcp(src, sp, vt, targets.FlagSYN),
-			t0+0.2, tcp(src, sp, vt, targets.FlagACK),
-			t0+0.4, tcp(src, sp, vt, targets.FlagACK),
-			t0+2.9, tcp(src, sp, vt, targets.FlagACK), // idle 2.5 s ≥ 1 s: aged
-			t0+3.0, tcp(src, sp, vt, targets.FlagACK))
-		want = append(want, targets.CTNew, targets.CTHit, targets.CTHit, targets.CTMiss, targets.CTHit)
+			t0+3.1, tcp(src, sp, vt, targets.FlagACK), // idle 1.9 s ≥ 1 s: aged
+			t0+3.2, tcp(src, sp, vt, targets.FlagACK))
+		want = append(want, targets.CTMiss, targets.CTHit)
 	}
 	for k := 0; k < 4; k++ {
 		src, t0 := fmt.Sprintf("198.51.100.%d", 50+k), 0.6+0.01*float64(k)

@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -276,4 +277,95 @@ func TestDeadlineOnSwitchClock(t *testing.T) {
 	}
 	p := sw.Target().LastProbe()
 	t.Logf("%d flows left %s at its deadline on the switch's clock (probe round trip %s); lag ≤ %s", moved, name, p.RTT, sw.Stats().MaxLag.Round(time.Millisecond))
+}
+
+// TestRDRAIN_BackendIDOfAnotherServiceOnSwitch: an entry whose backend ID
+// now names another service's backend row is not used (lb.p4's
+// be_service check; R-DRAIN: the backend it recorded is gone from its
+// service). lbc never gives an ID to another service while entries name
+// it, so only a row rewritten by hand reaches this state; the model's
+// side is targets/sim's TestRDRAIN_BackendIDOfAnotherServiceInvalidates.
+// The switch and the model, holding the same rows, must both miss and
+// place the flow afresh.
+func TestRDRAIN_BackendIDOfAnotherServiceOnSwitch(t *testing.T) {
+	sw := liveSwitch(t, ClockPaced)
+	ctx := context.Background()
+	cfg := mustLoad(t, "drain.yaml", drainConfig)
+	o, err := SimOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := sim.New(o)
+	both := []targets.Target{ref, sw}
+	irs := map[targets.Target]*compiler.IR{}
+	for _, tg := range both {
+		rec, err := controller.Reconcile(cfg, compiler.State{}, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tg.Apply(ctx, rec.Diff); err != nil {
+			t.Fatalf("%s: %v", tg.Name(), err)
+		}
+		if c, ok := tg.(interface{ Commit(*compiler.IR) error }); ok {
+			if err := c.Commit(rec.IR); err != nil {
+				t.Fatal(err)
+			}
+		}
+		irs[tg] = rec.IR
+	}
+	run := func(at float64, p targets.Packet) targets.Verdict {
+		now := trace.Duration(at)
+		vs, err := ref.Process(ctx, p, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vb, err := sw.Process(ctx, p, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !vs.Same(vb) {
+			t.Fatalf("t=%g %s: sim %s, bmv2 %s", at, trace.FormatPacket(p), vs, vb)
+		}
+		return vb
+	}
+	p := tcp("198.51.100.7", 4242, "203.0.113.83", targets.FlagSYN)
+	syn := run(0.1, p)
+	if syn.Action != targets.Forward {
+		t.Fatalf("SYN: %s", syn)
+	}
+	p.Flags = targets.FlagACK
+	if v := run(0.2, p); v.CT != targets.CTHit {
+		t.Fatalf("ACK before the rewrite: %s, want a hit", v)
+	}
+	// Backend syn.BackendID's row now belongs to another service (and
+	// address), and the ring's slots that named it name another backend
+	// of the flow's service: the flow, its entry unused, is placed afresh
+	// there. Were the entry used, the flow would leave for the other
+	// service's address, which neither side calls a backend of "drain".
+	var other uint32
+	for _, b := range irs[ref].Backends {
+		if b.ServiceID == syn.ServiceID && b.ID != syn.BackendID {
+			other = b.ID
+		}
+	}
+	for _, tg := range both {
+		ir := irs[tg]
+		reused := *ir.Backend(syn.BackendID)
+		reused.ServiceID, reused.Name = reused.ServiceID+1000, "other-service-backend"
+		reused.IP = netip.MustParseAddr("192.0.2.250")
+		d := compiler.Diff{Changes: []compiler.Change{{Table: compiler.TableBackend, Op: compiler.Modify, Backend: &reused}}}
+		svc := ir.Service(syn.ServiceID)
+		for slot, id := range ir.Ring(syn.ServiceID).Halves[svc.ActiveHalf] {
+			if id == syn.BackendID {
+				e := compiler.RingEntry{ServiceID: svc.ID, Half: svc.ActiveHalf, Slot: uint32(slot), BackendID: other}
+				d.Changes = append(d.Changes, compiler.Change{Table: compiler.TableRing, Op: compiler.Modify, Ring: &e})
+			}
+		}
+		if _, err := tg.Apply(ctx, d); err != nil {
+			t.Fatalf("%s: %v", tg.Name(), err)
+		}
+	}
+	if v := run(0.3, p); v.CT != targets.CTMiss || v.BackendID != other {
+		t.Fatalf("ACK after backend %d's row was rewritten for another service: %s, want the entry unused (ct=miss) and the flow placed afresh on backend %d", syn.BackendID, v, other)
+	}
 }
