@@ -180,20 +180,26 @@ check-generated-p4-tna:
 P4TESTGEN ?= p4testgen
 TESTGEN_OUT ?= targets/testgen/testdata
 TESTGEN_SEED ?= 1000
-TESTGEN_MAX ?= 300
-# Frames of 14 to 512 bytes (the flag is in bits) on the live switch's
-# ports 1-3 (targets/bmv2/live), statement coverage tracked, paths picked
-# by random backtracking: of the strategies at 300 attempts it reaches the
-# most statements with the most forwarded packets (docs/tofino.md).
-# Tofino 2's front-panel ports start at 8 (P4Testgen's own Tofino 2 tests
-# use 8 and up).
+# Frames of 14 to 512 bytes (the flag is in bits), statement coverage
+# tracked. Per target, the path selection and the paths tried
+# (TESTGEN_RUNS, target=POLICY/MAX), measured here (docs/tofino.md,
+# "Keeping P4Testgen inside lbc's domain"): on p4/lb.p4 greedy statement
+# search reaches ≥ 90 % where random backtracking stays near 85 %, and
+# 1,000 paths make it steady from run to run (P4Testgen is not
+# deterministic); on Tofino 1 greedy reaches the most statements; on
+# Tofino 2 greedy stops after its first test (an unimplemented tainted
+# header validity), so random backtracking.
+TESTGEN_RUNS ?= bmv2=GREEDY_STATEMENT_SEARCH/1000 tofino=GREEDY_STATEMENT_SEARCH/300 tofino2=RANDOM_BACKTRACK/300
 # -DLBC_TESTGEN turns the programs' DOMAIN(...) lines into P4Testgen
 # assumptions (p4/include/define.p4): entries only as lbc's compiler
 # writes them.
-TESTGEN_FLAGS ?= -DLBC_TESTGEN --test-backend STF --seed $(TESTGEN_SEED) --max-tests $(TESTGEN_MAX) --packet-size-range 112:4096 \
-	--track-coverage STATEMENTS --path-selection RANDOM_BACKTRACK --print-coverage
+TESTGEN_FLAGS ?= -DLBC_TESTGEN --test-backend STF --seed $(TESTGEN_SEED) --packet-size-range 112:4096 \
+	--track-coverage STATEMENTS --print-coverage
+# The live switch's ports 1-3 (targets/bmv2/live) and, on BMv2, its CPU
+# port 255 (the clock probe's packet-out); Tofino 2's front-panel ports
+# start at 8 (P4Testgen's own Tofino 2 tests use 8 and up).
 # target:arch:source:ports[:__TARGET_TOFINO__]
-TESTGEN_SPECS ?= bmv2:v1model:p4/lb.p4:1-3 tofino:tna:p4/tna/lb.p4:1-3:1 tofino2:t2na:p4/tna/lb.p4:8-10:2
+TESTGEN_SPECS ?= bmv2:v1model:p4/lb.p4:1-3,255-255 tofino:tna:p4/tna/lb.p4:1-3:1 tofino2:t2na:p4/tna/lb.p4:8-10:2
 # P4Testgen (this p4c) cannot run p4/tna/lb.p4 as it is: its Tofino Hash.get
 # reads a CRCPolynomial argument from the call instead of the declaration
 # and crashes (targets/tofino/shared_expr_stepper.cpp, "Hash.get"), and
@@ -214,7 +220,9 @@ testgen:
 	for spec in $(TESTGEN_SPECS); do \
 		target=$$(echo $$spec | cut -d: -f1); arch=$$(echo $$spec | cut -d: -f2); src=$$(echo $$spec | cut -d: -f3); \
 		ports=$$(echo $$spec | cut -d: -f4); tofino=$$(echo $$spec | cut -d: -f5); \
-		out=$$tmp/$$target; mkdir -p $$out; flags="$(TESTGEN_FLAGS) --port-ranges $$(echo $$ports | tr - :)"; \
+		out=$$tmp/$$target; mkdir -p $$out; \
+		run=$$(for r in $(TESTGEN_RUNS); do [ "$${r%%=*}" = "$$target" ] && echo $${r#*=}; done); run=$${run:-RANDOM_BACKTRACK/300}; \
+		flags="$(TESTGEN_FLAGS) --path-selection $${run%/*} --max-tests $${run#*/} --port-ranges $$(echo $$ports | tr - :)"; \
 		if [ -n "$$tofino" ]; then mkdir -p $$tmp/src-$$target/p4; cp -r p4/include p4/tna $$tmp/src-$$target/p4/; rm -rf $$tmp/src-$$target/p4/tna/build; \
 			find $$tmp/src-$$target/p4 -name '*.p4' -exec sed -i '$(TESTGEN_TNA_EDIT)' {} +; \
 			src=$$tmp/src-$$target/$$src; flags="-D__TARGET_TOFINO__=$$tofino $$flags"; fi; \
@@ -222,13 +230,18 @@ testgen:
 		echo "testgen: $$target ($$arch)"; \
 		if ! $(P4TESTGEN) --target $$target --arch $$arch $$flags --out-dir $$out $$src >$$tmp/$$target.log 2>&1; then \
 			tail -20 $$tmp/$$target.log; echo "testgen: $$target: p4testgen failed; $(TESTGEN_OUT)/$$target left as it was"; continue; fi; \
-		for f in $$out/*.stf; do sed -i '/^# Date generated:/d; /^# \[/d' $$f; done; \
+		for f in $$out/*.stf; do sed -i '/^# Date generated:/d; /^# \[AssignmentStatement\]: ig_dprsr_md.resubmit_type = /{s/.*/$(TESTGEN_RESUBMIT_NOTE)/;}; /^# \[/d' $$f; awk '!(/^# note:/ && seen[$$0]++)' $$f > $$f.u && mv $$f.u $$f; done; \
 		{ echo "$$cmd" | sed 's/[[:space:]][[:space:]]*/ /g'; echo "source: sha256 $$($(TESTGEN_SOURCE_HASH))"; echo "p4testgen of $$(p4c --version 2>/dev/null | tail -1)$${tofino:+; source: p4/include and p4/tna edited by the Makefile's TESTGEN_TNA_EDIT (CRC32 hashes, resubmit.emit commented out)}"; \
 		  grep 'Nodes covered' $$tmp/$$target.log | tail -1 | sed 's/=//g; s/^ *//; s/ *$$//'; \
 		  awk '/Not covered program nodes/{n=NR} {l[NR]=$$0} END{if(n) for(i=n;i<=NR;i++) if(l[i] ~ /^\t/) print l[i]}' $$tmp/$$target.log | grep -E '^\s' | sed "s/^[[:space:]]*/not covered: /; s|^not covered: $$tmp/src-[a-z0-9]*/|not covered: |"; } > $$out/COMMAND; \
 		rm -rf $(TESTGEN_OUT)/$$target; mkdir -p $(TESTGEN_OUT)/$$target; cp $$out/*.stf $$out/COMMAND $(TESTGEN_OUT)/$$target/; \
 		echo "testgen: $$target: $$(ls $$out/*.stf | wc -l) tests in $(TESTGEN_OUT)/$$target"; \
 	done
+
+# P4Testgen's trace says where a TNA path resubmits; the test then shows
+# pass 1 only (resubmit.emit is not implemented, above), and the harness
+# leaves it out of the comparison (targets/testgen, Model.Domain).
+TESTGEN_RESUBMIT_NOTE = \# note: resubmits (ig_dprsr_md.resubmit_type set): pass 2, which P4Testgen does not run, decides the packet
 
 # The hash of the sources a set was generated from (in COMMAND; the Go
 # test TestGeneratedSetsMatchSources recomputes it): sha256sum of each .p4

@@ -44,7 +44,7 @@ type Packet struct {
 	Flags            uint8  // TCP flags, FlagSYN|FlagACK|...
 	Frag             Frag
 	FragID           uint32 // IP identification of a fragmented datagram
-	PayloadLen       int    // bytes after the transport header; 0 means a small default
+	PayloadLen       int    // bytes after the transport header; 0 means a small default (an ICMP error: quoted bytes after the quote's first 8; 0 means none)
 	// VLAN is the VLAN ID (1..4094) of the packet's one 802.1Q tag, 0 when
 	// untagged. Every datapath parses it and keeps it on what it forwards,
 	// so that tagged traffic behaves exactly as untagged traffic (R-VLAN).
@@ -114,7 +114,9 @@ const DefaultPayloadLen = 16
 // the transport header where the packet carries one (TCP 20, UDP 8, ICMP
 // 8; none for other protocols and non-first fragments), and the payload:
 // PayloadLen bytes (DefaultPayloadLen when 0), or for an ICMP error the
-// quoted packet's IP header and first 8 bytes.
+// quoted packet's IP header, its first 8 bytes, and PayloadLen bytes more
+// of it (0: none; routers quote up to 576 or 1280 bytes, RFC 1812 4.3.2.3,
+// RFC 4443 2.4).
 func (p Packet) IPLen() int {
 	n := 20
 	if !p.Src.Unmap().Is4() {
@@ -142,7 +144,7 @@ func (p Packet) IPLen() int {
 			if !p.Inner.Src.Unmap().Is4() {
 				q = 40
 			}
-			return n + q + 8
+			return n + q + 8 + max(p.PayloadLen, 0)
 		}
 	}
 	return n + payload

@@ -23,13 +23,17 @@ var (
 	stepLimit  = flag.Duration("mutate.step-timeout", 20*time.Minute, "time limit of one go test step")
 )
 
-// step is one go test invocation of a kill set.
+// step is one go test invocation of a kill set, or a command (cmd).
 type step struct {
 	pkgs []string
-	run  string // -run pattern, or ""
+	run  string   // -run pattern, or ""
+	cmd  []string // a command instead of go test
 }
 
 func (s step) String() string {
+	if len(s.cmd) > 0 {
+		return strings.Join(s.cmd, " ")
+	}
 	out := strings.Join(s.pkgs, " ")
 	if s.run != "" {
 		out += " -run '" + s.run + "'"
@@ -63,6 +67,11 @@ var (
 			// compiler-free checks of the source against the model.
 			{pkgs: []string{"./targets/tofino"}},
 			{pkgs: []string{"./targets/testgen"}, run: "^TestGeneratedOnModels$"},
+			// Then P4Testgen on the mutant (Tofino 1): its fresh tests,
+			// shaped by the mutant's behaviour, run on sim.TNA and must
+			// agree. Without p4testgen on PATH the step passes (it
+			// regenerates nothing).
+			{cmd: []string{"make", "-s", "check-generated-testgen", "TESTGEN_SPECS=" + tnaTestgenSpec}},
 		},
 	}
 )
@@ -225,8 +234,14 @@ var untestable = map[string]string{
 	"tna": "no Tofino, nor a model of one, runs the TNA program here; its mutants meet only the compiler-free source checks and the committed P4Testgen tests (generated from the unmutated program). Killing them takes P4Testgen run on each mutant, its tests then run on sim.TNA (not automated: P4Testgen is not built here yet)",
 }
 
+// tnaTestgenSpec is the Makefile's TESTGEN_SPECS entry for Tofino 1.
+const tnaTestgenSpec = "tofino:tna:p4/tna/lb.p4:1-3:1"
+
 // goTest runs one step in dir.
 func goTest(dir string, s step) ([]byte, error) {
+	if len(s.cmd) > 0 {
+		return run(dir, *stepLimit, s.cmd[0], s.cmd[1:]...)
+	}
 	args := []string{"test", "-count=1"}
 	if s.run != "" {
 		args = append(args, "-run", s.run)

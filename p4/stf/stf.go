@@ -21,6 +21,9 @@ import (
 type Test struct {
 	Seed     string // "# p4testgen seed: N"
 	Coverage string // "# Current (node|statement) coverage: X"
+	// Notes are "# note: TEXT" comments (make testgen writes one for a
+	// path P4Testgen's trace says took a turn the test cannot show).
+	Notes []string
 	Entries  []Entry
 	Defaults []Default
 	Mirrors  []Mirror
@@ -124,6 +127,9 @@ func (t *Test) line(n int, line string) error {
 		c := strings.TrimSpace(strings.TrimPrefix(line, "#"))
 		if v, ok := strings.CutPrefix(c, "p4testgen seed:"); ok {
 			t.Seed = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(c, "note:"); ok {
+			t.Notes = append(t.Notes, strings.TrimSpace(v))
 		}
 		for _, p := range []string{"Current node coverage:", "Current statement coverage:"} {
 			if v, ok := strings.CutPrefix(c, p); ok {

@@ -203,6 +203,18 @@ func (f *frame) setPayload(l4 int) {
 			hdr += 8
 		}
 	}
+	if in := f.pkt.Inner; in != nil {
+		// An ICMP error: PayloadLen counts what it quotes past the
+		// quoted IP header and its first 8 bytes (0 is none).
+		hdr += 40 + 8
+		if in.Src.Unmap().Is4() {
+			hdr -= 20
+		}
+		if n := int(f.innerLen) - hdr; n >= 0 {
+			f.pkt.PayloadLen = n
+		}
+		return
+	}
 	if n := int(f.innerLen) - hdr; n > 0 {
 		f.pkt.PayloadLen = n
 	}
@@ -264,4 +276,5 @@ func (f *frame) parseICMP(off int, v4 bool, need func(int, int) bool) {
 		}
 		in.SrcPort, in.DstPort = binary.BigEndian.Uint16(b[q:]), binary.BigEndian.Uint16(b[q+2:])
 	}
+	f.setPayload(8)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
@@ -160,6 +161,17 @@ func NewModel(prog Program, t *stf.Test) (*Model, error) {
 		m.ir.MTU = tr.MTU(mtu)
 	}
 	m.domain = append(ring0, domainOf(m.ir, prog.TNA)...)
+	if prog.TNA {
+		for _, n := range t.Notes {
+			if strings.HasPrefix(n, "resubmits") {
+				// The TNA program's pass 1 hands the packet to pass 2
+				// (a new entry's claim, a re-selection): P4Testgen cannot
+				// run the resubmit, so its expectation is pass 1's.
+				m.domain = append(m.domain, "the packet resubmits on TNA and pass 2 decides it; P4Testgen's Tofino target does not implement Resubmit.emit, so the test shows pass 1 only")
+				break
+			}
+		}
+	}
 	o, err := prog.Sim()
 	if err != nil {
 		return nil, err
@@ -472,5 +484,14 @@ func Agrees(t *stf.Test, o Outcome) bool {
 	if o.Drop || len(t.Expects) != 1 {
 		return false
 	}
-	return t.Expects[0].Matches(o.Port, o.Frame)
+	e := t.Expects[0]
+	if e.Port == bmv2.CPUPort && len(e.Mask) >= 1+6 {
+		// packet_in.timestamp, the switch's clock: P4Testgen's BMv2
+		// target starts every metadata field at 0 and so predicts 0
+		// (targets/bmv2/cmd_stepper.cpp, initializeTargetEnvironment);
+		// no switch answers 0. Neither a model nor a test can know it.
+		e.Mask = append([]byte(nil), e.Mask...)
+		clear(e.Mask[1 : 1+6])
+	}
+	return e.Matches(o.Port, o.Frame)
 }

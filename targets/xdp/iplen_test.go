@@ -36,8 +36,10 @@ func TestRMTU_IPLenIsTheBuiltLength(t *testing.T) {
 		if fam[0].Is6() {
 			icmp = compiler.IPProtoICMPv6
 		}
-		pkts = append(pkts, targets.Packet{Src: fam[0], Dst: fam[1], Proto: icmp, ICMPType: 3, ICMPCode: 4,
-			Inner: &compiler.Tuple{Src: fam[1], Dst: fam[0], Proto: compiler.IPProtoTCP, SrcPort: 80, DstPort: 4242}})
+		for _, n := range []int{0, 1, 520} { // quoted bytes past the first 8
+			pkts = append(pkts, targets.Packet{Src: fam[0], Dst: fam[1], Proto: icmp, ICMPType: 3, ICMPCode: 4, PayloadLen: n,
+				Inner: &compiler.Tuple{Src: fam[1], Dst: fam[0], Proto: compiler.IPProtoTCP, SrcPort: 80, DstPort: 4242}})
+		}
 	}
 	for _, p := range pkts {
 		f, err := xdp.BuildPacket(p)

@@ -29,7 +29,8 @@ const (
 // arrive at the load balancer: an 802.1Q tag when VLAN is set, IPv4 (DF as
 // the packet says) or IPv6 (with a Fragment header when fragmented), then
 // the transport header for unfragmented packets and first fragments. ICMP
-// errors quote Inner's IP header and first 8 bytes. The IP datagram is
+// errors quote Inner's IP header and first 8 bytes, then PayloadLen bytes
+// more of it. The IP datagram is
 // p.IPLen() bytes long, the length R-MTU checks.
 func BuildPacket(p targets.Packet) ([]byte, error) {
 	src, dst := p.Src.Unmap(), p.Dst.Unmap()
@@ -159,6 +160,9 @@ func transport(p targets.Packet, src, dst netip.Addr, payload []byte) ([]byte, e
 				return nil, err
 			}
 			body = q
+			for i := 0; i < p.PayloadLen; i++ {
+				body = append(body, byte(i)) // the rest of the quoted packet
+			}
 		} else {
 			binary.BigEndian.PutUint16(h[4:], 0x1234) // echo identifier
 		}

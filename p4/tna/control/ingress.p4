@@ -258,7 +258,9 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     // a tick of this switch's clock (0 = never), mapped by the controller
     // with a clock probe.
     action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining, bit<32> deadline) {
-        DOMAIN(md.backend_id != 0 && service_id != 0 && addr != 0 && addr != 0xffff00000000);
+        // IDs are never reused (compiler.IR), so every backend row a
+        // packet reads belongs to its service.
+        DOMAIN(md.backend_id != 0 && service_id == md.service_id && addr != 0 && addr != 0xffff00000000);
         md.be_svc_diff = service_id ^ md.service_id; // 0: this service's
         md.be_addr = addr;
         md.fwd_addr = addr; // encapsulated: routed to the backend
@@ -312,6 +314,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     // Looked up at the start; the last stage sends the packet there if it
     // goes to the fallback.
     action set_fallback_port(bit<9> port) {
+        DOMAIN(port != CPU_PORT); // the controller's port: lbc routes nothing there
         md.fb_port = port;
         md.fb_set = 1;
     }
@@ -545,6 +548,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     // destination, or the backend's address when encapsulated); the last
     // stage decides whether the packet goes there.
     action set_next_hop(bit<9> port, bit<48> dmac) {
+        DOMAIN(port != CPU_PORT); // the controller's port: lbc routes nothing there
         md.fwd_port = port;
         md.fwd_dmac = dmac;
         md.fwd_set = 1;
@@ -824,6 +828,9 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                     md.resub.now32 = md.now32;
                     md.reselect = 1;
                 } else {
+                    // A ring slot names a backend row lbc wrote first
+                    // (compiler.Diff orders them): not its state.
+                    DOMAIN(false);
                     md.no_ring = 1;
                 }
             } else {

@@ -119,7 +119,9 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
     // this switch's clock (µs of ingress_global_timestamp; 0 = never): the
     // controller maps the compiled deadline with a clock probe.
     action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining, bit<48> deadline) {
-        DOMAIN(meta.backend_id != 0 && service_id != 0 && addr != 0 && addr != 0xffff00000000);
+        // IDs are never reused (compiler.IR), so every backend row a
+        // packet reads belongs to its service.
+        DOMAIN(meta.backend_id != 0 && service_id == meta.service_id && addr != 0 && addr != 0xffff00000000);
         meta.be_service = service_id;
         meta.be_addr = addr;
         meta.be_mac = mac;
@@ -156,6 +158,7 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
 
     // Fragments and unparsed protocols of a service.
     action set_fallback_port(bit<9> port) {
+        DOMAIN(port != CPU_PORT); // the controller's port: lbc routes nothing there
         sm.egress_spec = port;
         fallback_packets.count(0);
     }
@@ -169,6 +172,7 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
 
     // Plain L3 forwarding for packets to no VIP and for encapsulated packets.
     action set_next_hop(bit<9> port, bit<48> dmac) {
+        DOMAIN(port != CPU_PORT); // the controller's port: lbc routes nothing there
         sm.egress_spec = port;
         hdr.ethernet.dst = dmac;
     }
@@ -365,6 +369,9 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                         meta.ct_bypass = 1;
                         resubmit_preserving_field_list(1);
                     } else {
+                        // A ring slot names a backend row lbc wrote first
+                        // (compiler.Diff orders them): not its state.
+                        DOMAIN(false);
                         drop_packet(DROP_NO_BACKENDS);
                     }
                     return;
