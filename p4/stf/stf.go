@@ -23,7 +23,7 @@ type Test struct {
 	Coverage string // "# Current (node|statement) coverage: X"
 	// Notes are "# note: TEXT" comments (make testgen writes one for a
 	// path P4Testgen's trace says took a turn the test cannot show).
-	Notes []string
+	Notes    []string
 	Entries  []Entry
 	Defaults []Default
 	Mirrors  []Mirror
