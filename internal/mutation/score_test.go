@@ -30,6 +30,14 @@ type step struct {
 	cmd  []string // a command instead of go test
 }
 
+// Command is the step as a command line.
+func (s step) Command() string {
+	if len(s.cmd) > 0 {
+		return s.String()
+	}
+	return "go test " + s.String()
+}
+
 func (s step) String() string {
 	if len(s.cmd) > 0 {
 		return strings.Join(s.cmd, " ")
@@ -132,9 +140,9 @@ func TestMutationScore(t *testing.T) {
 			start := time.Now()
 			out, err := goTest(scratch, s)
 			if err != nil {
-				t.Fatalf("baseline: go test %s fails on the unmutated copy (%v); fix that first:\n%s", s, err, tail(out, 40))
+				t.Fatalf("baseline: %s fails on the unmutated copy (%v); fix that first:\n%s", s.Command(), err, tail(out, 40))
 			}
-			t.Logf("baseline: go test %s passes (%s)", s, time.Since(start).Round(time.Second))
+			t.Logf("baseline: %s passes (%s)", s.Command(), time.Since(start).Round(time.Second))
 		}
 	}
 
@@ -199,14 +207,14 @@ func runMutant(t *testing.T, root, scratch string, m Mutation) (o outcome) {
 		if err == nil {
 			continue
 		}
-		o.step = s.String()
+		o.step = s.Command()
 		if bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("[setup failed]")) {
 			o.result, o.detail = "stillborn", "does not build: "+firstLine(out)
 			return o
 		}
 		o.result, o.by = "killed", failed(out)
 		if len(o.by) == 0 {
-			o.by = []string{"go test " + s.String() + ": " + firstLine(out)}
+			o.by = []string{s.Command() + ": " + firstLine(out)}
 		}
 		return o
 	}
@@ -231,7 +239,7 @@ func haveP4C() bool {
 // cannot reach rather than a gap in the tests: the report lists it as
 // survived, with this reason, and the test does not fail on it.
 var untestable = map[string]string{
-	"tna": "no Tofino, nor a model of one, runs the TNA program here; its mutants meet only the compiler-free source checks and the committed P4Testgen tests (generated from the unmutated program). Killing them takes P4Testgen run on each mutant, its tests then run on sim.TNA (not automated: P4Testgen is not built here yet)",
+	"tna": "no Tofino, nor a model of one, runs the TNA program here; its mutants meet the compiler-free source checks, the committed P4Testgen tests, and P4Testgen run on the mutant (Tofino 1) with its fresh tests on sim.TNA. Those tests reach no forwarding path: a tracked flow resubmits, which P4Testgen's Tofino target cannot run, and no untracked path to a backend was found (docs/tofino.md). Killing them takes a Tofino model, or P4Testgen with Resubmit.emit",
 }
 
 // tnaTestgenSpec is the Makefile's TESTGEN_SPECS entry for Tofino 1.
@@ -389,7 +397,7 @@ func score(outs []outcome) string {
 			by = o.detail
 		}
 		if o.result == "killed" {
-			by += " (`go test " + o.step + "`)"
+			by += " (`" + o.step + "`)"
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", o.m.ID, o.m.Target, o.m.Why, o.result, by, o.elapsed.Round(time.Second))
 	}
