@@ -180,51 +180,9 @@ services:
 // Paced clock; packets 1 s away from the deadline.
 func TestDeadlineOnSwitchClock(t *testing.T) {
 	sw := liveSwitch(t, ClockPaced)
-	ctx := context.Background()
 	cfg := mustLoad(t, "drain.yaml", drainConfig)
-	o, err := SimOptions(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := sim.New(o)
-	held := map[targets.Target]*compiler.IR{}
-	push := func(now time.Duration, cfg *compiler.Config) {
-		for _, tg := range []targets.Target{ref, sw} {
-			rec, err := controller.Reconcile(cfg, compiler.State{}, held[tg], now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tg.Apply(ctx, rec.Diff); err != nil {
-				t.Fatalf("%s: %v", tg.Name(), err)
-			}
-			if c, ok := tg.(interface{ Commit(*compiler.IR) error }); ok {
-				if err := c.Commit(rec.IR); err != nil {
-					t.Fatal(err)
-				}
-			}
-			held[tg] = rec.IR
-		}
-	}
-	run := func(at float64, p targets.Packet) targets.Verdict {
-		now := trace.Duration(at)
-		vs, err := ref.Process(ctx, p, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vb, err := sw.Process(ctx, p, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !vs.Same(vb) {
-			// The packets lie 1 s from the deadline; a replay running
-			// later than that behind the trace sends them past it.
-			if lag := sw.Stats().MaxLag; lag >= ageMargin {
-				t.Skipf("the replay ran up to %s behind the trace (margin %s): too loaded to compare on a real clock; t=%g %s: sim %s, bmv2 %s", lag, ageMargin, at, trace.FormatPacket(p), vs, vb)
-			}
-			t.Fatalf("t=%g %s: sim %s, bmv2 %s", at, trace.FormatPacket(p), vs, vb)
-		}
-		return vb
-	}
+	pair := newModelAndSwitch(t, sw)
+	ref, held, push, run := pair.ref, pair.held, pair.push, pair.run
 	push(0, cfg)
 	var flows []targets.Packet
 	on := map[uint32]int{}
@@ -290,44 +248,11 @@ func TestDeadlineOnSwitchClock(t *testing.T) {
 func TestRDRAIN_BackendIDOfAnotherServiceOnSwitch(t *testing.T) {
 	sw := liveSwitch(t, ClockPaced)
 	ctx := context.Background()
-	cfg := mustLoad(t, "drain.yaml", drainConfig)
-	o, err := SimOptions(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := sim.New(o)
+	pair := newModelAndSwitch(t, sw)
+	ref, run := pair.ref, pair.run
 	both := []targets.Target{ref, sw}
-	irs := map[targets.Target]*compiler.IR{}
-	for _, tg := range both {
-		rec, err := controller.Reconcile(cfg, compiler.State{}, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tg.Apply(ctx, rec.Diff); err != nil {
-			t.Fatalf("%s: %v", tg.Name(), err)
-		}
-		if c, ok := tg.(interface{ Commit(*compiler.IR) error }); ok {
-			if err := c.Commit(rec.IR); err != nil {
-				t.Fatal(err)
-			}
-		}
-		irs[tg] = rec.IR
-	}
-	run := func(at float64, p targets.Packet) targets.Verdict {
-		now := trace.Duration(at)
-		vs, err := ref.Process(ctx, p, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vb, err := sw.Process(ctx, p, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !vs.Same(vb) {
-			t.Fatalf("t=%g %s: sim %s, bmv2 %s", at, trace.FormatPacket(p), vs, vb)
-		}
-		return vb
-	}
+	pair.push(0, mustLoad(t, "drain.yaml", drainConfig))
+	irs := pair.held
 	p := tcp("198.51.100.7", 4242, "203.0.113.83", targets.FlagSYN)
 	syn := run(0.1, p)
 	if syn.Action != targets.Forward {
@@ -368,4 +293,64 @@ func TestRDRAIN_BackendIDOfAnotherServiceOnSwitch(t *testing.T) {
 	if v := run(0.3, p); v.CT != targets.CTMiss || v.BackendID != other {
 		t.Fatalf("ACK after backend %d's row was rewritten for another service: %s, want the entry unused (ct=miss) and the flow placed afresh on backend %d", syn.BackendID, v, other)
 	}
+}
+
+// modelAndSwitch is sim-p4 and the live switch holding the same rows:
+// push reconciles a configuration into both (as the controller does), run
+// sends a packet through both at a trace time and fails on different
+// verdicts (or skips, when the replay ran later than the scenarios'
+// margin behind the trace).
+type modelAndSwitch struct {
+	ref  *sim.Datapath
+	held map[targets.Target]*compiler.IR
+	push func(now time.Duration, cfg *compiler.Config)
+	run  func(at float64, p targets.Packet) targets.Verdict
+}
+
+func newModelAndSwitch(t *testing.T, sw *Switch) *modelAndSwitch {
+	t.Helper()
+	ctx := context.Background()
+	o, err := SimOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &modelAndSwitch{ref: sim.New(o), held: map[targets.Target]*compiler.IR{}}
+	m.push = func(now time.Duration, cfg *compiler.Config) {
+		for _, tg := range []targets.Target{m.ref, sw} {
+			rec, err := controller.Reconcile(cfg, compiler.State{}, m.held[tg], now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tg.Apply(ctx, rec.Diff); err != nil {
+				t.Fatalf("%s: %v", tg.Name(), err)
+			}
+			if c, ok := tg.(interface{ Commit(*compiler.IR) error }); ok {
+				if err := c.Commit(rec.IR); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m.held[tg] = rec.IR
+		}
+	}
+	m.run = func(at float64, p targets.Packet) targets.Verdict {
+		now := trace.Duration(at)
+		vs, err := m.ref.Process(ctx, p, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vb, err := sw.Process(ctx, p, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !vs.Same(vb) {
+			// A replay running later than the margin behind the trace
+			// may send a packet past a deadline or a timeout.
+			if lag := sw.Stats().MaxLag; lag >= ageMargin {
+				t.Skipf("the replay ran up to %s behind the trace (margin %s): too loaded to compare on a real clock; t=%g %s: sim %s, bmv2 %s", lag, ageMargin, at, trace.FormatPacket(p), vs, vb)
+			}
+			t.Fatalf("t=%g %s: sim %s, bmv2 %s", at, trace.FormatPacket(p), vs, vb)
+		}
+		return vb
+	}
+	return m
 }
