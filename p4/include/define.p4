@@ -9,7 +9,9 @@
  * `make testgen` defines LBC_TESTGEN, and P4Testgen then keeps to these
  * (its testgen_assume: a path whose entries break one is not explored), so
  * every generated test uses entries lbc can write. For the compilers the
- * macro is empty: the programs are unchanged.
+ * macro is empty: the programs are unchanged. (In p4/tna the lines share
+ * lines with the code: p4c-barefoot names tables after source lines, and
+ * p4/tna/build was compiled before them.)
  */
 #ifdef LBC_TESTGEN
 #include <testgen.p4>

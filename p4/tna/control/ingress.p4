@@ -157,8 +157,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     }
 
     // VIP tables: the service a destination belongs to.
-    action set_service_id(bit<32> service_id) {
-        DOMAIN(service_id != 0);
+    action set_service_id(bit<32> service_id) { DOMAIN(service_id != 0); // (p4/include/define.p4)
         md.service_id = service_id;
         md.vip_hit = 1;
     }
@@ -196,10 +195,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                        bit<3> tcp_affinity, bit<3> tcp_track, bit<1> tcp_persist,
                        bit<3> udp_affinity, bit<3> udp_track, bit<1> udp_persist,
                        bit<3> tunnel_affinity, bit<3> tunnel_track, bit<1> tunnel_persist,
-                       bit<3> other_affinity, bit<3> other_track, bit<1> other_persist) {
-        DOMAIN(ring_size >= MIN_RING_SIZE && ring_size <= MAX_RING_SIZE && (ring_size & (ring_size - 1)) == 0);
-        DOMAIN(AFFINITY_KIND(tcp_affinity) && TRACK_KIND(tcp_track) && AFFINITY_KIND(udp_affinity) && TRACK_KIND(udp_track));
-        DOMAIN(AFFINITY_KIND(tunnel_affinity) && TRACK_KIND(tunnel_track) && AFFINITY_KIND(other_affinity) && TRACK_KIND(other_track));
+                       bit<3> other_affinity, bit<3> other_track, bit<1> other_persist) { DOMAIN(ring_size >= MIN_RING_SIZE && ring_size <= MAX_RING_SIZE && (ring_size & (ring_size - 1)) == 0); DOMAIN(AFFINITY_KIND(tcp_affinity) && TRACK_KIND(tcp_track) && AFFINITY_KIND(udp_affinity) && TRACK_KIND(udp_track)); DOMAIN(AFFINITY_KIND(tunnel_affinity) && TRACK_KIND(tunnel_track) && AFFINITY_KIND(other_affinity) && TRACK_KIND(other_track));
         // ESP/GRE and other protocols leave through the fallback port; their
         // columns are held so that a read-back re-compiles to no writes.
         md.ring_mask = ring_size - 1; // here, not beside the hash: one ALU step per action
@@ -237,8 +233,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     }
 
     // The double-buffered weighted Maglev ring.
-    action set_ring_backend(bit<32> backend_id) {
-        DOMAIN(backend_id != 0);
+    action set_ring_backend(bit<32> backend_id) { DOMAIN(backend_id != 0);
         md.ring_backend = backend_id;
         md.backend_id = backend_id; // unless a conntrack entry names another
         md.ring_hit = 1;
@@ -257,10 +252,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     // deadline: when entries recorded on this backend stop being valid, as
     // a tick of this switch's clock (0 = never), mapped by the controller
     // with a clock probe.
-    action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining, bit<32> deadline) {
-        // IDs are never reused (compiler.IR), so every backend row a
-        // packet reads belongs to its service.
-        DOMAIN(md.backend_id != 0 && service_id == md.service_id && addr != 0 && addr != 0xffff00000000);
+    action set_backend(bit<32> service_id, bit<128> addr, bit<48> mac, bit<1> healthy, bit<1> draining, bit<32> deadline) { DOMAIN(md.backend_id != 0 && service_id == md.service_id && addr != 0 && addr != 0xffff00000000); // IDs are never reused (compiler.IR): a row a packet reads is its service's
         md.be_svc_diff = service_id ^ md.service_id; // 0: this service's
         md.be_addr = addr;
         md.fwd_addr = addr; // encapsulated: routed to the backend
@@ -313,8 +305,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     // Fragments and unparsed protocols of a service.
     // Looked up at the start; the last stage sends the packet there if it
     // goes to the fallback.
-    action set_fallback_port(bit<9> port) {
-        DOMAIN(port != CPU_PORT); // the controller's port: lbc routes nothing there
+    action set_fallback_port(bit<9> port) { DOMAIN(port != CPU_PORT); // the controller's port: lbc routes nothing there
         md.fb_port = port;
         md.fb_set = 1;
     }
@@ -547,8 +538,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     // Looked up beside the backend row's checks (the packet's own
     // destination, or the backend's address when encapsulated); the last
     // stage decides whether the packet goes there.
-    action set_next_hop(bit<9> port, bit<48> dmac) {
-        DOMAIN(port != CPU_PORT); // the controller's port: lbc routes nothing there
+    action set_next_hop(bit<9> port, bit<48> dmac) { DOMAIN(port != CPU_PORT);
         md.fwd_port = port;
         md.fwd_dmac = dmac;
         md.fwd_set = 1;
@@ -828,10 +818,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                     md.resub.now32 = md.now32;
                     md.reselect = 1;
                 } else {
-                    // A ring slot names a backend row lbc wrote first
-                    // (compiler.Diff orders them): not its state.
-                    DOMAIN(false);
-                    md.no_ring = 1;
+                    md.no_ring = 1; DOMAIN(false); // a ring slot names a backend row lbc wrote first (compiler.Diff orders them)
                 }
             } else {
                 // Each condition reads one 32-bit value (a Tofino gateway
