@@ -196,24 +196,22 @@ func (f *frame) parseL4(off int, proto uint8, need func(int, int) bool) {
 // less: PayloadLen 0 means a default) is left to Model.Run, which
 // checks whether R-MTU could tell the two lengths apart.
 func (f *frame) setPayload(l4 int) {
+	if f.pkt.Inner != nil {
+		// An ICMP error: PayloadLen counts what it quotes past the
+		// quoted IP header and its first 8 bytes, and 0 is none, so the
+		// datagram's length without it is IPLen's.
+		f.pkt.PayloadLen = 0
+		if n := int(f.innerLen) - f.pkt.IPLen(); n >= 0 {
+			f.pkt.PayloadLen = n
+		}
+		return
+	}
 	hdr := 20 + l4
 	if !f.v4 {
 		hdr = 40 + l4
 		if f.pkt.Fragmented() {
 			hdr += 8
 		}
-	}
-	if in := f.pkt.Inner; in != nil {
-		// An ICMP error: PayloadLen counts what it quotes past the
-		// quoted IP header and its first 8 bytes (0 is none).
-		hdr += 40 + 8
-		if in.Src.Unmap().Is4() {
-			hdr -= 20
-		}
-		if n := int(f.innerLen) - hdr; n >= 0 {
-			f.pkt.PayloadLen = n
-		}
-		return
 	}
 	if n := int(f.innerLen) - hdr; n > 0 {
 		f.pkt.PayloadLen = n

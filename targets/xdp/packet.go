@@ -160,8 +160,8 @@ func transport(p targets.Packet, src, dst netip.Addr, payload []byte) ([]byte, e
 				return nil, err
 			}
 			body = q
-			for i := 0; i < p.PayloadLen; i++ {
-				body = append(body, byte(i)) // the rest of the quoted packet
+			if p.PayloadLen > 0 {
+				body = append(body, payload...) // the rest of the quoted packet
 			}
 		} else {
 			binary.BigEndian.PutUint16(h[4:], 0x1234) // echo identifier
