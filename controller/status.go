@@ -51,6 +51,10 @@ type ServiceStatus struct {
 	Counters     *targets.ServiceCounters `json:"counters,omitempty"`
 }
 
+// EligibleList is the eligible set as lbc status and the log write it,
+// "r1, r2", or "none".
+func (s ServiceStatus) EligibleList() string { return list(s.Eligible) }
+
 // BackendStatus is one backend: health, weight, its share of the ring.
 type BackendStatus struct {
 	Name    string `json:"name"`

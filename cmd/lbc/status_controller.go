@@ -98,12 +98,7 @@ func writeControllerStatus(w io.Writer, st controller.Status) {
 	writeAnnounceStatus(w, st.Announce)
 	writeFleetStatus(w, st.Fleet)
 	for _, s := range st.Services {
-		// The set as lbc status of a target, explain and the log write it.
-		elig := strings.Join(s.Eligible, ", ")
-		if elig == "" {
-			elig = "none"
-		}
-		fmt.Fprintf(w, "\nservice %s: %s (%s), epoch %d, eligible: %s\n", s.Name, s.Decision, s.Rule, s.Epoch, elig)
+		fmt.Fprintf(w, "\nservice %s: %s (%s), epoch %d, eligible: %s\n", s.Name, s.Decision, s.Rule, s.Epoch, s.EligibleList())
 		if s.NoBackends {
 			fmt.Fprintln(w, "  NO BACKENDS: new connections are dropped")
 		}
