@@ -2,10 +2,10 @@ package main
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/lbc-dev/lbc/internal/clihelp/clihelptest"
 )
 
 // The binaries this package's tests run, each built once per test process
@@ -43,10 +43,7 @@ func built(t *testing.T, dir, name string) string {
 		}
 		builds.dir, builds.bins = d, map[string]string{}
 	}
-	bin := filepath.Join(builds.dir, name)
-	if out, err := exec.Command("go", "build", "-o", bin, dir).CombinedOutput(); err != nil {
-		t.Fatalf("go build -o %s %s: %v\n%s", bin, dir, err, out)
-	}
+	bin := clihelptest.BuildIn(t, dir, name, builds.dir)
 	builds.bins[key] = bin
 	return bin
 }

@@ -18,11 +18,18 @@ import (
 // a temporary directory and returns the binary's path.
 func Build(t *testing.T, dir, name string) string {
 	t.Helper()
+	return BuildIn(t, dir, name, t.TempDir())
+}
+
+// BuildIn builds the main package in dir into out/name and returns the
+// binary's path: for a caller that keeps a binary beyond one test.
+func BuildIn(t *testing.T, dir, name, out string) string {
+	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go tool is not on PATH (it runs this test): %v", err)
 	}
-	bin := filepath.Join(t.TempDir(), name)
+	bin := filepath.Join(out, name)
 	cmd := exec.Command(goTool, "build", "-o", bin, dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build -o %s %s: %v\n%s", bin, dir, err, out)
