@@ -75,7 +75,7 @@ func runGenerated(t *testing.T, prog Program, dir, golden string) {
 	}
 	var lines []string
 	agree, outside := 0, 0
-	kinds := map[string]int{} // the agreeing tests' verdicts
+	kinds := map[targets.Action]int{} // the agreeing tests' verdicts
 	for i, tc := range tests {
 		r, err := RunModel(prog, names[i], tc)
 		if err != nil {
@@ -88,7 +88,7 @@ func runGenerated(t *testing.T, prog Program, dir, golden string) {
 		case r.Agree:
 			agree++
 			if r.Probe == "" {
-				kinds[r.Verdict.Action.String()]++
+				kinds[r.Verdict.Action]++
 			}
 			note := ""
 			if len(r.Notes) > 0 {
@@ -101,7 +101,7 @@ func runGenerated(t *testing.T, prog Program, dir, golden string) {
 		}
 	}
 	t.Logf("%s: %d tests: %d agree with %s (%d forward, %d fallback, %d drop, %d not ours), %d outside its domain, %d disagree", dir, len(tests), agree, prog.Name,
-		kinds[targets.Forward.String()], kinds[targets.Fallback.String()], kinds[targets.Drop.String()], kinds[targets.NotOurs.String()], outside, len(tests)-agree-outside)
+		kinds[targets.Forward], kinds[targets.Fallback], kinds[targets.Drop], kinds[targets.NotOurs], outside, len(tests)-agree-outside)
 	got := strings.Join(lines, "\n") + "\n"
 	if golden == "" {
 		return
