@@ -4,7 +4,7 @@
 
 GO ?= go
 
-.PHONY: all build test bpf bench-katran mutate check-generated check-generated-bpf p4 check-generated-p4 testbench p4-tna flake soak proto check-generated-proto testgen check-generated-testgen
+.PHONY: all build test bpf bench-katran mutate check-generated check-generated-bpf p4 p4-v1model check-generated-p4 testbench p4-tna flake soak proto check-generated-proto testgen check-generated-testgen
 
 # make (make build): the two binaries, ./lbc and ./lbc-testbench, at the root
 # of the tree (git ignores them). go install ./cmd/... puts them in
@@ -70,7 +70,10 @@ check-generated-proto:
 P4C ?= p4c
 P4FLAGS ?=
 P4_V1MODEL_SRC = p4/lb.p4 p4/include p4/v1model
-p4:
+# make p4 builds both programs; make p4-v1model the BMv2 one (make mutate
+# rebuilds each v1model mutant with it).
+p4: p4-v1model
+p4-v1model:
 	$(P4C) --target bmv2 --arch v1model $(P4FLAGS) -o p4/build --p4runtime-files p4/build/lb.p4info.txtpb p4/lb.p4
 	rm -f p4/build/lb.p4i
 
@@ -290,7 +293,7 @@ flake:
 MUTATE ?=
 MUTATE_OUT ?= mutate.md
 mutate:
-	$(GO) test -timeout 6h -count=1 -v -run '^TestMutationScore$$' ./internal/mutation -mutate -mutate.only '$(MUTATE)' -mutate.out $(CURDIR)/$(MUTATE_OUT)
+	$(GO) test -timeout 6h -count=1 -v -run '^TestMutationScore$$' ./internal/mutation -mutate -mutate.only '$(MUTATE)' -mutate.out $(abspath $(MUTATE_OUT))
 
 # Soak (issue 25, item 7; docs/controller.md, "Soak"): the lbc binary, built
 # here, runs as `lbc run --target bmv2` against the tests' P4Runtime server
