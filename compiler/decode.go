@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lbc-dev/lbc/internal/spelling"
 	"github.com/lbc-dev/lbc/internal/strictyaml"
 	"gopkg.in/yaml.v3"
 )
@@ -49,6 +50,12 @@ func (ps Problems) Error() string {
 		lines[i] = p.String()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Report is the problems as one message about subject (a file, a target):
+// "lb.yaml: 2 problems:" and then one per line.
+func (ps Problems) Report(subject string) string {
+	return fmt.Sprintf("%s: %s:\n%s", subject, spelling.Count(len(ps), "problem"), ps.Error())
 }
 
 // Decoded is a configuration file parsed and validated.

@@ -3,8 +3,6 @@ package compiler
 import (
 	"errors"
 	"flag"
-	"fmt"
-	"github.com/lbc-dev/lbc/internal/spelling"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +52,7 @@ func validateOutput(t *testing.T, data []byte) string {
 	if !errors.As(err, &ps) {
 		t.Fatalf("want Problems, got %v", err)
 	}
-	return fmt.Sprintf("lbc: lb.yaml: %s:\n%s\n", spelling.Count(len(ps), "problem"), ps.Error())
+	return "lbc: " + ps.Report("lb.yaml") + "\n"
 }
 
 // The README's validate example is testdata/problems/readme.yaml, and its

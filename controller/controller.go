@@ -14,7 +14,6 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/controller/health"
-	"github.com/lbc-dev/lbc/internal/spelling"
 	"github.com/lbc-dev/lbc/targets"
 )
 
@@ -476,7 +475,7 @@ func decodeConfig(path string, data []byte) (*compiler.Decoded, error) {
 	if err != nil {
 		var ps compiler.Problems
 		if errors.As(err, &ps) {
-			return nil, fmt.Errorf("%s: %s:\n%s", path, spelling.Count(len(ps), "problem"), ps.Error())
+			return nil, errors.New(ps.Report(path))
 		}
 		return nil, err
 	}

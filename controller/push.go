@@ -2,12 +2,12 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
-	"github.com/lbc-dev/lbc/internal/spelling"
 	"github.com/lbc-dev/lbc/targets"
 )
 
@@ -395,7 +395,7 @@ func (c *Controller) fits(cfg *compiler.Config) error {
 			continue
 		}
 		if ps := compiler.CheckCapacity(cfg, cp); len(ps) > 0 {
-			return fmt.Errorf("does not fit target %s: %s:\n%s", ts.t.Name(), spelling.Count(len(ps), "problem"), ps.Error())
+			return errors.New(ps.Report("does not fit target " + ts.t.Name()))
 		}
 		if ts.held == nil {
 			continue // read back first; the push checks the change then

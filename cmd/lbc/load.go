@@ -1,13 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/examples"
-	"github.com/lbc-dev/lbc/internal/spelling"
 	"github.com/urfave/cli/v2"
 )
 
@@ -76,7 +76,7 @@ func loadConfigFiles(configFile, healthFile string, w io.Writer) (*loaded, error
 
 func problemsError(file string, err error) error {
 	if ps, ok := err.(compiler.Problems); ok {
-		return fmt.Errorf("%s: %s:\n%s", file, spelling.Count(len(ps), "problem"), ps.Error())
+		return errors.New(ps.Report(file))
 	}
 	return err
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/fallback"
-	"github.com/lbc-dev/lbc/internal/spelling"
 	"github.com/lbc-dev/lbc/targets"
 	"github.com/lbc-dev/lbc/targets/xdp"
 	"github.com/urfave/cli/v2"
@@ -170,7 +169,7 @@ func xdpSizeCheck(c *cli.Context, l *loaded, opts xdp.Options, want, explicit fa
 			b.WriteString("\n  " + s)
 		}
 		if len(ps) > 0 {
-			fmt.Fprintf(&b, "\n%s: %s:\n%s", l.Name, spelling.Count(len(ps), "problem"), ps.Error())
+			b.WriteString("\n" + ps.Report(l.Name))
 		}
 		if existing {
 			b.WriteString("\nTo create the maps anew at sizes that fit (the tables are written again; the conntrack goes with the old maps, so established connections are re-selected by the ring), run:\n   " +
