@@ -76,6 +76,11 @@ const (
 	tTunnelSource = "tunnel_source"
 )
 
+// resubmitNote begins the "# note:" line make testgen keeps in a TNA test
+// whose path resubmits (the Makefile's TESTGEN_RESUBMIT_NOTE;
+// TestResubmitNoteMatchesMakefile ties the two).
+const resubmitNote = "resubmits"
+
 // NewModel builds the model's state from a test's entries.
 func NewModel(prog Program, t *stf.Test) (*Model, error) {
 	s := prog.Schema
@@ -163,7 +168,7 @@ func NewModel(prog Program, t *stf.Test) (*Model, error) {
 	m.domain = append(ring0, domainOf(m.ir, prog.TNA)...)
 	if prog.TNA {
 		for _, n := range t.Notes {
-			if strings.HasPrefix(n, "resubmits") {
+			if strings.HasPrefix(n, resubmitNote) {
 				// The TNA program's pass 1 hands the packet to pass 2
 				// (a new entry's claim, a re-selection): P4Testgen cannot
 				// run the resubmit, so its expectation is pass 1's.

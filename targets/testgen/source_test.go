@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/lbc-dev/lbc/p4/stf"
 )
 
 // sourceHash is the Makefile's TESTGEN_SOURCE_HASH: sha256sum of each .p4
@@ -140,5 +142,52 @@ func TestSourceHashIsTheMakefiles(t *testing.T) {
 	}
 	if want := strings.TrimSpace(string(out)); got != want {
 		t.Errorf("sourceHash = %s, the Makefile's pipeline gives %s", got, want)
+	}
+}
+
+// TestResubmitNoteMatchesMakefile: the note make testgen writes into a TNA
+// test that resubmits (TESTGEN_RESUBMIT_NOTE) is what the harness looks
+// for to put such a test outside the model's domain, and the committed
+// Tofino sets carry it. A reworded note would otherwise turn every
+// resubmitting test into one compared as pass 1's outcome.
+func TestResubmitNoteMatchesMakefile(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var note string
+	for _, l := range strings.Split(string(mk), "\n") {
+		if v, ok := strings.CutPrefix(l, "TESTGEN_RESUBMIT_NOTE = "); ok {
+			note = strings.ReplaceAll(v, `\#`, "#")
+		}
+	}
+	if note == "" {
+		t.Fatal("the Makefile defines no TESTGEN_RESUBMIT_NOTE")
+	}
+	st, err := stf.Parse([]byte(note + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Notes) != 1 || !strings.HasPrefix(st.Notes[0], resubmitNote) {
+		t.Fatalf("TESTGEN_RESUBMIT_NOTE %q reads as notes %q, which the harness (prefix %q) does not recognise", note, st.Notes, resubmitNote)
+	}
+	for _, set := range []string{"tofino", "tofino2"} {
+		files, err := filepath.Glob(filepath.Join("testdata", set, "*.stf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), "\n"+note+"\n") {
+				n++
+			}
+		}
+		if n == 0 {
+			t.Errorf("no committed %s test carries the note %q: regenerated with another wording?", set, note)
+		}
 	}
 }
