@@ -21,10 +21,10 @@ type Sizes struct {
 	// BackendEntries sizes `backends` and `backend_stats`: one row per
 	// endpoint of each service, and per removed one while it drains.
 	BackendEntries uint32
-	// RingEntries sizes `rings`, one pool of ring halves (pool.go): at
-	// rest the active half of every service's ring (ringSize per
-	// service), and while a push changes rings, the new halves beside the
-	// old ones until the flips.
+	// RingEntries sizes `rings`, one pool of ring halves
+	// (internal/ringpool): at rest the active half of every service's
+	// ring (ringSize per service), and while a push changes rings, the
+	// new halves beside the old ones until the flips.
 	RingEntries uint32
 	// ConntrackEntries sizes the LRUs `conntrack4` (IPv4 flows) and
 	// `conntrack` (IPv6 flows) alike: the connections of each family held
@@ -263,5 +263,5 @@ func (dp *Datapath) RingEntriesInUse() (uint32, error) {
 	if err := dp.index(); err != nil {
 		return 0, err
 	}
-	return dp.pool.used(), nil
+	return dp.pool.Used(), nil
 }

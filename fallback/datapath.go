@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/lbc-dev/lbc/internal/ringpool"
 )
 
 // PinnedMaps are the maps pinned by name under LoadOptions.PinDir: the
@@ -89,10 +90,10 @@ type Datapath struct {
 	// The memory mappings of the row and ring arrays (rowmem.go).
 	svcMem, beMem, ringMem *rowMem
 	// Slots of service and backend rows in their arrays (slots.go) and
-	// the ring halves' regions (pool.go, rings.go), loaded from the maps
-	// on first use.
+	// the ring halves' regions (internal/ringpool, rings.go), loaded from
+	// the maps on first use.
 	svcSlots, beSlots *slots
-	pool              *ringPool
+	pool              *ringpool.Pool
 	// grace, when set, replaces the wait for packets in flight (tests);
 	// else rcu does it (grace.go), made on first use.
 	grace     func() error

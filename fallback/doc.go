@@ -22,7 +22,7 @@
 //
 //	vips           hash   {addr[16] (IPv4 mapped), port, proto, kind} → {service id, service slot}
 //	services       array  slot → service id, epoch, ring word (active half's start, ring size), idle limit (ticks), active half's region, flags, class policies
-//	rings          array  one pool of ring halves, a region each (pool.go, rings.go): at rest each service's active half → {backend id, backend slot}
+//	rings          array  one pool of ring halves, a region each (internal/ringpool, rings.go): at rest each service's active half → {backend id, backend slot}
 //	backends       array  slot → backend id, service id, deadline (ticks), address, MAC, flags (healthy, draining)
 //	conntrack      LRU    {service id, tuple kind, proto, family, ports, addresses} → {backend id and slot, epoch, last seen (ticks)}
 //	config         array  tunnel sources, gateway MAC, egress MTU, egress ifindex, the measured tick

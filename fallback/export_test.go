@@ -1,6 +1,11 @@
 package fallback
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/lbc-dev/lbc/internal/ringpool"
+)
 
 // VIPFilterBit exposes vipFilterBit to the external tests.
 var VIPFilterBit = vipFilterBit
@@ -8,23 +13,29 @@ var VIPFilterBit = vipFilterBit
 // ReserveRings gives services ids a region of cap entries of `rings` each
 // (their half 0), without rows or ring slots (as if they held rings at
 // rest), so that a test reaches the end of a large map without writing
-// every ring before it.
+// every ring before it. It places by first fit only: it neither moves
+// regions nor waits for a grace.
 func ReserveRings(dp *Datapath, ids []uint32, cap uint32) error {
 	if err := dp.index(); err != nil {
 		return err
 	}
 	for _, id := range ids {
-		k := halfKey{id, 0}
-		base, ok := dp.pool.firstFit(cap)
-		if !ok {
-			return dp.pool.full(k, cap)
+		if _, err := dp.pool.Alloc(ringpool.Key{Svc: id, Half: 0}, cap, noMoves{}, &ringpool.Stats{}); err != nil {
+			return ringsFull(err)
 		}
-		s := span{base, cap}
-		dp.pool.take(s)
-		dp.pool.halves[k] = s
 	}
 	return nil
 }
+
+// noMoves is a mover for allocations that must neither move regions nor
+// wait for a grace: it refuses both.
+type noMoves struct{}
+
+func (noMoves) Move(k ringpool.Key, from, to ringpool.Span) error {
+	return fmt.Errorf("move of service %d half %d from %v to %v: this allocation may not move regions", k.Svc, k.Half, from, to)
+}
+
+func (noMoves) Grace() error { return errors.New("this allocation may not wait for a grace") }
 
 // SetGrace replaces dp's wait for packets in flight (grace.go), for a test
 // that counts the waits or makes them take time; nil restores the RCU
@@ -38,8 +49,9 @@ func HeldRegions(dp *Datapath) map[[2]uint32][2]uint32 {
 	if err := dp.index(); err != nil {
 		panic(err)
 	}
-	for k, s := range dp.pool.halves {
-		out[[2]uint32{k.svc, uint32(k.half)}] = [2]uint32{s.base, s.n}
+	for _, k := range dp.pool.Keys() {
+		s, _ := dp.pool.Region(k)
+		out[[2]uint32{k.Svc, uint32(k.Half)}] = [2]uint32{s.Base, s.N}
 	}
 	return out
 }

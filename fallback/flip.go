@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/ringpool"
 )
 
 // applyServices writes a run of service inserts and modifies (the flips of
@@ -22,7 +23,7 @@ import (
 // change gets its ring word, then a grace (no packet that read the old
 // ring word is still in the program), then the rest of the row, the epoch
 // with it; one grace serves the whole run.
-func (dp *Datapath) applyServices(run []compiler.Change, st *placeStats) (int, error) {
+func (dp *Datapath) applyServices(run []compiler.Change, st *ringpool.Stats) (int, error) {
 	type write struct {
 		slot  uint32
 		fresh bool
@@ -51,8 +52,8 @@ func (dp *Datapath) applyServices(run []compiler.Change, st *placeStats) (int, e
 			}
 		}
 		ws[i] = write{slot, fresh}
-		k := halfKey{s.ID, s.ActiveHalf & 1}
-		if r, ok := dp.pool.halves[k]; ok && s.ActiveHalf < 2 && s.RingSize > r.n {
+		k := ringpool.Key{Svc: s.ID, Half: s.ActiveHalf & 1}
+		if r, ok := dp.pool.Region(k); ok && s.ActiveHalf < 2 && s.RingSize > r.N {
 			if _, err := dp.ringHalf(k, s.RingSize, st); err != nil {
 				return syscalls, fmt.Errorf("%s: %w", c, err)
 			}
@@ -62,9 +63,9 @@ func (dp *Datapath) applyServices(run []compiler.Change, st *placeStats) (int, e
 	split := false
 	for i, c := range run {
 		s := c.Service
-		var reg span
+		var reg ringpool.Span
 		if s.ActiveHalf < 2 {
-			reg = dp.pool.halves[halfKey{s.ID, s.ActiveHalf}]
+			reg, _ = dp.pool.Region(ringpool.Key{Svc: s.ID, Half: s.ActiveHalf})
 		}
 		vals[i] = encodeService(s, reg, dp.clock)
 		if ws[i].fresh {
@@ -83,7 +84,7 @@ func (dp *Datapath) applyServices(run []compiler.Change, st *placeStats) (int, e
 		if err := dp.Grace(); err != nil {
 			return syscalls, fmt.Errorf("between the ring words and the epochs of %d services: %w", len(run), err)
 		}
-		st.graces++
+		st.Graces++
 	}
 	for i := range run {
 		dp.writeService(ws[i].slot, &vals[i], ws[i].fresh)

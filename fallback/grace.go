@@ -9,8 +9,8 @@ import (
 
 // A grace is the wait after which no packet still reads what the maps
 // held before it began: ring entries a row no longer points at can then be
-// overwritten (pool.go), and a row's new epoch can follow its new ring
-// word (sync.go).
+// overwritten (internal/ringpool), and a row's new epoch can follow its new
+// ring word (sync.go).
 //
 // XDP programs (native, generic, and BPF_PROG_TEST_RUN alike) run inside
 // an RCU read-side section, and one run is one packet. The kernel calls
@@ -65,7 +65,7 @@ func (dp *Datapath) Grace() error {
 		return fmt.Errorf("wait for the packets in flight: %w", err)
 	}
 	if dp.pool != nil {
-		dp.pool.unquarantine()
+		dp.pool.Unquarantine()
 	}
 	return nil
 }

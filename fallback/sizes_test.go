@@ -1,8 +1,11 @@
 package fallback
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/lbc-dev/lbc/internal/ringpool"
 )
 
 // TestDefaultRingsHoldKatranScale: the default rings map holds Katran's
@@ -21,20 +24,58 @@ func TestDefaultRingsHoldKatranScale(t *testing.T) {
 		{"one entry short of the default", DefaultRingEntries - 1, 2*KatranServices - 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newRingPool(tc.entries)
+			p := ringpool.New(tc.entries)
 			n := 0
+			var err error
 			for {
-				if _, err := p.alloc(halfKey{uint32(n/2 + 1), uint8(n % 2)}, KatranRingSize, noMoves{t}, &placeStats{}); err != nil {
+				k := ringpool.Key{Svc: uint32(n/2 + 1), Half: uint8(n % 2)}
+				if _, err = p.Alloc(k, KatranRingSize, noMoves{}, &ringpool.Stats{}); err != nil {
 					break
 				}
 				n++
 			}
-			if n != tc.fit {
-				t.Fatalf("%d entries hold %d halves at ringSize %d, want %d", tc.entries, n, KatranRingSize, tc.fit)
+			var full *FullError
+			if err = ringsFull(err); n != tc.fit || !errors.As(err, &full) {
+				t.Fatalf("%d entries hold %d halves at ringSize %d, then %v; want %d, then the map full", tc.entries, n, KatranRingSize, err, tc.fit)
 			}
 		})
 	}
 }
+
+// TestRingsFullError: a ring the pool has no room for is the rings map's
+// FullError, which names the ring, the entries in use, and by how much it
+// is short, or that the free entries are in pieces, and the flag.
+func TestRingsFullError(t *testing.T) {
+	const set = " (the map's size is set when it is created, with --ring-entries)"
+	for _, tc := range []struct {
+		need  uint32
+		want  string
+		short uint32
+	}{
+		{3, "rings map: no room for service 9's ring of 3 slots (half 0): 9 of its 12 entries in use, and the 3 free are in pieces that moving the rings in use cannot join" + set, 0},
+		{5, "rings map: no room for service 9's ring of 5 slots (half 0): 9 of its 12 entries in use, 2 short" + set, 2},
+	} {
+		p := ringpool.New(12)
+		for i, base := range []uint32{0, 4, 9} {
+			if err := p.Place(ringpool.Key{Svc: uint32(i + 1)}, ringpool.Span{Base: base, N: 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Rebuild()
+		_, err := p.Alloc(ringpool.Key{Svc: 9}, tc.need, bookkeeping{}, &ringpool.Stats{})
+		var full *FullError
+		if err = ringsFull(err); !errors.As(err, &full) || err.Error() != tc.want || full.Short() != tc.short {
+			t.Errorf("a ring of %d: %v, want %q, %d short", tc.need, err, tc.want, tc.short)
+		}
+	}
+}
+
+// bookkeeping is a mover with no datapath behind it: the pool's
+// bookkeeping alone.
+type bookkeeping struct{}
+
+func (bookkeeping) Move(ringpool.Key, ringpool.Span, ringpool.Span) error { return nil }
+func (bookkeeping) Grace() error                                          { return nil }
 
 func TestSizesCheckAndOr(t *testing.T) {
 	for _, tc := range []struct {

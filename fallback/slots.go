@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/cilium/ebpf"
+	"github.com/lbc-dev/lbc/internal/ringpool"
 )
 
 // noSlot marks a reference to a row the maps do not hold (a VIP of a
@@ -132,11 +133,15 @@ func scanRows[V any](rm *rowMem, fn func(slot uint32, v *V)) error {
 // every live row.
 func (dp *Datapath) loadIndex(onService func(*serviceVal), onBackend func(*backendVal)) error {
 	svc := newSlots(dp.Services.MaxEntries())
-	pool := newRingPool(dp.Rings.MaxEntries())
+	pool := ringpool.New(dp.Rings.MaxEntries())
 	if err := scanRows(dp.svcMem, func(slot uint32, v *serviceVal) {
 		svc.byID[v.Id], svc.bySlot[slot] = slot, v.Id
-		if s, ok := activeRegion(v, pool.size); ok {
-			pool.halves[halfKey{v.Id, v.ActiveHalf & 1}] = s
+		if s, ok := activeRegion(v, pool.Size()); ok {
+			// Rows do not overlap, except in a read torn by another
+			// process's compaction (one row read before its region
+			// moved, another after moving into the place it left): the
+			// row read first keeps the space.
+			_ = pool.Place(ringpool.Key{Svc: v.Id, Half: v.ActiveHalf & 1}, s)
 		}
 		if onService != nil {
 			onService(v)
@@ -156,7 +161,7 @@ func (dp *Datapath) loadIndex(onService func(*serviceVal), onBackend func(*backe
 	if dp.pool != nil {
 		keepOwnHalves(pool, dp.pool, svc)
 	}
-	pool.rebuildFree()
+	pool.Rebuild()
 	dp.svcSlots, dp.beSlots, dp.pool = svc, be, pool
 	return nil
 }
@@ -166,15 +171,15 @@ func (dp *Datapath) loadIndex(onService func(*serviceVal), onBackend func(*backe
 // is the start of both halves in rows of loaders before issue 35, whose
 // region held two halves of ring_cap each), ring_cap long. A row whose
 // ring word is 0 points at nothing.
-func activeRegion(v *serviceVal, size uint32) (span, bool) {
+func activeRegion(v *serviceVal, size uint32) (ringpool.Span, bool) {
 	if v.Ring == 0 {
-		return span{}, false
+		return ringpool.Span{}, false
 	}
-	s := span{base: uint32(v.Ring), n: max(v.RingCap, uint32(v.Ring>>32))}
-	if s.base >= size {
-		return span{}, false
+	s := ringpool.Span{Base: uint32(v.Ring), N: max(v.RingCap, uint32(v.Ring>>32))}
+	if s.Base >= size {
+		return ringpool.Span{}, false
 	}
-	s.n = min(s.n, size-s.base)
+	s.N = min(s.N, size-s.Base)
 	return s, true
 }
 
@@ -182,36 +187,38 @@ func activeRegion(v *serviceVal, size uint32) (span, bool) {
 // process knows: the inactive halves it wrote and has not freed, and the
 // quarantine of an Apply in progress, where no row (another process's
 // write) has taken the space since.
-func keepOwnHalves(pool, old *ringPool, svc *slots) {
-	taken := make([]span, 0, len(pool.halves))
-	for _, s := range pool.halves {
+func keepOwnHalves(pool, old *ringpool.Pool, svc *slots) {
+	type held struct {
+		k ringpool.Key
+		s ringpool.Span
+	}
+	keys := old.Keys()
+	own := make([]held, 0, len(keys))
+	for _, k := range keys {
+		s, _ := old.Region(k)
+		own = append(own, held{k, s})
+	}
+	sort.Slice(own, func(i, j int) bool { return own[i].s.Base < own[j].s.Base })
+	for _, h := range own {
+		if _, has := pool.Region(h.k); has {
+			continue
+		}
+		if _, row := svc.byID[h.k.Svc]; !row {
+			continue
+		}
+		// Place refuses the region where a row has taken the space.
+		_ = pool.Place(h.k, h.s)
+	}
+	taken := make([]ringpool.Span, 0, len(own))
+	for _, k := range pool.Keys() {
+		s, _ := pool.Region(k)
 		taken = append(taken, s)
 	}
-	sort.Slice(taken, func(i, j int) bool { return taken[i].base < taken[j].base })
-	vacant := func(s span) bool {
-		i := sort.Search(len(taken), func(i int) bool { return taken[i].end() > s.base })
-		return i == len(taken) || !taken[i].overlaps(s)
-	}
-	keys := make([]halfKey, 0, len(old.halves))
-	for k := range old.halves {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return old.halves[keys[i]].base < old.halves[keys[j]].base })
-	for _, k := range keys {
-		s := old.halves[k]
-		if _, has := pool.halves[k]; has || !vacant(s) {
-			continue
-		}
-		if _, row := svc.byID[k.svc]; !row {
-			continue
-		}
-		pool.halves[k] = s
-		i := sort.Search(len(taken), func(i int) bool { return taken[i].base > s.base })
-		taken = append(taken[:i], append([]span{s}, taken[i:]...)...)
-	}
-	for _, s := range old.quarantine {
-		if vacant(s) {
-			pool.quarantine = append(pool.quarantine, s)
+	sort.Slice(taken, func(i, j int) bool { return taken[i].Base < taken[j].Base })
+	for _, s := range old.QuarantinedSpans() {
+		i := sort.Search(len(taken), func(i int) bool { return taken[i].End() > s.Base })
+		if i == len(taken) || !taken[i].Overlaps(s) {
+			pool.Quarantine(s)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/ringpool"
 )
 
 // ApplyResult counts what Apply wrote.
@@ -18,7 +19,7 @@ type ApplyResult struct {
 	Writes  int
 	Batches int // syscalls (ring slots and service rows are written through the maps' memory: none)
 	// Compacted is the ring slots compaction copied to make room for a
-	// ring that fitted only once live regions had moved (pool.go).
+	// ring that fitted only once live regions had moved (internal/ringpool).
 	Compacted int
 	// Graces counts the waits for the packets in flight (grace.go):
 	// before ring entries freed in this Apply are given out again, and
@@ -41,8 +42,8 @@ func (dp *Datapath) Apply(changes []compiler.Change, compileNow func() time.Dura
 	}
 	defer dp.svcSlots.endApply()
 	defer dp.beSlots.endApply()
-	var st placeStats
-	defer func() { res.Compacted, res.Graces = int(st.copied), st.graces }()
+	var st ringpool.Stats
+	defer func() { res.Compacted, res.Graces = int(st.Copied), st.Graces }()
 	vipDeleted := false
 	for i := 0; i < len(changes); {
 		c := changes[i]
@@ -150,8 +151,8 @@ func (dp *Datapath) applyOne(c compiler.Change, compileNow func() time.Duration)
 		if slot, ok := dp.svcSlots.free(id); ok {
 			dp.svcMem.writeRow(slot, make([]byte, dp.svcMem.vsize), []uint32{svcOffID}, nil)
 		}
-		dp.pool.release(halfKey{id, 0})
-		dp.pool.release(halfKey{id, 1})
+		dp.pool.Release(ringpool.Key{Svc: id, Half: 0})
+		dp.pool.Release(ringpool.Key{Svc: id, Half: 1})
 		return 0, nil
 	case c.Backend != nil:
 		id := c.Backend.ID

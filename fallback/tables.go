@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/ringpool"
 )
 
 // Map value layouts, shared by both objects (bpf2go generates identical
@@ -127,12 +128,12 @@ func (dp *Datapath) eachVIP(fn func(k compiler.VIPKey, v vipVal)) error {
 // encodeService builds a service row; reg is the region of its active
 // half in the rings array (zero when it has none: the ring word then says
 // size 0, and lookups drop).
-func encodeService(s *compiler.ServiceRow, reg span, clk tickClock) serviceVal {
+func encodeService(s *compiler.ServiceRow, reg ringpool.Span, clk tickClock) serviceVal {
 	v := serviceVal{Id: s.ID, Epoch: s.Epoch, ActiveHalf: s.ActiveHalf, Encap: uint8(s.Encap), IdleSec: s.IdleTimeoutSec,
 		Idle: IdleTicks(time.Duration(s.IdleTimeoutSec)*time.Second, clk.tick)}
-	if reg.n > 0 && s.RingSize > 0 && s.ActiveHalf < 2 {
+	if reg.N > 0 && s.RingSize > 0 && s.ActiveHalf < 2 {
 		v.Ring = ringWord(reg, s.RingSize)
-		v.RingBase, v.RingCap = reg.base, reg.n
+		v.RingBase, v.RingCap = reg.Base, reg.N
 	}
 	if s.SynNew {
 		v.Flags |= svcSynNew
@@ -155,8 +156,8 @@ func encodeService(s *compiler.ServiceRow, reg span, clk tickClock) serviceVal {
 
 // ringWord is the service row's `ring`: the index of the active half's
 // first slot, and the ring size in the high half.
-func ringWord(reg span, size uint32) uint64 {
-	return uint64(size)<<32 | uint64(reg.base)
+func ringWord(reg ringpool.Span, size uint32) uint64 {
+	return uint64(size)<<32 | uint64(reg.Base)
 }
 
 func decodeService(v serviceVal) compiler.ServiceRow {
