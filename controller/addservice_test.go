@@ -71,7 +71,20 @@ func writesOf(t *testing.T, srv *p4rt.Server, before, after *compiler.IR, svc st
 		}
 	}
 	var schema *runtime.Schema
-	srv.Snapshot(func(v p4rt.View) { schema = v.Schema() })
+	type region struct{ base, n uint64 }
+	var others []region // the rings of the services that are not svc
+	srv.Snapshot(func(v p4rt.View) {
+		schema = v.Schema()
+		for _, e := range v.Entries("service") {
+			d, err := schema.Decode(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ids[uint32(d.Uint("service_id"))] {
+				others = append(others, region{d.Uint("ring_base"), d.Uint("ring_size")})
+			}
+		}
+	})
 	for _, e := range srv.Log() {
 		if e.Table == "tunnel_source" || e.Table == "egress_mtu" {
 			continue
@@ -87,6 +100,15 @@ func writesOf(t *testing.T, srv *p4rt.Server, before, after *compiler.IR, svc st
 		case strings.HasPrefix(e.Table, "vip_"):
 			a, _ := netip.AddrFromSlice(runtime.Pad(d.Key["dst_addr"], 16))
 			ok = vips[a.Unmap()]
+		case e.Table == "ring":
+			// The ring pool: an entry of svc's lies in no other service's
+			// region, and names one of svc's backends.
+			ok = e.Type == p4v1.Update_DELETE || bes[uint32(d.Uint("backend_id"))]
+			for _, r := range others {
+				if a := d.Uint("addr"); a >= r.base && a < r.base+r.n {
+					ok = false
+				}
+			}
 		default:
 			ok = ids[uint32(d.Uint("service_id"))]
 		}

@@ -11,7 +11,7 @@
  *   reversed (the client's flow): its service, a conntrack lookup that neither
  *   creates nor refreshes an entry, else the ring (targets/packet.go);
  *   VIP lookup: vip_port (VIP, protocol, port), then vip_proto (ports: ALL),
- *   then vip_addr (L3_DEFAULT); service row (flags, epoch, ring size and half);
+ *   then vip_addr (L3_DEFAULT); service row (flags, epoch, ring size and base);
  *   conntrack in register arrays (R-CT, R-TRK, R-AGE, R-EPOCH, R-PERSIST,
  *   R-DRAIN), otherwise the weighted Maglev ring (R-HASH, R-MAGLEV);
  *   backend row: a conntrack hit on a backend at or past its deadline is a

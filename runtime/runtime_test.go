@@ -49,21 +49,21 @@ func TestSchemaNamesAndEntries(t *testing.T) {
 	if _, err := s.Table("nope"); err == nil {
 		t.Error("unknown table resolved")
 	}
-	if _, err := s.Entry("ring", []Value{U("service_id", 1), U("half", 0)}, "set_ring_backend", []Value{U("backend_id", 1)}); err == nil || !strings.Contains(err.Error(), `"slot" missing`) {
+	if _, err := s.Entry("vip_port", []Value{B("dst_addr", []byte{10, 0, 0, 1}), U("protocol", 6)}, "set_service_id", []Value{U("service_id", 1)}); err == nil || !strings.Contains(err.Error(), `"dst_port" missing`) {
 		t.Errorf("missing exact field: %v", err)
 	}
-	if _, err := s.Entry("ring", []Value{U("service_id", 1), U("half", 2), U("slot", 0)}, "set_ring_backend", []Value{U("backend_id", 1)}); err == nil || !strings.Contains(err.Error(), "needs 2 bits") {
+	if _, err := s.Entry("vip_port", []Value{B("dst_addr", []byte{10, 0, 0, 1}), U("protocol", 256), U("dst_port", 80)}, "set_service_id", []Value{U("service_id", 1)}); err == nil || !strings.Contains(err.Error(), "needs 9 bits") {
 		t.Errorf("too wide: %v", err)
 	}
-	e, err := s.Entry("ring", []Value{U("service_id", 1), U("half", 1), B("slot", []byte{0, 0, 1, 0})}, "set_ring_backend", []Value{U("backend_id", 9)})
+	e, err := s.Entry("ring", []Value{B("addr", []byte{0, 0, 1, 0})}, "set_ring_backend", []Value{U("backend_id", 9)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(e.Match[2].GetExact().Value, []byte{1, 0}) {
-		t.Errorf("slot not canonical: %x", e.Match[2].GetExact().Value)
+	if !bytes.Equal(e.Match[0].GetExact().Value, []byte{1, 0}) {
+		t.Errorf("addr not canonical: %x", e.Match[0].GetExact().Value)
 	}
 	d, err := s.Decode(e)
-	if err != nil || d.Table != "ring" || d.Action != "set_ring_backend" || d.Uint("slot") != 256 || d.Uint("backend_id") != 9 {
+	if err != nil || d.Table != "ring" || d.Action != "set_ring_backend" || d.Uint("addr") != 256 || d.Uint("backend_id") != 9 {
 		t.Errorf("Decode: %+v %v", d, err)
 	}
 	if CodeName(5) != "NOT_FOUND" || CodeName(0) != "OK" {

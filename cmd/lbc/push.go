@@ -173,8 +173,14 @@ Examples:
 			seals = fmt.Sprintf(", %d ring seals", sealed)
 		}
 		p.Done("%s: %s writes in %d batches%s", tgt.Name(), commas(st.Writes), st.Batches, seals)
-		if rec.Diff.Empty() {
+		if rec.Diff.Empty() && st.Writes == 0 {
 			fmt.Fprintf(w, "%s: up to date (0 writes)\n", tgt.Name())
+			return nil
+		}
+		if rec.Diff.Empty() {
+			// The tables were right; what a push cut short left beside
+			// them (ring entries no row points at) was deleted.
+			fmt.Fprintf(w, "%s: up to date; %d writes deleted ring entries that no service row points at (left by a push cut short)\n", tgt.Name(), st.Writes)
 			return nil
 		}
 		fmt.Fprintf(w, "%s: %d writes in %d batches, %s\n%s\n", tgt.Name(), st.Writes, st.Batches, st.Duration.Round(time.Microsecond), rec.Diff.Summary())

@@ -14,16 +14,33 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 )
 
-// ringHalves counts the server's ring entries per half.
+// ringHalves counts the server's ring entries: [0] those inside the
+// region a service row points at (ring_base, ring_size), [1] the others (a
+// new ring not flipped to yet, or an old one not deleted yet).
 func ringHalves(t *testing.T, srv *p4rt.Server) (halves [2]int) {
 	t.Helper()
 	srv.Snapshot(func(v p4rt.View) {
+		type region struct{ base, n uint64 }
+		var rs []region
+		for _, e := range v.Entries("service") {
+			d, err := v.Schema().Decode(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, region{d.Uint("ring_base"), d.Uint("ring_size")})
+		}
 		for _, e := range v.Entries("ring") {
 			d, err := v.Schema().Decode(e)
 			if err != nil {
 				t.Fatal(err)
 			}
-			halves[d.Uint("half")&1]++
+			a, in := d.Uint("addr"), 1
+			for _, r := range rs {
+				if a >= r.base && a < r.base+r.n {
+					in = 0
+				}
+			}
+			halves[in]++
 		}
 	})
 	return halves
@@ -138,7 +155,7 @@ func TestPushCutShortIsNotSealed(t *testing.T) {
 	}
 	want := ringHalves(t, srv)
 	if want[0] == 0 || want[1] != 0 {
-		t.Fatalf("after push A the ring halves hold %v entries, want some in half 0 only", want)
+		t.Fatalf("after push A the ring table holds %v entries (in a row's region, elsewhere), want some in the region only", want)
 	}
 
 	// B, cut short 300 updates into the new half: after the seal's
@@ -149,7 +166,7 @@ func TestPushCutShortIsNotSealed(t *testing.T) {
 	}
 	srv.StopAfter(-1, codes.OK)
 	if got := ringHalves(t, srv); got[1] < 299 || got[1] > 301 {
-		t.Fatalf("after the cut push B the ring halves hold %v, want ≈300 in half 1", got)
+		t.Fatalf("after the cut push B the ring table holds %v, want ≈300 outside the rows' regions", got)
 	}
 
 	srv.ResetLog()
@@ -161,7 +178,7 @@ func TestPushCutShortIsNotSealed(t *testing.T) {
 		t.Errorf("push A after a cut push B read no ring entry: it trusted a seal the cut push left\n%s", errw)
 	}
 	if got := ringHalves(t, srv); got != want {
-		t.Errorf("after push A again the ring halves hold %v, want %v (what push A wrote)", got, want)
+		t.Errorf("after push A again the ring table holds %v, want %v (what push A wrote, the cut push's entries deleted)", got, want)
 	}
 	// And sealed again: the next push reads no ring.
 	srv.ResetLog()
@@ -206,7 +223,7 @@ func TestFailedPushSealsNothing(t *testing.T) {
 	}
 	srv.SetFault(nil)
 	if got := ringHalves(t, srv); got[0] == 0 || got[1] == 0 {
-		t.Fatalf("after push B failed the ring halves hold %v, want entries left in half 0", got)
+		t.Fatalf("after push B failed the ring table holds %v, want the old ring's entries left outside the row's region", got)
 	}
 	srv.ResetLog()
 	out, errw, err := push(cfgB)
@@ -216,7 +233,7 @@ func TestFailedPushSealsNothing(t *testing.T) {
 	if srv.ReadEntries("ring") == 0 {
 		t.Errorf("the push after a failed one read no ring entry: a seal was written after a failure\n%s", errw)
 	}
-	if got := ringHalves(t, srv); got[0] != 0 {
-		t.Errorf("after push B again the ring halves hold %v, want none left in half 0", got)
+	if got := ringHalves(t, srv); got[1] != 0 {
+		t.Errorf("after push B again the ring table holds %v, want none left outside the row's region", got)
 	}
 }

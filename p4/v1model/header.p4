@@ -28,7 +28,7 @@ struct meta_t {
     // service row
     bit<32>  service_id;
     bit<32>  ring_size;
-    bit<1>   active_half;
+    bit<32>  ring_base;  // the ring's region in the ring table
     bit<32>  epoch;
     bit<32>  idle_timeout_sec;
     bit<1>   syn_new;
@@ -49,6 +49,7 @@ struct meta_t {
 
     // ring and backend
     bit<32>  slot;
+    bit<32>  ring_addr;  // ring_base + slot
     bit<32>  ring_backend;
     bit<32>  backend_id;
     bit<32>  be_service;

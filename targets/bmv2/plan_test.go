@@ -31,16 +31,16 @@ func TestPlanWaitsAtBarriers(t *testing.T) {
 	if len(d.Barriers) == 0 {
 		t.Fatal("a failover diff has no barrier")
 	}
-	batches, err := tg.plan(d, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	batches := tg.plan(d)
 	at, waits := 0, 0
 	barrier := map[int]bool{}
 	for _, i := range d.Barriers {
 		barrier[i] = true
 	}
 	for _, bt := range batches {
+		if bt.at != at {
+			t.Fatalf("batch at change %d says it starts at %d", at, bt.at)
+		}
 		if bt.grace != barrier[at] {
 			t.Fatalf("batch at change %d: grace %v, barrier %v", at, bt.grace, barrier[at])
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/ringpool"
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
@@ -99,6 +100,14 @@ type Target struct {
 	sealed   map[uint32]string
 	unsure   bool
 	progress targets.Progress
+
+	// rings is the ring table as a pool of regions (rings.go), rebuilt
+	// from every read-back; layout is that read's, for a later read of the
+	// ring table alone; strays are ring entries outside every region that
+	// a full read found, which the next Apply deletes first.
+	rings  *ringpool.Pool
+	layout *Layout
+	strays []uint32
 }
 
 var _ targets.RingSealer = (*Target)(nil)
@@ -378,11 +387,14 @@ func (t *Target) ReadRings(ctx context.Context, ir *compiler.IR) error {
 	if err != nil {
 		return fmt.Errorf("read table %s: %w", tRing, err)
 	}
-	rir, err := t.tr.IRContext(ctx, Tables{tRing: es}, nil)
+	rir, lay, err := t.tr.ReadBack(ctx, Tables{tRing: es}, nil, t.layout)
 	if err != nil {
 		return err
 	}
 	ir.Rings = rir.Rings
+	if err := t.adopt(lay, true); err != nil {
+		return fmt.Errorf("%s: %w", t.name, err)
+	}
 	return nil
 }
 
@@ -416,9 +428,12 @@ func (t *Target) read(ctx context.Context, rings bool) (*compiler.IR, map[uint32
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("read back: %w", err)
 	}
-	ir, err := t.tr.IRContext(ctx, tabs, tunnel)
+	ir, lay, err := t.tr.ReadBack(ctx, tabs, tunnel, nil)
 	if err != nil {
 		return nil, nil, err
+	}
+	if err := t.adopt(lay, rings); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", t.name, err)
 	}
 	if mtu != nil {
 		ir.MTU = t.tr.MTU(mtu)
@@ -540,8 +555,9 @@ func lost(ctx context.Context, err error) bool {
 
 // batch is a run of changes to one table, written in one RPC.
 type batch struct {
+	at      int // index in the diff of changes[0]
 	changes []compiler.Change
-	updates []*p4v1.Update
+	updates []*p4v1.Update // translated when the batch is written
 	bytes   int
 	// grace: the batch starts at a barrier of the diff (it deletes what
 	// the writes before made unreachable); wait compiler.Grace first, so
@@ -552,11 +568,10 @@ type batch struct {
 // plan splits a diff into batches. A batch never spans two tables: the
 // spec lets a server apply a batch's updates in any order, so each step of
 // the diff's order (backends, ring halves, the service flip, VIPs, deletes)
-// must be complete before the next starts.
-//
-// A service row the diff writes keeps its ring seal only when the diff
-// writes no entry of its ring (rings holds the services whose it does).
-func (t *Target) plan(d compiler.Diff, dl Deadlines, rings map[uint32]bool) ([]batch, error) {
+// must be complete before the next starts. Batches are translated when
+// they are written (translate): ring slots and rows need the regions the
+// pool gives them then.
+func (t *Target) plan(d compiler.Diff) []batch {
 	size := t.c.Options().BatchSize
 	for _, c := range d.Changes {
 		switch {
@@ -572,30 +587,45 @@ func (t *Target) plan(d compiler.Diff, dl Deadlines, rings map[uint32]bool) ([]b
 	for _, b := range d.Barriers {
 		barrier[b] = b > 0
 	}
+	// With the ring pool, a ring half's slot 0 (which says whose region it
+	// is: ringMeta) is written alone and first, and deleted alone and last
+	// (slotZeroLast), so that no batch applied in part leaves entries no
+	// row or slot 0 accounts for.
+	solo := func(c compiler.Change) bool { return t.tr.pooled && c.Ring != nil && c.Ring.Slot == 0 }
 	var out []batch
 	for i, c := range d.Changes {
-		u, err := t.tr.Update(c, t.next, dl)
+		if i == 0 || barrier[i] || c.Table != d.Changes[i-1].Table || len(out[len(out)-1].changes) >= size || solo(c) || solo(d.Changes[i-1]) {
+			out = append(out, batch{at: i, grace: barrier[i]})
+		}
+		b := &out[len(out)-1]
+		b.changes = append(b.changes, c)
+	}
+	return out
+}
+
+// translate makes a batch's updates. A service row the diff writes keeps
+// its ring seal only when the diff writes no entry of its ring (rings
+// holds the services whose it does).
+func (t *Target) translate(b *batch, dl Deadlines, rings map[uint32]bool) error {
+	b.updates, b.bytes = make([]*p4v1.Update, 0, len(b.changes)), 0
+	for _, c := range b.changes {
+		u, err := t.tr.Update(c, t.next, dl, t.pool())
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", t.describe(c), err)
+			return fmt.Errorf("%s: %w", t.describe(c), err)
 		}
 		if c.Service != nil && c.Op == compiler.Modify && !rings[c.Service.ID] {
 			if seal := t.sealed[c.Service.ID]; seal != "" {
 				e, err := withRingSeal(u.GetEntity().GetTableEntry(), seal)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", t.describe(c), err)
+					return fmt.Errorf("%s: %w", t.describe(c), err)
 				}
 				u.Entity = &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: e}}
 			}
 		}
-		if i == 0 || barrier[i] || c.Table != d.Changes[i-1].Table || len(out[len(out)-1].updates) >= size {
-			out = append(out, batch{grace: barrier[i]})
-		}
-		b := &out[len(out)-1]
-		b.changes = append(b.changes, c)
 		b.updates = append(b.updates, u)
 		b.bytes += proto.Size(u)
 	}
-	return out, nil
+	return nil
 }
 
 // describe names a change for errors: what it writes, with names.
@@ -640,11 +670,14 @@ type RejectedError struct {
 	Rejected []string // "insert backend "vm-a1" of service "web" (...): INVALID_ARGUMENT: ..."
 	Applied  int      // writes that succeeded before the push stopped
 	Total    int
+	// Changes is how many of the diff's changes were applied: Applied
+	// also counts what the target wrote for its ring pool (rings.go).
+	Changes int
 }
 
 func (e *RejectedError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "switch rejected %d change(s); stopped after %d of %d writes (the next push repairs what is missing):", len(e.Rejected), e.Applied, e.Total)
+	fmt.Fprintf(&b, "switch rejected %d change(s); stopped after %d of %d writes (the next push repairs what is missing):", len(e.Rejected), e.Changes, e.Total)
 	for i, r := range e.Rejected {
 		if i == 10 {
 			fmt.Fprintf(&b, "\n  ... and %d more", len(e.Rejected)-10)
@@ -682,26 +715,40 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 			rings[c.Ring.ServiceID] = true
 		}
 	}
-	batches, err := t.plan(d, dl, rings)
-	if err != nil {
-		return st, err
+	if t.tr.pooled {
+		d = slotZeroLast(d)
 	}
 	if err := t.unseal(ctx, rings); err != nil {
 		st.Duration = time.Since(start)
 		return st, fmt.Errorf("%s: clearing the ring seals of the services whose rings change, before any write: %w", t.name, err)
 	}
-	total := len(d.Changes)
+	batches := t.plan(d)
+	total, done := len(d.Changes), 0
 	if t.progress != nil && total > 0 {
 		t.progress(0, total)
 	}
-	for _, b := range batches {
+	rc := &ringCtx{t: t, ctx: ctx, st: &st}
+	t.pool()
+	if err := rc.deleteStrays(); err != nil {
+		st.Duration = time.Since(start)
+		return st, err
+	}
+	needs := needsOf(d)
+	for i := range batches {
+		b := &batches[i]
 		if b.grace {
-			select {
-			case <-time.After(compiler.Grace):
-			case <-ctx.Done():
+			if err := wait(ctx); err != nil {
 				st.Duration = time.Since(start)
-				return st, fmt.Errorf("%s: stopped after %d of %d writes, at a barrier: %w", t.name, st.Writes, total, ctx.Err())
+				return st, fmt.Errorf("%s: stopped after %d of %d writes, at a barrier: %w", t.name, done, total, err)
 			}
+		}
+		if err := rc.before(b, needs); err != nil {
+			st.Duration = time.Since(start)
+			return st, fmt.Errorf("%s: stopped after %d of %d writes: %w", t.name, done, total, err)
+		}
+		if err := t.translate(b, dl, rings); err != nil {
+			st.Duration = time.Since(start)
+			return st, err
 		}
 		err := t.c.Write(ctx, b.updates)
 		st.Batches++
@@ -710,9 +757,12 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 		case err == nil:
 			t.count(&st, b.changes, nil)
 			t.noteWritten(b.changes, b.updates, nil)
+			rc.note(b.changes)
+			rc.after(b, needs)
 			st.Bytes += b.bytes
+			done += len(b.changes)
 			if t.progress != nil {
-				t.progress(st.Writes, total)
+				t.progress(done, total)
 			}
 		case errors.As(err, &we) && len(we.Updates) > 0:
 			failed := map[int]bool{}
@@ -725,17 +775,21 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 			}
 			t.count(&st, b.changes, failed)
 			t.noteWritten(b.changes, b.updates, failed)
-			rej.Applied = st.Writes
+			rej.Applied, rej.Changes = st.Writes, done+len(b.changes)-len(failed)
 			st.Duration = time.Since(start)
 			return st, rej
 		default:
 			t.unsure = true // which updates were applied is unknown
 			st.Duration = time.Since(start)
 			if errors.Is(err, runtime.ErrNotPrimary) {
-				return st, fmt.Errorf("stopped after %d of %d writes: %w", st.Writes, total, err)
+				return st, fmt.Errorf("stopped after %d of %d writes: %w", done, total, err)
 			}
-			return st, fmt.Errorf("%s: stopped after %d of %d writes: batch of %d %s writes: %w", t.name, st.Writes, total, len(b.changes), b.changes[0].Table, err)
+			return st, fmt.Errorf("%s: stopped after %d of %d writes: batch of %d %s writes: %w", t.name, done, total, len(b.changes), b.changes[0].Table, err)
 		}
+	}
+	if err := rc.finish(); err != nil {
+		st.Duration = time.Since(start)
+		return st, fmt.Errorf("%s: after compaction: %w", t.name, err)
 	}
 	st.Duration = time.Since(start)
 	return st, nil

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/lbc-dev/lbc/compiler"
+	"github.com/lbc-dev/lbc/internal/ringpool"
 	"github.com/lbc-dev/lbc/runtime"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/protobuf/proto"
@@ -37,9 +40,17 @@ const (
 )
 
 // Translator maps IR rows to entries of one P4Info and back.
+//
+// Two ring layouts exist. p4/lb.p4 keeps its rings in one pool: the ring
+// table is keyed by an address, and a service row names its ring by
+// ring_base (pooled). p4/tna/lb.p4 still keys its ring table by
+// (service_id, half, slot) and its rows name the active half, until its
+// dense layout is compiled (issue 35, item 4); the translator serves both,
+// by what the P4Info's ring table is keyed by.
 type Translator struct {
-	s   *runtime.Schema
-	ids map[string]uint32 // table alias → ID
+	s      *runtime.Schema
+	ids    map[string]uint32 // table alias → ID
+	pooled bool
 }
 
 // NewTranslator checks that the P4Info has every table and action this
@@ -62,8 +73,15 @@ func NewTranslator(s *runtime.Schema) (*Translator, error) {
 	if _, err := runtime.Param(a, pDeadline); err != nil {
 		return nil, fmt.Errorf("%w: the program predates datapath deadlines (R-DRAIN, R-PERSIST-CAP); rebuild it (make p4)", err)
 	}
+	rt, _ := s.Table(tRing)
+	_, err := runtime.MatchField(rt, "addr")
+	tr.pooled = err == nil
 	return tr, nil
 }
+
+// Pooled reports whether the program keeps its rings in one pool
+// addressed by the service rows' ring_base.
+func (tr *Translator) Pooled() bool { return tr.pooled }
 
 // Schema returns the P4Info schema.
 func (tr *Translator) Schema() *runtime.Schema { return tr.s }
@@ -125,12 +143,36 @@ type serviceMeta struct {
 	// Ring seals the service's ring entries (targets.RingDigest): set once
 	// a push wrote them all, cleared before one writes any of them.
 	Ring string `json:"ring,omitempty"`
+	// Half is the IR's active half (compiler.ServiceRow.ActiveHalf): the
+	// switch knows the ring only by its region (ring_base), so the half the
+	// compiler's diffs count on rides here.
+	Half uint8 `json:"half,omitempty"`
+}
+
+// ringMeta is the metadata of the first entry (slot 0) of each ring
+// region: whose half it is and how long. A row names only its active
+// half's region; this finds the others after a push cut short (a new ring
+// written before its flip or its service's row, an old one whose deletes
+// did not finish): the target writes slot 0 first, in a batch of its own,
+// and deletes it last.
+type ringMeta struct {
+	Svc  uint32 `json:"svc"`
+	Half uint8  `json:"half"`
+	N    uint32 `json:"n"`
+}
+
+// unmarshalMeta reads a service entry's metadata into m.
+func unmarshalMeta(e *p4v1.TableEntry, m *serviceMeta) error {
+	if len(e.GetMetadata()) == 0 {
+		return nil
+	}
+	return json.Unmarshal(e.GetMetadata(), m)
 }
 
 // ringSeal reads the ring seal of a service entry ("" none).
 func ringSeal(e *p4v1.TableEntry) string {
 	var m serviceMeta
-	if json.Unmarshal(e.GetMetadata(), &m) != nil {
+	if unmarshalMeta(e, &m) != nil {
 		return ""
 	}
 	return m.Ring
@@ -139,13 +181,17 @@ func ringSeal(e *p4v1.TableEntry) string {
 // withRingSeal returns a copy of a service entry whose metadata holds
 // seal ("" clears it), the rest unchanged.
 func withRingSeal(e *p4v1.TableEntry, seal string) (*p4v1.TableEntry, error) {
+	return withMeta(e, func(m *serviceMeta) { m.Ring = seal })
+}
+
+// withMeta returns a copy of a service entry whose metadata edit changed,
+// the rest unchanged.
+func withMeta(e *p4v1.TableEntry, edit func(m *serviceMeta)) (*p4v1.TableEntry, error) {
 	var m serviceMeta
-	if len(e.GetMetadata()) > 0 {
-		if err := json.Unmarshal(e.GetMetadata(), &m); err != nil {
-			return nil, fmt.Errorf("service entry metadata: %w", err)
-		}
+	if err := unmarshalMeta(e, &m); err != nil {
+		return nil, fmt.Errorf("service entry metadata: %w", err)
 	}
-	m.Ring = seal
+	edit(&m)
 	c := proto.Clone(e).(*p4v1.TableEntry)
 	var err error
 	c.Metadata, err = json.Marshal(m)
@@ -171,15 +217,17 @@ func b2u(b bool) uint64 {
 
 var classNames = [compiler.NumClasses]string{"tcp", "udp", "tunnel", "other"}
 
-// ServiceEntry is the entry of a service row.
-func (tr *Translator) ServiceEntry(s *compiler.ServiceRow, next [2]uint32, withAction bool) (*p4v1.TableEntry, error) {
+// ServiceEntry is the entry of a service row whose active ring half
+// starts at base in the ring table (its region: docs/semantics.md, "The
+// ring pool"); other is the other half's region, if it has one.
+func (tr *Translator) ServiceEntry(s *compiler.ServiceRow, base uint32, next [2]uint32, withAction bool) (*p4v1.TableEntry, error) {
 	key := []runtime.Value{runtime.U("service_id", uint64(s.ID))}
 	if !withAction {
 		return tr.s.Entry(tService, key, "", nil)
 	}
 	params := []runtime.Value{
 		runtime.U("ring_size", uint64(s.RingSize)),
-		runtime.U("active_half", uint64(s.ActiveHalf)),
+		tr.ringParam(s, base),
 		runtime.U("epoch", uint64(s.Epoch)),
 		runtime.U("idle_timeout_sec", uint64(s.IdleTimeoutSec)),
 		runtime.U("syn_new", b2u(s.SynNew)),
@@ -196,17 +244,37 @@ func (tr *Translator) ServiceEntry(s *compiler.ServiceRow, next [2]uint32, withA
 		return nil, err
 	}
 	e.Metadata, err = json.Marshal(serviceMeta{Name: s.Name, Decision: s.Decision, Rule: s.Rule, Eligible: s.Eligible, FailoverSide: s.FailoverSide,
-		NextService: next[0], NextBackend: next[1]})
+		NextService: next[0], NextBackend: next[1], Half: s.ActiveHalf & 1})
 	return e, err
 }
 
-// RingEntry is the entry of one ring slot.
-func (tr *Translator) RingEntry(r *compiler.RingEntry, withAction bool) (*p4v1.TableEntry, error) {
-	key := []runtime.Value{runtime.U("service_id", uint64(r.ServiceID)), runtime.U("half", uint64(r.Half)), runtime.U("slot", uint64(r.Slot))}
+// ringParam is the service row's ring column: the base of its active
+// half's region (pooled), or the active half.
+func (tr *Translator) ringParam(s *compiler.ServiceRow, base uint32) runtime.Value {
+	if tr.pooled {
+		return runtime.U("ring_base", uint64(base))
+	}
+	return runtime.U("active_half", uint64(s.ActiveHalf))
+}
+
+// RingEntry is the entry of the ring table at addr: a slot of the region
+// of one ring half (backend 0 with withAction false: the key alone). Only
+// for a pooled program (KeyedRingEntry otherwise).
+func (tr *Translator) RingEntry(addr, backendID uint32, withAction bool) (*p4v1.TableEntry, error) {
+	return tr.ringEntry([]runtime.Value{runtime.U("addr", uint64(addr))}, backendID, withAction)
+}
+
+// KeyedRingEntry is the entry of one ring slot of a program whose ring
+// table is keyed by (service_id, half, slot).
+func (tr *Translator) KeyedRingEntry(r *compiler.RingEntry, withAction bool) (*p4v1.TableEntry, error) {
+	return tr.ringEntry([]runtime.Value{runtime.U("service_id", uint64(r.ServiceID)), runtime.U("half", uint64(r.Half)), runtime.U("slot", uint64(r.Slot))}, r.BackendID, withAction)
+}
+
+func (tr *Translator) ringEntry(key []runtime.Value, backendID uint32, withAction bool) (*p4v1.TableEntry, error) {
 	if !withAction {
 		return tr.s.Entry(tRing, key, "", nil)
 	}
-	return tr.s.Entry(tRing, key, aSetRingBackend, []runtime.Value{runtime.U("backend_id", uint64(r.BackendID))})
+	return tr.s.Entry(tRing, key, aSetRingBackend, []runtime.Value{runtime.U("backend_id", uint64(backendID))})
 }
 
 // BackendEntry is the entry of a backend row; deadline is b.Deadline on
@@ -280,9 +348,29 @@ func (tr *Translator) FallbackEntry(port uint32) (*p4v1.TableEntry, error) {
 // switch's clock, as the value of set_backend's deadline parameter.
 type Deadlines func(b *compiler.BackendRow) (uint64, error)
 
+// Regions says where each ring half lives in the ring table
+// (*ringpool.Pool does).
+type Regions interface {
+	Region(k ringpool.Key) (ringpool.Span, bool)
+}
+
+// ringAddr is the ring table address of slot in half k's region.
+func ringAddr(rs Regions, k ringpool.Key, slot uint32) (uint32, error) {
+	sp, ok := rs.Region(k)
+	if !ok {
+		return 0, fmt.Errorf("half %d of service %d has no region in the ring table (a bug of the target)", k.Half, k.Svc)
+	}
+	if slot >= sp.N {
+		return 0, fmt.Errorf("slot %d beyond the %d slots of the region of half %d of service %d (a bug of the target)", slot, sp.N, k.Half, k.Svc)
+	}
+	return sp.Base + slot, nil
+}
+
 // Update translates one change. dl maps backend deadlines; it may be nil
-// when no backend row of the change carries one.
-func (tr *Translator) Update(c compiler.Change, next [2]uint32, dl Deadlines) (*p4v1.Update, error) {
+// when no backend row of the change carries one. rs places ring slots and
+// service rows: every ring half the change writes or a row points at has
+// its region.
+func (tr *Translator) Update(c compiler.Change, next [2]uint32, dl Deadlines, rs Regions) (*p4v1.Update, error) {
 	with := c.Op != compiler.Delete
 	var e *p4v1.TableEntry
 	var err error
@@ -290,9 +378,26 @@ func (tr *Translator) Update(c compiler.Change, next [2]uint32, dl Deadlines) (*
 	case c.VIP != nil:
 		e, err = tr.VIPEntry(c.VIP, with)
 	case c.Service != nil:
-		e, err = tr.ServiceEntry(c.Service, next, with)
+		var base uint32
+		if with && tr.pooled {
+			if base, err = ringAddr(rs, ringpool.Key{Svc: c.Service.ID, Half: c.Service.ActiveHalf & 1}, 0); err != nil {
+				return nil, err
+			}
+		}
+		e, err = tr.ServiceEntry(c.Service, base, next, with)
+	case c.Ring != nil && !tr.pooled:
+		e, err = tr.KeyedRingEntry(c.Ring, with)
 	case c.Ring != nil:
-		e, err = tr.RingEntry(c.Ring, with)
+		k := ringpool.Key{Svc: c.Ring.ServiceID, Half: c.Ring.Half & 1}
+		var addr uint32
+		if addr, err = ringAddr(rs, k, c.Ring.Slot); err != nil {
+			return nil, err
+		}
+		e, err = tr.RingEntry(addr, c.Ring.BackendID, with)
+		if err == nil && with && c.Ring.Slot == 0 {
+			sp, _ := rs.Region(k)
+			e.Metadata, err = json.Marshal(ringMeta{Svc: k.Svc, Half: k.Half, N: sp.N})
+		}
 	case c.Backend != nil:
 		var own uint64
 		if with && c.Backend.Deadline != 0 {
@@ -327,13 +432,46 @@ func (tr *Translator) IR(tabs Tables, tunnel *p4v1.TableEntry) (*compiler.IR, er
 // seconds to decode (1.3 s for 524,296 here, loaded), which a read-back
 // the session's end cut short must not spend.
 func (tr *Translator) IRContext(ctx context.Context, tabs Tables, tunnel *p4v1.TableEntry) (*compiler.IR, error) {
+	ir, _, err := tr.ReadBack(ctx, tabs, tunnel, nil)
+	return ir, err
+}
+
+// Layout is where a read-back found the rings: the region of each
+// service's active half, from its row (ring_base, ring_size, and the half
+// its metadata names), and the ring entries outside every region. Those
+// are left by a push cut short (a new ring written before its row, or an
+// old one not yet deleted after the flip): no row points at them, so a
+// packet reads them no more, and the next push deletes them.
+type Layout struct {
+	Regions map[ringpool.Key]ringpool.Span
+	// Held are the regions in which the read found entries (when it read
+	// the ring table); Others those no row names, found by their slot-0
+	// entries (ringMeta).
+	Held   map[ringpool.Key]bool
+	Others map[ringpool.Key]bool
+	Strays []uint32 // ring table addresses
+}
+
+// ReadBack is IRContext that also returns the layout of the rings. When
+// tabs holds no service rows (a read of the ring table alone), known gives
+// the regions, as an earlier ReadBack of the rows found them.
+func (tr *Translator) ReadBack(ctx context.Context, tabs Tables, tunnel *p4v1.TableEntry, known *Layout) (*compiler.IR, *Layout, error) {
 	ir := &compiler.IR{}
+	lay := &Layout{Regions: map[ringpool.Key]ringpool.Span{}, Held: map[ringpool.Key]bool{}, Others: map[ringpool.Key]bool{}}
+	if known != nil && len(tabs[tService]) == 0 {
+		for k, sp := range known.Regions {
+			lay.Regions[k] = sp
+		}
+		for k := range known.Others {
+			lay.Others[k] = true
+		}
+	}
 	var next [2]uint32
 	for _, name := range []string{tVIPPort, tVIPProto, tVIPAddr} {
 		for _, e := range tabs[name] {
 			d, err := tr.s.Decode(e)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			row := compiler.VIPRow{Key: compiler.VIPKey{VIP: addrFrom(d.Key["dst_addr"]), Proto: compiler.IPProto(d.Uint("protocol")), Port: uint16(d.Uint("dst_port"))},
 				ServiceID: uint32(d.Uint("service_id"))}
@@ -351,9 +489,9 @@ func (tr *Translator) IRContext(ctx context.Context, tabs Tables, tunnel *p4v1.T
 	for _, e := range tabs[tService] {
 		d, err := tr.s.Decode(e)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		s := compiler.ServiceRow{ID: uint32(d.Uint("service_id")), RingSize: uint32(d.Uint("ring_size")), ActiveHalf: uint8(d.Uint("active_half")),
+		s := compiler.ServiceRow{ID: uint32(d.Uint("service_id")), RingSize: uint32(d.Uint("ring_size")),
 			Epoch: uint32(d.Uint("epoch")), IdleTimeoutSec: uint32(d.Uint("idle_timeout_sec")), SynNew: d.Uint("syn_new") == 1,
 			NoBackends: d.Uint("no_backends") == 1, AllUnhealthy: d.Uint("all_unhealthy") == 1, Encap: compiler.Encap(d.Uint("encap"))}
 		for c := range s.Classes {
@@ -363,49 +501,94 @@ func (tr *Translator) IRContext(ctx context.Context, tabs Tables, tunnel *p4v1.T
 		var m serviceMeta
 		if len(d.Metadata) > 0 {
 			if err := json.Unmarshal(d.Metadata, &m); err != nil {
-				return nil, fmt.Errorf("service %d: metadata: %w", s.ID, err)
+				return nil, nil, fmt.Errorf("service %d: metadata: %w", s.ID, err)
 			}
 		}
-		s.Name, s.Decision, s.Rule, s.Eligible, s.FailoverSide = m.Name, m.Decision, m.Rule, m.Eligible, m.FailoverSide
+		s.Name, s.Decision, s.Rule, s.Eligible, s.FailoverSide, s.ActiveHalf = m.Name, m.Decision, m.Rule, m.Eligible, m.FailoverSide, m.Half&1
+		if !tr.pooled {
+			s.ActiveHalf = uint8(d.Uint("active_half"))
+		}
+		if s.RingSize > compiler.MaxRingSize {
+			return nil, nil, fmt.Errorf("service %d: ring_size %d beyond the largest ring size %d (not written by lbc; delete the row)", s.ID, s.RingSize, compiler.MaxRingSize)
+		}
+		if s.RingSize > 0 && tr.pooled {
+			lay.Regions[ringpool.Key{Svc: s.ID, Half: s.ActiveHalf}] = ringpool.Span{Base: uint32(d.Uint("ring_base")), N: s.RingSize}
+		}
 		if s.Name == "" {
 			s.Name = fmt.Sprintf("service-%d", s.ID) // written by another controller
 		}
 		next = [2]uint32{max(next[0], m.NextService, s.ID+1), max(next[1], m.NextBackend)}
 		ir.Services = append(ir.Services, s)
 	}
+	regions, err := sortedRegions(lay.Regions)
+	if err != nil {
+		return nil, nil, err
+	}
 	rings := map[uint32]*compiler.RingRows{}
+	type slotEntry struct{ addr, backend uint32 }
+	var entries []slotEntry
+	var described []region // regions the slot-0 entries describe (ringMeta)
 	for i, e := range tabs[tRing] {
 		if i%4096 == 0 && ctx.Err() != nil {
-			return nil, fmt.Errorf("read back: %w", ctx.Err())
+			return nil, nil, fmt.Errorf("read back: %w", ctx.Err())
 		}
 		d, err := tr.s.Decode(e)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		id, half, slot := uint32(d.Uint("service_id")), d.Uint("half"), d.Uint("slot")
-		if slot >= compiler.MaxRingSize {
-			// The IR holds a ring as a slice: a slot past every ring size
-			// lbc writes would make the read-back allocate for it.
-			return nil, fmt.Errorf("ring entry of service %d half %d: slot %d beyond the largest ring size %d (not written by lbc; delete it)", id, half, slot, compiler.MaxRingSize)
+		if !tr.pooled {
+			if err := keyedSlot(rings, d); err != nil {
+				return nil, nil, err
+			}
+			continue
 		}
-		r := rings[id]
+		addr := uint32(d.Uint("addr"))
+		entries = append(entries, slotEntry{addr, uint32(d.Uint("backend_id"))})
+		var m ringMeta
+		if len(d.Metadata) == 0 || json.Unmarshal(d.Metadata, &m) != nil || m.N == 0 || m.N > compiler.MaxRingSize || m.Half > 1 || addr+m.N < addr {
+			continue
+		}
+		k := ringpool.Key{Svc: m.Svc, Half: m.Half}
+		if _, active := lay.Regions[k]; !active || lay.Others[k] {
+			described = append(described, region{k, ringpool.Span{Base: addr, N: m.N}})
+		}
+	}
+	if len(described) > 0 {
+		for _, o := range otherRegions(regions, described) {
+			lay.Regions[o.k], lay.Others[o.k] = o.s, true
+		}
+		if regions, err = sortedRegions(lay.Regions); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, en := range entries {
+		j := sort.Search(len(regions), func(j int) bool { return regions[j].s.End() > en.addr })
+		if j == len(regions) || regions[j].s.Base > en.addr {
+			lay.Strays = append(lay.Strays, en.addr)
+			continue
+		}
+		rg := regions[j]
+		lay.Held[rg.k] = true
+		r := rings[rg.k.Svc]
 		if r == nil {
-			r = &compiler.RingRows{ServiceID: id}
-			rings[id] = r
+			r = &compiler.RingRows{ServiceID: rg.k.Svc}
+			rings[rg.k.Svc] = r
 		}
-		h := &r.Halves[half&1]
-		for uint64(len(*h)) <= slot {
+		h := &r.Halves[rg.k.Half]
+		slot := en.addr - rg.s.Base
+		for uint32(len(*h)) <= slot {
 			*h = append(*h, 0)
 		}
-		(*h)[slot] = uint32(d.Uint("backend_id"))
+		(*h)[slot] = en.backend
 	}
+	slices.Sort(lay.Strays)
 	for _, r := range rings {
 		ir.Rings = append(ir.Rings, *r)
 	}
 	for _, e := range tabs[tBackend] {
 		d, err := tr.s.Decode(e)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		b := compiler.BackendRow{ID: uint32(d.Uint("backend_id")), ServiceID: uint32(d.Uint("service_id")), IP: addrFrom(d.Params["addr"]),
 			Healthy: d.Uint("healthy") == 1, Draining: d.Uint("draining") == 1}
@@ -413,7 +596,7 @@ func (tr *Translator) IRContext(ctx context.Context, tabs Tables, tunnel *p4v1.T
 		var m backendMeta
 		if len(d.Metadata) > 0 {
 			if err := json.Unmarshal(d.Metadata, &m); err != nil {
-				return nil, fmt.Errorf("backend %d: metadata: %w", b.ID, err)
+				return nil, nil, fmt.Errorf("backend %d: metadata: %w", b.ID, err)
 			}
 		}
 		b.Name, b.Weight, b.Failover, b.Deadline, b.DeadlineRule = m.Name, m.Weight, m.Failover, m.Deadline, m.DeadlineRule
@@ -435,5 +618,78 @@ func (tr *Translator) IRContext(ctx context.Context, tabs Tables, tunnel *p4v1.T
 	}
 	ir.NextServiceID, ir.NextBackendID = next[0], next[1]
 	ir.Sort()
-	return ir, nil
+	return ir, lay, nil
+}
+
+// keyedSlot reads one entry of a ring table keyed by (service_id, half,
+// slot) into rings.
+func keyedSlot(rings map[uint32]*compiler.RingRows, d *runtime.Decoded) error {
+	id, half, slot := uint32(d.Uint("service_id")), d.Uint("half"), d.Uint("slot")
+	if slot >= compiler.MaxRingSize {
+		// The IR holds a ring as a slice: a slot past every ring size
+		// lbc writes would make the read-back allocate for it.
+		return fmt.Errorf("ring entry of service %d half %d: slot %d beyond the largest ring size %d (not written by lbc; delete it)", id, half, slot, compiler.MaxRingSize)
+	}
+	r := rings[id]
+	if r == nil {
+		r = &compiler.RingRows{ServiceID: id}
+		rings[id] = r
+	}
+	h := &r.Halves[half&1]
+	for uint64(len(*h)) <= slot {
+		*h = append(*h, 0)
+	}
+	(*h)[slot] = uint32(d.Uint("backend_id"))
+	return nil
+}
+
+type region struct {
+	k ringpool.Key
+	s ringpool.Span
+}
+
+// otherRegions returns the regions slot-0 entries describe that overlap
+// neither a row's active region nor another described one, and name a half
+// no other described region names: a row is the truth about its active
+// half, and of two descriptions that conflict (a ring copied by a
+// compaction cut short) neither can be trusted.
+func otherRegions(active []region, described []region) []region {
+	keys := map[ringpool.Key]int{}
+	for _, o := range described {
+		keys[o.k]++
+	}
+	overlaps := func(s ringpool.Span, rs []region, skip int) bool {
+		for i, r := range rs {
+			if i != skip && r.s.Overlaps(s) {
+				return true
+			}
+		}
+		return false
+	}
+	var out []region
+	for i, o := range described {
+		if keys[o.k] > 1 || overlaps(o.s, active, -1) || overlaps(o.s, described, i) {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// sortedRegions orders the regions by base, and refuses two that overlap:
+// lbc never writes two rows whose rings share entries (a ring would
+// change under the other), so such rows were written by something else.
+func sortedRegions(m map[ringpool.Key]ringpool.Span) ([]region, error) {
+	out := make([]region, 0, len(m))
+	for k, s := range m {
+		out = append(out, region{k, s})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].s.Base < out[j].s.Base })
+	for i := 1; i < len(out); i++ {
+		if a, b := out[i-1], out[i]; a.s.End() > b.s.Base {
+			return nil, fmt.Errorf("the rows of services %d and %d point at overlapping ring entries ([%d, %d) and [%d, %d)): not written by lbc; delete one of them",
+				a.k.Svc, b.k.Svc, a.s.Base, a.s.End(), b.s.Base, b.s.End())
+		}
+	}
+	return out, nil
 }

@@ -1,6 +1,8 @@
 package bmv2
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,13 +12,10 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 )
 
-// TestReadBackRefusesHugeRingSlot: a ring entry whose slot lies past every
-// ring size lbc writes (P4Testgen writes such entries; so could another
-// controller) is refused with an error naming it, instead of the read-back
-// growing the ring's slice to the slot (4 G slots: the process was killed
-// for its memory before this check).
-func TestReadBackRefusesHugeRingSlot(t *testing.T) {
-	info, err := runtime.ParseP4Info(p4.BMv2P4Info)
+// translatorOf is the translation for a P4Info (text format).
+func translatorOf(t *testing.T, p4info []byte) *Translator {
+	t.Helper()
+	info, err := runtime.ParseP4Info(p4info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,11 +27,61 @@ func TestReadBackRefusesHugeRingSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tr
+}
+
+// TestReadBackRefusesHugeRing: a service row whose ring_size lies past
+// every ring size lbc writes (P4Testgen writes such rows; so could another
+// controller) is refused with an error naming it, instead of the read-back
+// growing the ring's slice to it (4 G slots: the process was killed for its
+// memory before this check). Ring entries outside every row's region are
+// strays, not rings: a push cut short left them.
+func TestReadBackRefusesHugeRing(t *testing.T) {
+	tr := translatorOf(t, p4.BMv2P4Info)
+	for _, c := range []struct {
+		size uint32
+		ok   bool
+	}{{compiler.MaxRingSize, true}, {compiler.MaxRingSize + 1, false}, {1<<32 - 1, false}} {
+		row := compiler.ServiceRow{ID: 7, Name: "web", RingSize: c.size, ActiveHalf: 1}
+		se, err := tr.ServiceEntry(&row, 100, [2]uint32{8, 4}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ring []*p4v1.TableEntry
+		for _, addr := range []uint32{99, 100, 100 + compiler.MaxRingSize - 1, 100 + compiler.MaxRingSize} {
+			e, err := tr.RingEntry(addr, 3, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ring = append(ring, e)
+		}
+		ir, lay, err := tr.ReadBack(context.Background(), Tables{tService: {se}, tRing: ring}, nil, nil)
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("ring size %d: %v", c.size, err)
+		case c.ok && (len(ir.Rings) != 1 || len(ir.Rings[0].Halves[1]) != int(compiler.MaxRingSize) || ir.Services[0].ActiveHalf != 1):
+			t.Errorf("ring size %d: read back %+v", c.size, ir.Services)
+		case c.ok && fmt.Sprint(lay.Strays) != fmt.Sprint([]uint32{99, 100 + compiler.MaxRingSize}):
+			t.Errorf("ring size %d: strays %v, want the entries before and after the region", c.size, lay.Strays)
+		case !c.ok && (err == nil || !strings.Contains(err.Error(), "service 7: ring_size")):
+			t.Errorf("ring size %d: error %v, want one naming the row", c.size, err)
+		}
+	}
+}
+
+// TestReadBackRefusesHugeRingSlot: the same for a ring table keyed by
+// (service_id, half, slot) (p4/tna/lb.p4): an entry whose slot lies past
+// every ring size lbc writes is refused with an error naming it.
+func TestReadBackRefusesHugeRingSlot(t *testing.T) {
+	tr := translatorOf(t, p4.TNAP4Info)
+	if tr.Pooled() {
+		t.Fatal("the TNA program's ring table is keyed by service and half, not pooled")
+	}
 	for _, c := range []struct {
 		slot uint32
 		ok   bool
 	}{{compiler.MaxRingSize - 1, true}, {compiler.MaxRingSize, false}, {1<<32 - 1, false}} {
-		e, err := tr.RingEntry(&compiler.RingEntry{ServiceID: 7, Half: 1, Slot: c.slot, BackendID: 3}, true)
+		e, err := tr.KeyedRingEntry(&compiler.RingEntry{ServiceID: 7, Half: 1, Slot: c.slot, BackendID: 3}, true)
 		if err != nil {
 			t.Fatal(err)
 		}

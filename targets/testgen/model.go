@@ -113,7 +113,7 @@ func NewModel(prog Program, t *stf.Test) (*Model, error) {
 		}
 		if d.Table == "ring" && d.Uint("backend_id") == 0 {
 			// The read-back cannot tell it from an unset slot.
-			ring0 = append(ring0, fmt.Sprintf("ring slot %d of service %d holds backend 0 (IDs start at 1; 0 is the IR's unset slot)", d.Uint("slot"), d.Uint("service_id")))
+			ring0 = append(ring0, fmt.Sprintf("ring entry %d holds backend 0 (IDs start at 1; 0 is the IR's unset slot)", d.Uint("addr")))
 		}
 		tabs[d.Table] = append(tabs[d.Table], e)
 	}

@@ -250,6 +250,23 @@ func TestTNAP4InfoSharesNames(t *testing.T) {
 			t.Errorf("table %s: %v", alias, err)
 			continue
 		}
+		if alias == "ring" {
+			// The ring layouts differ until the TNA program's pooled
+			// ring is compiled (issue 35, item 4): targets/bmv2's
+			// translation serves both (Translator.Pooled), and no
+			// third.
+			var tf, vf []string
+			for _, f := range other.GetMatchFields() {
+				tf = append(tf, f.Name)
+			}
+			for _, f := range tb.MatchFields {
+				vf = append(vf, f.Name)
+			}
+			if fmt.Sprint(tf) != "[service_id half slot]" || fmt.Sprint(vf) != "[addr]" {
+				t.Errorf("table ring: TNA keyed by %v, v1model by %v; want [service_id half slot] and [addr]", tf, vf)
+			}
+			continue
+		}
 		if len(other.MatchFields) != len(tb.MatchFields) {
 			t.Errorf("table %s: %d match fields in TNA, %d in v1model", alias, len(other.MatchFields), len(tb.MatchFields))
 		}
@@ -278,6 +295,9 @@ func TestTNAP4InfoSharesNames(t *testing.T) {
 					t.Errorf("set_backend deadline: TNA %d bits, v1model %d; want 32 (ticks) and 48 (µs)", other.Params[i].Bitwidth, p.Bitwidth)
 				}
 				continue
+			}
+			if a.Preamble.Alias == "set_service" && p.Name == "ring_base" && other.Params[i].Name == "active_half" {
+				continue // the ring layouts, as above
 			}
 			if other.Params[i].Name != p.Name || other.Params[i].Bitwidth != p.Bitwidth {
 				t.Errorf("action %s param %d: TNA %s/%d, v1model %s/%d", a.Preamble.Alias, i, other.Params[i].Name, other.Params[i].Bitwidth, p.Name, p.Bitwidth)

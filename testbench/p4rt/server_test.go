@@ -60,7 +60,7 @@ func upd(typ p4v1.Update_Type, e *p4v1.TableEntry) *p4v1.Update {
 
 func ringEntry(t *testing.T, s *runtime.Schema, slot, backend uint64) *p4v1.TableEntry {
 	t.Helper()
-	e, err := s.Entry("ring", []runtime.Value{runtime.U("service_id", 1), runtime.U("half", 0), runtime.U("slot", slot)},
+	e, err := s.Entry("ring", []runtime.Value{runtime.U("addr", slot)},
 		"set_ring_backend", []runtime.Value{runtime.U("backend_id", backend)})
 	if err != nil {
 		t.Fatal(err)
@@ -86,32 +86,32 @@ func TestWriteValidation(t *testing.T) {
 		msg  string
 	}{
 		{"duplicate", p4v1.Update_INSERT, func(e *p4v1.TableEntry) {}, codes.AlreadyExists, "already exists"},
-		{"modify missing", p4v1.Update_MODIFY, func(e *p4v1.TableEntry) { e.Match[2].GetExact().Value = []byte{99} }, codes.NotFound, "no such entry"},
-		{"delete missing", p4v1.Update_DELETE, func(e *p4v1.TableEntry) { e.Match[2].GetExact().Value = []byte{99} }, codes.NotFound, "no such entry"},
+		{"modify missing", p4v1.Update_MODIFY, func(e *p4v1.TableEntry) { e.Match[0].GetExact().Value = []byte{99} }, codes.NotFound, "no such entry"},
+		{"delete missing", p4v1.Update_DELETE, func(e *p4v1.TableEntry) { e.Match[0].GetExact().Value = []byte{99} }, codes.NotFound, "no such entry"},
 		{"unknown table", p4v1.Update_INSERT, func(e *p4v1.TableEntry) { e.TableId = 12345 }, codes.InvalidArgument, "unknown table ID"},
 		{"unknown field", p4v1.Update_INSERT, func(e *p4v1.TableEntry) { e.Match[0].FieldId = 9 }, codes.InvalidArgument, "unknown match field ID 9"},
-		{"missing exact field", p4v1.Update_INSERT, func(e *p4v1.TableEntry) { e.Match = e.Match[:2] }, codes.InvalidArgument, `exact match field "slot" missing`},
-		{"too wide", p4v1.Update_INSERT, func(e *p4v1.TableEntry) { e.Match[1].GetExact().Value = []byte{2} }, codes.InvalidArgument, "needs 2 bits; bitwidth is 1"},
-		{"padded bytes", p4v1.Update_INSERT, func(e *p4v1.TableEntry) { e.Match[2].GetExact().Value = []byte{0, 8} }, codes.InvalidArgument, "not canonical"},
-		{"empty bytes", p4v1.Update_INSERT, func(e *p4v1.TableEntry) { e.Match[2].GetExact().Value = nil }, codes.InvalidArgument, "not canonical"},
+		{"missing exact field", p4v1.Update_INSERT, func(e *p4v1.TableEntry) { e.Match = nil }, codes.InvalidArgument, `exact match field "addr" missing`},
+		{"too wide", p4v1.Update_INSERT, func(e *p4v1.TableEntry) { e.Match[0].GetExact().Value = []byte{1, 0, 0, 0, 0} }, codes.InvalidArgument, "needs 33 bits; bitwidth is 32"},
+		{"padded bytes", p4v1.Update_INSERT, func(e *p4v1.TableEntry) { e.Match[0].GetExact().Value = []byte{0, 8} }, codes.InvalidArgument, "not canonical"},
+		{"empty bytes", p4v1.Update_INSERT, func(e *p4v1.TableEntry) { e.Match[0].GetExact().Value = nil }, codes.InvalidArgument, "not canonical"},
 		{"padded param", p4v1.Update_INSERT, func(e *p4v1.TableEntry) {
-			e.Match[2].GetExact().Value = []byte{8}
+			e.Match[0].GetExact().Value = []byte{8}
 			e.GetAction().GetAction().Params[0].Value = []byte{0, 3}
 		}, codes.InvalidArgument, "not canonical"},
 		{"missing param", p4v1.Update_INSERT, func(e *p4v1.TableEntry) {
-			e.Match[2].GetExact().Value = []byte{8}
+			e.Match[0].GetExact().Value = []byte{8}
 			e.GetAction().GetAction().Params = nil
 		}, codes.InvalidArgument, `parameter "backend_id" missing`},
 		{"default-only action", p4v1.Update_INSERT, func(e *p4v1.TableEntry) {
-			e.Match[2].GetExact().Value = []byte{8}
+			e.Match[0].GetExact().Value = []byte{8}
 			e.GetAction().GetAction().ActionId, e.GetAction().GetAction().Params = s.Info.Actions[0].Preamble.Id, nil // NoAction
 		}, codes.InvalidArgument, "default-only"},
 		{"foreign action", p4v1.Update_INSERT, func(e *p4v1.TableEntry) {
-			e.Match[2].GetExact().Value = []byte{8}
+			e.Match[0].GetExact().Value = []byte{8}
 			a, _ := s.Action("set_service_id")
 			e.GetAction().GetAction().ActionId = a.Preamble.Id
 		}, codes.InvalidArgument, "not an action of this table"},
-		{"no action", p4v1.Update_INSERT, func(e *p4v1.TableEntry) { e.Match[2].GetExact().Value = []byte{8}; e.Action = nil }, codes.InvalidArgument, "without an action"},
+		{"no action", p4v1.Update_INSERT, func(e *p4v1.TableEntry) { e.Match[0].GetExact().Value = []byte{8}; e.Action = nil }, codes.InvalidArgument, "without an action"},
 		{"unspecified", p4v1.Update_UNSPECIFIED, func(e *p4v1.TableEntry) {}, codes.InvalidArgument, "UNSPECIFIED"},
 	}
 	for _, tc := range cases {
@@ -182,7 +182,7 @@ func TestContinueOnError(t *testing.T) {
 	srv, s := start(t, true, Options{})
 	c := dial(t, srv, 1)
 	bad := ringEntry(t, s, 2, 1)
-	bad.Match[1].GetExact().Value = []byte{7}
+	bad.Match[0].GetExact().Value = []byte{1, 0, 0, 0, 0}
 	err := c.Write(context.Background(), []*p4v1.Update{
 		upd(p4v1.Update_INSERT, ringEntry(t, s, 1, 1)),
 		upd(p4v1.Update_INSERT, bad),
@@ -415,7 +415,7 @@ func TestInjectedPartialWrites(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					got = append(got, d.Uint("slot"))
+					got = append(got, d.Uint("addr"))
 				}
 			})
 			if fmt.Sprint(got) != fmt.Sprint(tc.want.slots) {

@@ -63,20 +63,23 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         size = VIP_TABLE_SIZE;
     }
 
-    // The service row: one write flips a service to its other ring half.
-    action set_service(bit<32> ring_size, bit<1> active_half, bit<32> epoch, bit<32> idle_timeout_sec,
+    // The service row: one write flips a service to its new ring, which
+    // the controller wrote beside the old one in the ring pool (its region
+    // [ring_base, ring_base + ring_size) of the ring table).
+    action set_service(bit<32> ring_size, bit<32> ring_base, bit<32> epoch, bit<32> idle_timeout_sec,
                        bit<1> syn_new, bit<1> no_backends, bit<1> all_unhealthy, bit<1> encap,
                        bit<3> tcp_affinity, bit<3> tcp_track, bit<1> tcp_persist,
                        bit<3> udp_affinity, bit<3> udp_track, bit<1> udp_persist,
                        bit<3> tunnel_affinity, bit<3> tunnel_track, bit<1> tunnel_persist,
                        bit<3> other_affinity, bit<3> other_track, bit<1> other_persist) {
         DOMAIN(ring_size >= MIN_RING_SIZE && ring_size <= MAX_RING_SIZE);
+        DOMAIN(ring_base < RING_TABLE_SIZE && ring_size <= RING_TABLE_SIZE - ring_base);
         DOMAIN(AFFINITY_KIND(tcp_affinity) && TRACK_KIND(tcp_track) && AFFINITY_KIND(udp_affinity) && TRACK_KIND(udp_track));
         DOMAIN(AFFINITY_KIND(tunnel_affinity) && TRACK_KIND(tunnel_track) && AFFINITY_KIND(other_affinity) && TRACK_KIND(other_track));
         // ESP/GRE and other protocols leave through the fallback port; their
         // columns are held so that a read-back re-compiles to no writes.
         meta.ring_size = ring_size;
-        meta.active_half = active_half;
+        meta.ring_base = ring_base;
         meta.epoch = epoch;
         meta.idle_timeout_sec = idle_timeout_sec;
         meta.syn_new = syn_new;
@@ -99,16 +102,15 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
         size = SERVICE_TABLE_SIZE;
     }
 
-    // The double-buffered weighted Maglev ring.
+    // The weighted Maglev rings, one pool: entry ring_base + slot of a
+    // service's region (docs/semantics.md, "The ring pool").
     action set_ring_backend(bit<32> backend_id) {
         DOMAIN(backend_id != 0);
         meta.ring_backend = backend_id;
     }
     table ring {
         key = {
-            meta.service_id: exact @name("service_id");
-            meta.active_half: exact @name("half");
-            meta.slot: exact @name("slot");
+            meta.ring_addr: exact @name("addr");
         }
         actions = { set_ring_backend; @defaultonly NoAction; }
         const default_action = NoAction();
@@ -356,6 +358,7 @@ control LbIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadat
                             hash(meta.slot, HashAlgorithm.crc32, 32w0, { meta.flow_src, meta.flow_dst }, meta.ring_size);
                         }
                     }
+                    meta.ring_addr = meta.ring_base + meta.slot;
                     if (!ring.apply().hit) {
                         drop_packet(DROP_NO_BACKENDS);
                         return;
