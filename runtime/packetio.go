@@ -71,6 +71,29 @@ func (c *Client) SubscribePackets() (<-chan *p4v1.PacketIn, func()) {
 	}
 }
 
+// Exchange sends a packet-out and returns the first packet-in after it for
+// which answers is true (nil: the first of all), skipping the others: a
+// late answer to an earlier packet-out, another controller's traffic. It
+// waits until ctx ends, and then returns ctx's error: give ctx the time
+// the answer may take.
+func (c *Client) Exchange(ctx context.Context, pkt *p4v1.PacketOut, answers func(*p4v1.PacketIn) bool) (*p4v1.PacketIn, error) {
+	pins, stop := c.SubscribePackets()
+	defer stop()
+	if err := c.SendPacket(ctx, pkt); err != nil {
+		return nil, fmt.Errorf("packet-out: %w", err)
+	}
+	for {
+		select {
+		case p := <-pins:
+			if answers == nil || answers(p) {
+				return p, nil
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // PacketMetadata is the layout of a controller header (P4Info
 // controller_packet_metadata, "packet_out" or "packet_in"): its metadata
 // IDs and widths by name.

@@ -96,40 +96,33 @@ func (t *Target) probeOnce(ctx context.Context) (ClockSample, error) {
 	if _, err := rand.Read(payload[:8]); err != nil {
 		return ClockSample{}, err
 	}
-	pins, stop := t.c.SubscribePackets()
-	defer stop()
 	pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	at := t.clock()
 	sent := time.Now()
-	if err := t.c.SendPacket(pctx, &p4v1.PacketOut{Payload: payload, Metadata: md}); err != nil {
+	p, err := t.c.Exchange(pctx, &p4v1.PacketOut{Payload: payload, Metadata: md}, func(p *p4v1.PacketIn) bool {
+		return len(p.GetPayload()) >= 8 && binary.BigEndian.Uint64(p.GetPayload()) == binary.BigEndian.Uint64(payload)
+	})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return ClockSample{}, ctx.Err()
+	case err != nil && pctx.Err() != nil:
+		return ClockSample{}, fmt.Errorf("%w within %s (BMv2 needs --cpu-port %d; a Tofino switch its PCIe CPU port)", ErrNoClockProbe, ProbeTimeout, CPUPort)
+	case err != nil:
 		return ClockSample{}, fmt.Errorf("clock probe: %w", err)
 	}
-	for {
-		select {
-		case p := <-pins:
-			if len(p.GetPayload()) < 8 || binary.BigEndian.Uint64(p.GetPayload()) != binary.BigEndian.Uint64(payload) {
-				continue // not ours
-			}
-			v, err := in.Decode(p.GetMetadata())
-			if err != nil {
-				return ClockSample{}, fmt.Errorf("clock probe answer: %w", err)
-			}
-			if v["op"] != opClockProbe {
-				return ClockSample{}, fmt.Errorf("clock probe answer: op %d, want %d", v["op"], opClockProbe)
-			}
-			ts, ok := v["timestamp"]
-			if !ok {
-				return ClockSample{}, fmt.Errorf("clock probe answer carries no timestamp")
-			}
-			return ClockSample{Switch: ts, At: at, RTT: time.Since(sent)}, nil
-		case <-pctx.Done():
-			if ctx.Err() != nil {
-				return ClockSample{}, ctx.Err()
-			}
-			return ClockSample{}, fmt.Errorf("%w within %s (BMv2 needs --cpu-port %d; a Tofino switch its PCIe CPU port)", ErrNoClockProbe, ProbeTimeout, CPUPort)
-		}
+	v, err := in.Decode(p.GetMetadata())
+	if err != nil {
+		return ClockSample{}, fmt.Errorf("clock probe answer: %w", err)
 	}
+	if v["op"] != opClockProbe {
+		return ClockSample{}, fmt.Errorf("clock probe answer: op %d, want %d", v["op"], opClockProbe)
+	}
+	ts, ok := v["timestamp"]
+	if !ok {
+		return ClockSample{}, fmt.Errorf("clock probe answer carries no timestamp")
+	}
+	return ClockSample{Switch: ts, At: at, RTT: time.Since(sent)}, nil
 }
 
 // deadlines returns the mapping of backend deadlines for a diff, probing

@@ -100,27 +100,23 @@ func probeBMv2(ctx context.Context, sw *bmv2live.Switch, s *runtime.Schema, fram
 	if err != nil {
 		return Outcome{}, err
 	}
-	c := sw.Target().Client()
-	pins, stop := c.SubscribePackets()
-	defer stop()
-	if err := c.SendPacket(ctx, &p4v1.PacketOut{Payload: frame[1:], Metadata: md}); err != nil {
-		return Outcome{}, fmt.Errorf("packet-out: %w", err)
-	}
-	wait := time.NewTimer(2 * time.Second)
-	defer wait.Stop()
-	select {
-	case p := <-pins:
-		v, err := in.Decode(p.GetMetadata())
-		if err != nil {
-			return Outcome{}, fmt.Errorf("packet-in: %w", err)
-		}
-		got := []byte{byte(v["op"])}
-		got = binary.BigEndian.AppendUint64(got, v["timestamp"])
-		got = append(got[:1], got[3:]...) // the timestamp's 48 bits
-		return Outcome{Port: bmv2.CPUPort, Frame: append(got, p.GetPayload()...)}, nil
-	case <-wait.C:
-		return Outcome{Drop: true}, nil
-	case <-ctx.Done():
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	p, err := sw.Target().Client().Exchange(wctx, &p4v1.PacketOut{Payload: frame[1:], Metadata: md}, nil)
+	switch {
+	case err != nil && ctx.Err() != nil:
 		return Outcome{}, ctx.Err()
+	case err != nil && wctx.Err() != nil:
+		return Outcome{Drop: true}, nil // no answer: the switch dropped it
+	case err != nil:
+		return Outcome{}, err
 	}
+	v, err := in.Decode(p.GetMetadata())
+	if err != nil {
+		return Outcome{}, fmt.Errorf("packet-in: %w", err)
+	}
+	got := []byte{byte(v["op"])}
+	got = binary.BigEndian.AppendUint64(got, v["timestamp"])
+	got = append(got[:1], got[3:]...) // the timestamp's 48 bits
+	return Outcome{Port: bmv2.CPUPort, Frame: append(got, p.GetPayload()...)}, nil
 }

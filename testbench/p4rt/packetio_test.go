@@ -22,16 +22,45 @@ func probe(t *testing.T, c *runtime.Client, s *runtime.Schema, op uint64, payloa
 	if err != nil {
 		t.Fatal(err)
 	}
-	pins, stop := c.SubscribePackets()
-	defer stop()
-	if err := c.SendPacket(context.Background(), &p4v1.PacketOut{Payload: payload, Metadata: md}); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	p, err := c.Exchange(ctx, &p4v1.PacketOut{Payload: payload, Metadata: md}, nil)
+	if err != nil && ctx.Err() == nil {
 		t.Fatal(err)
 	}
-	select {
-	case p := <-pins:
-		return p
-	case <-time.After(wait):
-		return nil
+	return p
+}
+
+// Exchange returns the answer its filter accepts (here, among the answers
+// to a burst of probes sent just before it), and ctx's error when none
+// comes.
+func TestExchangeTakesItsAnswer(t *testing.T) {
+	srv, s := start(t, true, Options{})
+	c := dial(t, srv, 1)
+	srv.SetSwitchClock(func() uint64 { return 7 })
+	out, err := s.PacketMetadata("packet_out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := out.Encode(runtime.U("op", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := 0; i < 8; i++ {
+		if err := c.SendPacket(ctx, &p4v1.PacketOut{Payload: []byte("other"), Metadata: md}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := c.Exchange(ctx, &p4v1.PacketOut{Payload: []byte("mine"), Metadata: md}, func(p *p4v1.PacketIn) bool { return string(p.GetPayload()) == "mine" })
+	if err != nil || string(p.GetPayload()) != "mine" {
+		t.Fatalf("Exchange = %v, %v; want the answer with payload mine", p, err)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	if p, err := c.Exchange(short, &p4v1.PacketOut{Payload: []byte("x"), Metadata: md}, func(*p4v1.PacketIn) bool { return false }); p != nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Exchange with no acceptable answer = %v, %v; want ctx's deadline", p, err)
 	}
 }
 
