@@ -10,9 +10,8 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 )
 
-// probe sends a packet-out with op and returns the packet-in that answers
-// it, or nil when none comes within wait.
-func probe(t *testing.T, c *runtime.Client, s *runtime.Schema, op uint64, payload []byte, wait time.Duration) *p4v1.PacketIn {
+// opMetadata is packet_out's metadata for op.
+func opMetadata(t *testing.T, s *runtime.Schema, op uint64) []*p4v1.PacketMetadata {
 	t.Helper()
 	out, err := s.PacketMetadata("packet_out")
 	if err != nil {
@@ -22,6 +21,14 @@ func probe(t *testing.T, c *runtime.Client, s *runtime.Schema, op uint64, payloa
 	if err != nil {
 		t.Fatal(err)
 	}
+	return md
+}
+
+// probe sends a packet-out with op and returns the packet-in that answers
+// it, or nil when none comes within wait.
+func probe(t *testing.T, c *runtime.Client, s *runtime.Schema, op uint64, payload []byte, wait time.Duration) *p4v1.PacketIn {
+	t.Helper()
+	md := opMetadata(t, s, op)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	p, err := c.Exchange(ctx, &p4v1.PacketOut{Payload: payload, Metadata: md}, nil)
@@ -38,14 +45,7 @@ func TestExchangeTakesItsAnswer(t *testing.T) {
 	srv, s := start(t, true, Options{})
 	c := dial(t, srv, 1)
 	srv.SetSwitchClock(func() uint64 { return 7 })
-	out, err := s.PacketMetadata("packet_out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	md, err := out.Encode(runtime.U("op", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := opMetadata(t, s, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for i := 0; i < 8; i++ {
@@ -113,14 +113,7 @@ func TestPacketOutNeedsPrimary(t *testing.T) {
 	if err := backup.WaitPrimary(ctx); !errors.Is(err, runtime.ErrNotPrimary) {
 		t.Fatalf("backup WaitPrimary: %v, want ErrNotPrimary", err)
 	}
-	out, err := s.PacketMetadata("packet_out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	md, err := out.Encode(runtime.U("op", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := opMetadata(t, s, 1)
 	if err := backup.SendPacket(ctx, &p4v1.PacketOut{Payload: []byte("x"), Metadata: md}); !errors.Is(err, runtime.ErrNotPrimary) {
 		t.Fatalf("backup SendPacket: %v, want ErrNotPrimary", err)
 	}
