@@ -438,16 +438,15 @@ func (tr *Translator) IRContext(ctx context.Context, tabs Tables, tunnel *p4v1.T
 
 // Layout is where a read-back found the rings: the region of each
 // service's active half, from its row (ring_base, ring_size, and the half
-// its metadata names), and the ring entries outside every region. Those
-// are left by a push cut short (a new ring written before its row, or an
-// old one not yet deleted after the flip): no row points at them, so a
-// packet reads them no more, and the next push deletes them.
+// its metadata names), the regions of other halves that their slot-0
+// entries describe (a new ring written before its flip or its row, an old
+// one whose deletes stopped), and the ring entries neither accounts for
+// (strays): no row points at them, so no packet reads them, and the next
+// push deletes them.
 type Layout struct {
 	Regions map[ringpool.Key]ringpool.Span
-	// Held are the regions in which the read found entries (when it read
-	// the ring table); Others those no row names, found by their slot-0
-	// entries (ringMeta).
-	Held   map[ringpool.Key]bool
+	// Others are the regions no row names, found by their slot-0 entries
+	// (ringMeta).
 	Others map[ringpool.Key]bool
 	Strays []uint32 // ring table addresses
 }
@@ -457,7 +456,7 @@ type Layout struct {
 // the regions, as an earlier ReadBack of the rows found them.
 func (tr *Translator) ReadBack(ctx context.Context, tabs Tables, tunnel *p4v1.TableEntry, known *Layout) (*compiler.IR, *Layout, error) {
 	ir := &compiler.IR{}
-	lay := &Layout{Regions: map[ringpool.Key]ringpool.Span{}, Held: map[ringpool.Key]bool{}, Others: map[ringpool.Key]bool{}}
+	lay := &Layout{Regions: map[ringpool.Key]ringpool.Span{}, Others: map[ringpool.Key]bool{}}
 	if known != nil && len(tabs[tService]) == 0 {
 		for k, sp := range known.Regions {
 			lay.Regions[k] = sp
@@ -568,7 +567,6 @@ func (tr *Translator) ReadBack(ctx context.Context, tabs Tables, tunnel *p4v1.Ta
 			continue
 		}
 		rg := regions[j]
-		lay.Held[rg.k] = true
 		r := rings[rg.k.Svc]
 		if r == nil {
 			r = &compiler.RingRows{ServiceID: rg.k.Svc}
