@@ -44,8 +44,8 @@ func TestLoadsTofinoCompilerP4Info(t *testing.T) {
 	}
 	// barefoot.Counter{spec: {unit: PACKETS_AND_BYTES}, size: 1024}
 	counter := varint(protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), varint(nil, 1, 3)), 2, 1024)
-	// barefoot.Register{type_spec: bit<32>, size: 65536, data_field_name}
-	register := str(varint(msg(nil, 1, u32(32)), 2, 65536), 3, "LbIngress.ct_sig")
+	// barefoot.Register{type_spec: bit<32>, size: 32768, data_field_name}
+	register := str(varint(msg(nil, 1, u32(32)), 2, 32768), 3, "LbIngress.ct_sig0")
 	// barefoot.DynHash{type_spec: (bit<32>, bit<32>, bit<8>, bit<16>,
 	// bit<16>), field_infos: the five fields, hash_width: 32}
 	tuple := &p4configv1.P4DataTypeSpec{TypeSpec: &p4configv1.P4DataTypeSpec_Tuple{Tuple: &p4configv1.P4TupleTypeSpec{
@@ -71,10 +71,10 @@ func TestLoadsTofinoCompilerP4Info(t *testing.T) {
 			value []byte
 		}{
 			"service_packets": {"type.googleapis.com/barefoot.Counter", counter},
-			"ct_sig":          {"type.googleapis.com/barefoot.Register", register},
+			"ct_sig0":         {"type.googleapis.com/barefoot.Register", register},
 			"hash_v4_5":       {"type.googleapis.com/barefoot.DynHash", dynhash},
 			"$PORT_METADATA":  {"type.googleapis.com/barefoot.PortMetadata", nil},
-		}, 21, 0, 0},
+		}, 33, 0, 0},
 		// The committed builds: 7 counters (ct_refused among them) and the
 		// 4-way conntrack's registers, 3 per way (Tofino 1) and 6 per way,
 		// two arrays each (Tofino 2).

@@ -279,7 +279,7 @@ func TestStatusTofinoNoStdCounters(t *testing.T) {
 	}{
 		{"barefoot.Counter externs", "../../runtime/testdata/tofino-barefoot-externs.p4info.txtpb", []string{
 			"lists no P4Runtime counters",
-			"service_packets, service_new_conns, service_icmp_error_misses, backend_new_conns, fallback_packets, drops as barefoot.Counter externs",
+			"service_packets, service_new_conns, service_icmp_error_misses, backend_new_conns, fallback_packets, drops, ct_refused as barefoot.Counter externs",
 			"without --p4runtime-force-std-externs", "make p4-tna"}},
 		{"no counters at all", stripped, []string{"lists no P4Runtime counters", "--p4runtime-force-std-externs", "make p4-tna"}},
 	} {

@@ -64,25 +64,30 @@ typedef bit<16> ct_backend_t;
 #ifndef SERVICE_TABLE_SIZE
 #define SERVICE_TABLE_SIZE 1024
 #endif
-/* Ring entries, both halves of every service. Tofino 1 holds 131,072 (one
- * service at ringSize 65536, double-buffered) in the two stages between
- * the tuples and the conntrack registers; 262,144 takes a third stage and
- * then the program needs 14 of 12 (docs/tofino.md). Tofino 2 holds
- * 196,608 (one such service and one at 32768): with the 4-way conntrack's
- * 24 register arrays, 262,144 needs 21 of 20 stages (measured). */
-#ifndef RING_TABLE_SIZE
-#if __TARGET_TOFINO__ == 2
-#define RING_TABLE_SIZE 196608
-#else
-#define RING_TABLE_SIZE 131072
+/* The ring pool (docs/tofino.md, "The dense ring"): one table of
+ * RING_TABLE_SIZE = 2^RING_ADDR_BITS backend IDs, indexed by the address
+ * (no key stored: @use_hash_action), which holds every service's ring once
+ * and room for the rings being changed. 2^18 is the most one Tofino stage
+ * places (p4c-barefoot 9.13.4: "could not fit in stage N" at 2^19, on both
+ * targets), and the stage it shares with the conntrack's signature
+ * registers is the only one between the tuples and the conntrack's backend
+ * registers with the hash units to address it. */
+#ifndef RING_ADDR_BITS
+#define RING_ADDR_BITS 18
 #endif
-#endif
+#define RING_TABLE_SIZE (1 << RING_ADDR_BITS)
 #ifndef BACKEND_TABLE_SIZE
 #define BACKEND_TABLE_SIZE 16384
 #endif
 #if BACKEND_TABLE_SIZE > 65535
 #error "BACKEND_TABLE_SIZE: at most 65535 (the conntrack stores backend IDs in 16 bits)"
 #endif
+/* The egress MTUs lbc writes (compiler.MinMTU, compiler.MaxMTU), and what
+ * a packet whose length field is 2^15 or more needs: MTU - NEED_HUGE is
+ * negative in 16 bits for every such MTU (docs/tofino.md, R-MTU). */
+#define MIN_MTU 1280
+#define MAX_MTU 9216
+#define NEED_HUGE 16w0x4000
 #ifndef FORWARD_TABLE_SIZE
 #define FORWARD_TABLE_SIZE 4096
 #endif

@@ -51,8 +51,10 @@ struct meta_t {
 
     // service row
     bit<32>  service_id;
-    bit<32>  ring_mask;
-    bit<1>   active_half;
+    bit<RING_ADDR_BITS> ring_base;  // the ring's region in the ring table
+    bit<RING_ADDR_BITS> s5;  // the 5-tuple hash's slot in the ring
+    bit<RING_ADDR_BITS> s3;
+    bit<RING_ADDR_BITS> s2;
     bit<32>  epoch;
     bit<32>  idle_timeout_sec;
     bit<32>  idle_ticks;
@@ -74,7 +76,7 @@ struct meta_t {
     bit<32>  h5;         // R-HASH of the 5-tuple layout
     bit<32>  h3;         // of the 3-tuple layout
     bit<32>  h2;         // of the 2-tuple layout
-    bit<32>  slot;
+    bit<RING_ADDR_BITS> ring_addr;  // ring_base + slot
     bit<1>   ring_hit;
     bit<32>  ring_backend;
     bit<32>  backend_id;
@@ -85,6 +87,7 @@ struct meta_t {
     bit<1>   be_foreign;   // the row belongs to another service
     bit<1>   be_due;       // be_deadline has come (if there is one)
     bit<1>   be_has_deadline;
+    bit<1>   be_unkept;    // unhealthy, and neither persistence nor all-unhealthy keeps it
     bit<1>   no_ring;      // no entry and no ring slot: dropped (R-ELIG-3/4)
     bit<1>   reselect;     // resubmit: the recorded backend is gone (R-DRAIN)
     bit<1>   cpu;          // a packet-out from the controller
@@ -96,9 +99,9 @@ struct meta_t {
     bit<16>  inner_len;    // the IP packet's length, the payload of IP-in-IP
     bit<8>   inner_proto;  // IP-in-IP's protocol: 4 or 41
     // MTU - (inner_len + 20), modulo 2^16: negative (bit 15) when too big
-    // for IPv4-in-IP. Exact while both are below 2^15: the configuration's
-    // MTU is at most 9216 (compiler.MaxMTU) and a Tofino port takes frames
-    // of at most 10240 bytes.
+    // for IPv4-in-IP. Exact while both are below 2^15: lbc writes MTUs of
+    // at most 9216 (MAX_MTU, compiler.MaxMTU), and a length field of 2^15 or
+    // more (it may claim more than the frame holds) needs NEED_HUGE (R-MTU).
     bit<16>  mtu_slack4;
     bit<16>  mtu_slack6;   // MTU - (inner_len + 40)
     bit<16>  mtu;          // egress_mtu's

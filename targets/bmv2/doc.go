@@ -8,9 +8,9 @@
 //	vip_port  (dst_addr, protocol, dst_port) → set_service_id(service_id)
 //	vip_proto (dst_addr, protocol)           → set_service_id       ports: ALL
 //	vip_addr  (dst_addr)                     → set_service_id       L3_DEFAULT
-//	service   (service_id)                   → set_service(ring_size, active_half, epoch, ...)
-//	ring      (service_id, half, slot)       → set_ring_backend(backend_id)
-//	backend   (backend_id)                   → set_backend(service_id, addr, mac, healthy, draining)
+//	service   (service_id)                   → set_service(ring_size | ring_mask, ring_base, epoch, ...)
+//	ring      (addr)                         → set_ring_backend(backend_id)    one pool: ring_base + slot
+//	backend   (backend_id)                   → set_backend(service_id, addr, mac, healthy, draining, deadline)
 //	tunnel_source (default entry)            → set_tunnel_source(src4, src6)
 //	fallback      (default entry)            → set_fallback_port(port)
 //

@@ -130,7 +130,7 @@ func (t *Target) rowPoints(svc uint32) (half uint8, base uint32, ok bool) {
 	}
 	var m serviceMeta
 	_ = unmarshalMeta(e, &m)
-	return m.Half & 1, uint32(d.Uint("ring_base")), d.Uint("ring_size") > 0
+	return m.Half & 1, uint32(d.Uint("ring_base")), t.tr.ringSize(d) > 0
 }
 
 // wait is a grace: no packet that read a row before it still reads a
@@ -426,9 +426,6 @@ func (rc *ringCtx) place(k ringpool.Key, n uint32) error {
 // before places what a batch writes: the halves its ring inserts and
 // modifies fill, and the regions its service rows point at.
 func (rc *ringCtx) before(b *batch, n *ringNeeds) error {
-	if !rc.t.tr.pooled {
-		return nil // rings keyed by service and half: nothing to place
-	}
 	for _, c := range b.changes {
 		var k ringpool.Key
 		var size uint32
@@ -455,9 +452,6 @@ func (rc *ringCtx) before(b *batch, n *ringNeeds) error {
 // deleted and that no row points at in the end: their space holds no
 // entry, and the barrier before the deletes was the grace.
 func (rc *ringCtx) after(b *batch, n *ringNeeds) {
-	if !rc.t.tr.pooled {
-		return
-	}
 	first := b.at
 	p := rc.t.rings
 	freed := false

@@ -591,7 +591,7 @@ func (t *Target) plan(d compiler.Diff) []batch {
 	// is: ringMeta) is written alone and first, and deleted alone and last
 	// (slotZeroLast), so that no batch applied in part leaves entries no
 	// row or slot 0 accounts for.
-	solo := func(c compiler.Change) bool { return t.tr.pooled && c.Ring != nil && c.Ring.Slot == 0 }
+	solo := func(c compiler.Change) bool { return c.Ring != nil && c.Ring.Slot == 0 }
 	var out []batch
 	for i, c := range d.Changes {
 		if i == 0 || barrier[i] || c.Table != d.Changes[i-1].Table || len(out[len(out)-1].changes) >= size || solo(c) || solo(d.Changes[i-1]) {
@@ -715,9 +715,7 @@ func (t *Target) Apply(ctx context.Context, d compiler.Diff) (targets.ApplyStats
 			rings[c.Ring.ServiceID] = true
 		}
 	}
-	if t.tr.pooled {
-		d = slotZeroLast(d)
-	}
+	d = slotZeroLast(d)
 	if err := t.unseal(ctx, rings); err != nil {
 		st.Duration = time.Since(start)
 		return st, fmt.Errorf("%s: clearing the ring seals of the services whose rings change, before any write: %w", t.name, err)

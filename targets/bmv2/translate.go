@@ -41,16 +41,16 @@ const (
 
 // Translator maps IR rows to entries of one P4Info and back.
 //
-// Two ring layouts exist. p4/lb.p4 keeps its rings in one pool: the ring
-// table is keyed by an address, and a service row names its ring by
-// ring_base (pooled). p4/tna/lb.p4 still keys its ring table by
-// (service_id, half, slot) and its rows name the active half, until its
-// dense layout is compiled (issue 35, item 4); the translator serves both,
-// by what the P4Info's ring table is keyed by.
+// Both programs keep their rings in one pool: the ring table is indexed by
+// an address, and a service row names its ring by ring_base and its size.
+// p4/lb.p4's row holds the size (ring_size); p4/tna/lb.p4's holds the mask
+// (ring_mask, size - 1), which the TNA program applies to the packet's
+// hashes in the service row's own action, so that the ring address costs
+// no stage of its own (docs/tofino.md, "The dense ring").
 type Translator struct {
-	s      *runtime.Schema
-	ids    map[string]uint32 // table alias → ID
-	pooled bool
+	s        *runtime.Schema
+	ids      map[string]uint32 // table alias → ID
+	ringMask bool              // set_service takes ring_mask, not ring_size
 }
 
 // NewTranslator checks that the P4Info has every table and action this
@@ -74,14 +74,39 @@ func NewTranslator(s *runtime.Schema) (*Translator, error) {
 		return nil, fmt.Errorf("%w: the program predates datapath deadlines (R-DRAIN, R-PERSIST-CAP); rebuild it (make p4)", err)
 	}
 	rt, _ := s.Table(tRing)
-	_, err := runtime.MatchField(rt, "addr")
-	tr.pooled = err == nil
+	if _, err := runtime.MatchField(rt, "addr"); err != nil {
+		return nil, fmt.Errorf("%w: its ring table predates the ring pool (issue 35); rebuild the program (make p4, make p4-tna)", err)
+	}
+	a, _ = s.Action(aSetService)
+	if _, err := runtime.Param(a, "ring_mask"); err == nil {
+		tr.ringMask = true
+	} else if _, err := runtime.Param(a, "ring_size"); err != nil {
+		return nil, fmt.Errorf("%w (set_service needs ring_size or ring_mask)", err)
+	}
 	return tr, nil
 }
 
-// Pooled reports whether the program keeps its rings in one pool
-// addressed by the service rows' ring_base.
-func (tr *Translator) Pooled() bool { return tr.pooled }
+// ringSizeParam is a service row's ring size column.
+func (tr *Translator) ringSizeParam(size uint32) runtime.Value {
+	if !tr.ringMask {
+		return runtime.U("ring_size", uint64(size))
+	}
+	if size == 0 {
+		return runtime.U("ring_mask", 0) // no ring (lbc writes sizes ≥ MinRingSize)
+	}
+	return runtime.U("ring_mask", uint64(size-1))
+}
+
+// ringSize is the ring size a decoded service row holds.
+func (tr *Translator) ringSize(d *runtime.Decoded) uint64 {
+	if !tr.ringMask {
+		return d.Uint("ring_size")
+	}
+	if m := d.Uint("ring_mask"); m > 0 {
+		return m + 1
+	}
+	return 0
+}
 
 // Schema returns the P4Info schema.
 func (tr *Translator) Schema() *runtime.Schema { return tr.s }
@@ -226,8 +251,8 @@ func (tr *Translator) ServiceEntry(s *compiler.ServiceRow, base uint32, next [2]
 		return tr.s.Entry(tService, key, "", nil)
 	}
 	params := []runtime.Value{
-		runtime.U("ring_size", uint64(s.RingSize)),
-		tr.ringParam(s, base),
+		tr.ringSizeParam(s.RingSize),
+		runtime.U("ring_base", uint64(base)),
 		runtime.U("epoch", uint64(s.Epoch)),
 		runtime.U("idle_timeout_sec", uint64(s.IdleTimeoutSec)),
 		runtime.U("syn_new", b2u(s.SynNew)),
@@ -248,29 +273,10 @@ func (tr *Translator) ServiceEntry(s *compiler.ServiceRow, base uint32, next [2]
 	return e, err
 }
 
-// ringParam is the service row's ring column: the base of its active
-// half's region (pooled), or the active half.
-func (tr *Translator) ringParam(s *compiler.ServiceRow, base uint32) runtime.Value {
-	if tr.pooled {
-		return runtime.U("ring_base", uint64(base))
-	}
-	return runtime.U("active_half", uint64(s.ActiveHalf))
-}
-
 // RingEntry is the entry of the ring table at addr: a slot of the region
-// of one ring half (backend 0 with withAction false: the key alone). Only
-// for a pooled program (KeyedRingEntry otherwise).
+// of one ring half (backend 0 with withAction false: the key alone).
 func (tr *Translator) RingEntry(addr, backendID uint32, withAction bool) (*p4v1.TableEntry, error) {
-	return tr.ringEntry([]runtime.Value{runtime.U("addr", uint64(addr))}, backendID, withAction)
-}
-
-// KeyedRingEntry is the entry of one ring slot of a program whose ring
-// table is keyed by (service_id, half, slot).
-func (tr *Translator) KeyedRingEntry(r *compiler.RingEntry, withAction bool) (*p4v1.TableEntry, error) {
-	return tr.ringEntry([]runtime.Value{runtime.U("service_id", uint64(r.ServiceID)), runtime.U("half", uint64(r.Half)), runtime.U("slot", uint64(r.Slot))}, r.BackendID, withAction)
-}
-
-func (tr *Translator) ringEntry(key []runtime.Value, backendID uint32, withAction bool) (*p4v1.TableEntry, error) {
+	key := []runtime.Value{runtime.U("addr", uint64(addr))}
 	if !withAction {
 		return tr.s.Entry(tRing, key, "", nil)
 	}
@@ -379,14 +385,12 @@ func (tr *Translator) Update(c compiler.Change, next [2]uint32, dl Deadlines, rs
 		e, err = tr.VIPEntry(c.VIP, with)
 	case c.Service != nil:
 		var base uint32
-		if with && tr.pooled {
+		if with {
 			if base, err = ringAddr(rs, ringpool.Key{Svc: c.Service.ID, Half: c.Service.ActiveHalf & 1}, 0); err != nil {
 				return nil, err
 			}
 		}
 		e, err = tr.ServiceEntry(c.Service, base, next, with)
-	case c.Ring != nil && !tr.pooled:
-		e, err = tr.KeyedRingEntry(c.Ring, with)
 	case c.Ring != nil:
 		k := ringpool.Key{Svc: c.Ring.ServiceID, Half: c.Ring.Half & 1}
 		var addr uint32
@@ -490,7 +494,7 @@ func (tr *Translator) ReadBack(ctx context.Context, tabs Tables, tunnel *p4v1.Ta
 		if err != nil {
 			return nil, nil, err
 		}
-		s := compiler.ServiceRow{ID: uint32(d.Uint("service_id")), RingSize: uint32(d.Uint("ring_size")),
+		s := compiler.ServiceRow{ID: uint32(d.Uint("service_id")), RingSize: uint32(tr.ringSize(d)),
 			Epoch: uint32(d.Uint("epoch")), IdleTimeoutSec: uint32(d.Uint("idle_timeout_sec")), SynNew: d.Uint("syn_new") == 1,
 			NoBackends: d.Uint("no_backends") == 1, AllUnhealthy: d.Uint("all_unhealthy") == 1, Encap: compiler.Encap(d.Uint("encap"))}
 		for c := range s.Classes {
@@ -504,13 +508,10 @@ func (tr *Translator) ReadBack(ctx context.Context, tabs Tables, tunnel *p4v1.Ta
 			}
 		}
 		s.Name, s.Decision, s.Rule, s.Eligible, s.FailoverSide, s.ActiveHalf = m.Name, m.Decision, m.Rule, m.Eligible, m.FailoverSide, m.Half&1
-		if !tr.pooled {
-			s.ActiveHalf = uint8(d.Uint("active_half"))
-		}
 		if s.RingSize > compiler.MaxRingSize {
-			return nil, nil, fmt.Errorf("service %d: ring_size %d beyond the largest ring size %d (not written by lbc; delete the row)", s.ID, s.RingSize, compiler.MaxRingSize)
+			return nil, nil, fmt.Errorf("service %d: ring size %d beyond the largest ring size %d (not written by lbc; delete the row)", s.ID, s.RingSize, compiler.MaxRingSize)
 		}
-		if s.RingSize > 0 && tr.pooled {
+		if s.RingSize > 0 {
 			lay.Regions[ringpool.Key{Svc: s.ID, Half: s.ActiveHalf}] = ringpool.Span{Base: uint32(d.Uint("ring_base")), N: s.RingSize}
 		}
 		if s.Name == "" {
@@ -534,12 +535,6 @@ func (tr *Translator) ReadBack(ctx context.Context, tabs Tables, tunnel *p4v1.Ta
 		d, err := tr.s.Decode(e)
 		if err != nil {
 			return nil, nil, err
-		}
-		if !tr.pooled {
-			if err := keyedSlot(rings, d); err != nil {
-				return nil, nil, err
-			}
-			continue
 		}
 		addr := uint32(d.Uint("addr"))
 		entries = append(entries, slotEntry{addr, uint32(d.Uint("backend_id"))})
@@ -617,28 +612,6 @@ func (tr *Translator) ReadBack(ctx context.Context, tabs Tables, tunnel *p4v1.Ta
 	ir.NextServiceID, ir.NextBackendID = next[0], next[1]
 	ir.Sort()
 	return ir, lay, nil
-}
-
-// keyedSlot reads one entry of a ring table keyed by (service_id, half,
-// slot) into rings.
-func keyedSlot(rings map[uint32]*compiler.RingRows, d *runtime.Decoded) error {
-	id, half, slot := uint32(d.Uint("service_id")), d.Uint("half"), d.Uint("slot")
-	if slot >= compiler.MaxRingSize {
-		// The IR holds a ring as a slice: a slot past every ring size
-		// lbc writes would make the read-back allocate for it.
-		return fmt.Errorf("ring entry of service %d half %d: slot %d beyond the largest ring size %d (not written by lbc; delete it)", id, half, slot, compiler.MaxRingSize)
-	}
-	r := rings[id]
-	if r == nil {
-		r = &compiler.RingRows{ServiceID: id}
-		rings[id] = r
-	}
-	h := &r.Halves[half&1]
-	for uint64(len(*h)) <= slot {
-		*h = append(*h, 0)
-	}
-	(*h)[slot] = uint32(d.Uint("backend_id"))
-	return nil
 }
 
 type region struct {

@@ -171,12 +171,14 @@ func TestResubmitNoteMatchesMakefile(t *testing.T) {
 	if len(st.Notes) != 1 || !strings.HasPrefix(st.Notes[0], resubmitNote) {
 		t.Fatalf("TESTGEN_RESUBMIT_NOTE %q reads as notes %q, which the harness (prefix %q) does not recognise", note, st.Notes, resubmitNote)
 	}
+	// P4Testgen's random search on Tofino 2 may find no resubmitting path
+	// in a run; the two TNA sets together always hold some.
+	n := 0
 	for _, set := range []string{"tofino", "tofino2"} {
 		files, err := filepath.Glob(filepath.Join("testdata", set, "*.stf"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := 0
 		for _, f := range files {
 			b, err := os.ReadFile(f)
 			if err != nil {
@@ -186,8 +188,8 @@ func TestResubmitNoteMatchesMakefile(t *testing.T) {
 				n++
 			}
 		}
-		if n == 0 {
-			t.Errorf("no committed %s test carries the note %q: regenerated with another wording?", set, note)
-		}
+	}
+	if n == 0 {
+		t.Errorf("no committed TNA test carries the note %q: regenerated with another wording?", note)
 	}
 }

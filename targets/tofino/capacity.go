@@ -33,6 +33,12 @@ func flowsHeld(g sim.TNAGeometry) (sim.HeldFigures, error) {
 	return f, nil
 }
 
+// MaxRingEntries is the largest ring table the TNA program places: 2^18
+// 16-bit entries of a direct-indexed table in one stage (p4c-barefoot
+// 9.13.4 places no 2^19 in any stage of either target; docs/tofino.md,
+// "The dense ring").
+const MaxRingEntries = 1 << 18
+
 // Capacity is the size of the TNA program's tables, read from its P4Info
 // (p4/tna/build/lb.p4info.txtpb), and of its conntrack on Tofino 1: the
 // flows it holds at ≤ 1 % refusal of new flows in steady state (R-CT-CAP:
@@ -63,6 +69,11 @@ func Capacity() (compiler.Capacity, error) {
 	}
 	tables := c.Tables[:0]
 	for _, t := range c.Tables {
+		if t.Holds == compiler.HoldsRingEntries && t.Size >= MaxRingEntries {
+			t.Raise = fmt.Sprintf("fewer or smaller rings: %s cannot grow past %d entries, the most a Tofino stage places (docs/tofino.md, \"The dense ring\")", t.Table, MaxRingEntries)
+		} else if t.Holds == compiler.HoldsRingEntries {
+			t.Raise = fmt.Sprintf("recompile p4/tna/lb.p4 with -DRING_ADDR_BITS=N (2^N entries, at most %d; docs/tofino.md)", MaxRingEntries)
+		}
 		if t.Holds != compiler.HoldsConnections { // the P4Info's register size is slots, not flows held
 			tables = append(tables, t)
 		}

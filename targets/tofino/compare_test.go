@@ -122,7 +122,7 @@ func TestSameCompilerOutputOnCommittedBfrt(t *testing.T) {
 		})
 		swapped := jsonEdit(t, b, func(m map[string]any) {
 			for _, x := range m["tables"].([]any) {
-				if tm := x.(map[string]any); tm["name"] == "pipe.LbIngress.ring" {
+				if tm := x.(map[string]any); tm["name"] == "pipe.LbIngress.vip_port" {
 					k := tm["key"].([]any)
 					k[1], k[2] = k[2], k[1]
 				}
@@ -132,7 +132,7 @@ func TestSameCompilerOutputOnCommittedBfrt(t *testing.T) {
 			name  string
 			other []byte
 			want  bool
-		}{{"another run's order", rerun, true}, {"ring key swapped", swapped, false}} {
+		}{{"another run's order", rerun, true}, {"VIP key swapped", swapped, false}} {
 			if got, err := SameCompilerOutput("bf-rt.json", b, tc.other); err != nil || got != tc.want {
 				t.Errorf("%s: %s: same %v (%v), want %v", c.Target, tc.name, got, err, tc.want)
 			}

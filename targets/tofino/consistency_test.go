@@ -76,7 +76,7 @@ func TestTNABuildCheckCatchesDrift(t *testing.T) {
 		if !ok {
 			t.Fatal("no table LbIngress.ring in the source")
 		}
-		ringSize := macro("RING_TABLE_SIZE")
+		ringBits := macro("RING_ADDR_BITS")
 		ctBits := macro("CT_WAY_BITS")
 		vip := macro("VIP_TABLE_SIZE")
 		for _, tc := range []struct {
@@ -87,8 +87,8 @@ func TestTNABuildCheckCatchesDrift(t *testing.T) {
 			edit func(t *testing.T, b []byte) []byte
 			want []string
 		}{
-			{name: "RING_TABLE_SIZE halved", source: editLine(t, ringSize.Pos, `(define\s+RING_TABLE_SIZE\s+)\S+`, "${1}("+ringSize.Value+"/2)"),
-				want: []string{"table LbIngress.ring: size"}},
+			{name: "RING_ADDR_BITS minus one", source: editLine(t, ringBits.Pos, `(define\s+RING_ADDR_BITS\s+)\S+`, "${1}("+ringBits.Value+"-1)"),
+				want: []string{"table LbIngress.ring: size", "key field 1 is addr/18 bits"}},
 			// Tofino 1: each way's registers halve; Tofino 2: a way's two
 			// register arrays become one of the same size.
 			{name: "CT_WAY_BITS minus one", source: editLine(t, ctBits.Pos, `(define\s+CT_WAY_BITS\s+)\S+`, "${1}("+ctBits.Value+"-1)"),
@@ -101,10 +101,10 @@ func TestTNABuildCheckCatchesDrift(t *testing.T) {
 				want: []string{"context.json: table LbIngress.ring: size 65536, " + fmt.Sprint(ring.Size) + " in the P4Info"}},
 			{name: "context.json of another CT_EMPTY", file: "context.json", edit: jsonTable("LbIngress.ct_sig2", func(t map[string]any) { t["initial_value_lo"] = 0 }),
 				want: []string{"context.json: register LbIngress.ct_sig2: initial value 0x0, 0x80000000 in the source"}},
-			{name: "bf-rt.json ring key in another order", file: "bf-rt.json", edit: jsonTable("pipe.LbIngress.ring", func(t map[string]any) {
+			{name: "bf-rt.json VIP key in another order", file: "bf-rt.json", edit: jsonTable("pipe.LbIngress.vip_port", func(t map[string]any) {
 				k := t["key"].([]any)
 				k[0], k[1] = k[1], k[0]
-			}), want: []string{"bf-rt.json against the P4Info: table LbIngress.ring: key"}},
+			}), want: []string{"bf-rt.json against the P4Info: table LbIngress.vip_port: key"}},
 			{name: "resource summary of another placement", file: "resources-" + c.Target + ".txt", edit: func(t *testing.T, b []byte) []byte {
 				return []byte(strings.Replace(string(b), "stages used: ", "stages used: 1", 1))
 			}, want: []string{"resources-" + c.Target + ".txt: stages used 1"}},

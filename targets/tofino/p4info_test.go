@@ -239,7 +239,9 @@ func TestTofinoCompilerOutputs(t *testing.T) {
 // TestTNAP4InfoSharesNames: every table, action and parameter the IR
 // translation writes exists in the TNA P4Info with the v1model program's
 // names and widths (idle_ticks is this target's own; the backend's
-// deadline is as wide as each program's clock).
+// deadline is as wide as each program's clock; the dense ring's address
+// and entries are as wide as the pool and the conntrack's backend ID, and
+// its rows hold the ring's mask where lb.p4's hold its size).
 func TestTNAP4InfoSharesNames(t *testing.T) {
 	tna, err := runtime.LoadP4Info(tnaP4Info)
 	if err != nil {
@@ -256,27 +258,18 @@ func TestTNAP4InfoSharesNames(t *testing.T) {
 			t.Errorf("table %s: %v", alias, err)
 			continue
 		}
-		if alias == "ring" {
-			// The ring layouts differ until the TNA program's pooled
-			// ring is compiled (issue 35, item 4): targets/bmv2's
-			// translation serves both (Translator.Pooled), and no
-			// third.
-			var tf, vf []string
-			for _, f := range other.GetMatchFields() {
-				tf = append(tf, f.Name)
-			}
-			for _, f := range tb.MatchFields {
-				vf = append(vf, f.Name)
-			}
-			if fmt.Sprint(tf) != "[service_id half slot]" || fmt.Sprint(vf) != "[addr]" {
-				t.Errorf("table ring: TNA keyed by %v, v1model by %v; want [service_id half slot] and [addr]", tf, vf)
-			}
-			continue
-		}
 		if len(other.MatchFields) != len(tb.MatchFields) {
 			t.Errorf("table %s: %d match fields in TNA, %d in v1model", alias, len(other.MatchFields), len(tb.MatchFields))
 		}
 		for i, f := range tb.MatchFields {
+			if alias == "ring" && i < len(other.MatchFields) && other.MatchFields[i].Name == f.Name && other.MatchFields[i].GetMatchType() == f.GetMatchType() {
+				// The TNA ring is direct-indexed: its address is as
+				// wide as the pool (RING_ADDR_BITS), lb.p4's 32 bits.
+				if other.MatchFields[i].Bitwidth != 18 || f.Bitwidth != 32 {
+					t.Errorf("table ring addr: TNA %d bits, v1model %d; want 18 (RING_ADDR_BITS) and 32", other.MatchFields[i].Bitwidth, f.Bitwidth)
+				}
+				continue
+			}
 			if i < len(other.MatchFields) && (other.MatchFields[i].Name != f.Name || other.MatchFields[i].Bitwidth != f.Bitwidth || other.MatchFields[i].GetMatchType() != f.GetMatchType()) {
 				t.Errorf("table %s field %d: TNA %v, v1model %v", alias, i, other.MatchFields[i], f)
 			}
@@ -302,8 +295,16 @@ func TestTNAP4InfoSharesNames(t *testing.T) {
 				}
 				continue
 			}
-			if a.Preamble.Alias == "set_service" && p.Name == "ring_base" && other.Params[i].Name == "active_half" {
-				continue // the ring layouts, as above
+			if a.Preamble.Alias == "set_service" && p.Name == "ring_size" && other.Params[i].Name == "ring_mask" && other.Params[i].Bitwidth == p.Bitwidth {
+				continue // TNA masks the hashes in the row's action (docs/tofino.md, "The dense ring")
+			}
+			if a.Preamble.Alias == "set_ring_backend" && p.Name == "backend_id" && other.Params[i].Name == p.Name {
+				// A TNA ring entry is its 16-bit backend ID (the
+				// conntrack's width), lb.p4's 32 bits.
+				if other.Params[i].Bitwidth != 16 || p.Bitwidth != 32 {
+					t.Errorf("set_ring_backend backend_id: TNA %d bits, v1model %d; want 16 and 32", other.Params[i].Bitwidth, p.Bitwidth)
+				}
+				continue
 			}
 			if other.Params[i].Name != p.Name || other.Params[i].Bitwidth != p.Bitwidth {
 				t.Errorf("action %s param %d: TNA %s/%d, v1model %s/%d", a.Preamble.Alias, i, other.Params[i].Name, other.Params[i].Bitwidth, p.Name, p.Bitwidth)

@@ -189,17 +189,25 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         size = VIP_TABLE_SIZE;
     }
 
-    // The service row: one write flips a service to its other ring half.
-    action set_service(bit<32> ring_size, bit<1> active_half, bit<32> epoch, bit<32> idle_timeout_sec,
+    // The service row: one write flips a service to its new ring, which
+    // the controller wrote beside the old one in the ring pool (its region
+    // [ring_base, ring_base + ring_mask] of the ring table).
+    action set_service(bit<32> ring_mask, bit<32> ring_base, bit<32> epoch, bit<32> idle_timeout_sec,
                        bit<1> syn_new, bit<1> no_backends, bit<1> all_unhealthy, bit<1> encap,
                        bit<3> tcp_affinity, bit<3> tcp_track, bit<1> tcp_persist,
                        bit<3> udp_affinity, bit<3> udp_track, bit<1> udp_persist,
                        bit<3> tunnel_affinity, bit<3> tunnel_track, bit<1> tunnel_persist,
-                       bit<3> other_affinity, bit<3> other_track, bit<1> other_persist) { DOMAIN(ring_size >= MIN_RING_SIZE && ring_size <= MAX_RING_SIZE && (ring_size & (ring_size - 1)) == 0); DOMAIN(AFFINITY_KIND(tcp_affinity) && TRACK_KIND(tcp_track) && AFFINITY_KIND(udp_affinity) && TRACK_KIND(udp_track)); DOMAIN(AFFINITY_KIND(tunnel_affinity) && TRACK_KIND(tunnel_track) && AFFINITY_KIND(other_affinity) && TRACK_KIND(other_track));
+                       bit<3> other_affinity, bit<3> other_track, bit<1> other_persist) { DOMAIN(ring_mask >= MIN_RING_SIZE - 1 && ring_mask < MAX_RING_SIZE && (ring_mask & (ring_mask + 1)) == 0 && ring_base < RING_TABLE_SIZE && ring_mask < RING_TABLE_SIZE - ring_base); DOMAIN(AFFINITY_KIND(tcp_affinity) && TRACK_KIND(tcp_track) && AFFINITY_KIND(udp_affinity) && TRACK_KIND(udp_track)); DOMAIN(AFFINITY_KIND(tunnel_affinity) && TRACK_KIND(tunnel_track) && AFFINITY_KIND(other_affinity) && TRACK_KIND(other_track));
         // ESP/GRE and other protocols leave through the fallback port; their
         // columns are held so that a read-back re-compiles to no writes.
-        md.ring_mask = ring_size - 1; // here, not beside the hash: one ALU step per action
-        md.active_half = active_half;
+        // R-MAGLEV-1: each layout's slot (hash mod ringSize, its low bits),
+        // masked here, where the hashes are known already, so that the
+        // tuples stage only adds the base: the ring address costs no stage
+        // of its own (a mask, not the size, is the parameter: one ALU step).
+        md.s5 = md.h5[RING_ADDR_BITS-1:0] & ring_mask[RING_ADDR_BITS-1:0];
+        md.s3 = md.h3[RING_ADDR_BITS-1:0] & ring_mask[RING_ADDR_BITS-1:0];
+        md.s2 = md.h2[RING_ADDR_BITS-1:0] & ring_mask[RING_ADDR_BITS-1:0];
+        md.ring_base = ring_base[RING_ADDR_BITS-1:0];
         md.epoch = epoch;
         md.idle_timeout_sec = idle_timeout_sec;
         md.syn_new = syn_new;
@@ -232,20 +240,23 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         size = IDLE_TICKS_TABLE_SIZE;
     }
 
-    // The double-buffered weighted Maglev ring.
-    action set_ring_backend(bit<32> backend_id) { DOMAIN(backend_id != 0);
-        md.ring_backend = backend_id;
-        md.backend_id = backend_id; // unless a conntrack entry names another
-        md.ring_hit = 1;
+    // The weighted Maglev rings, one pool: entry ring_base + slot of a
+    // service's region (docs/semantics.md, "The ring pool").
+    // Direct-indexed (a "hash action" table whose hash is the identity):
+    // the address is the entry's index, no key is stored, an entry is its
+    // 16-bit backend ID, and an address never written reads backend 0, a
+    // miss (docs/tofino.md, "The dense ring").
+    action set_ring_backend(bit<16> backend_id) {
+        md.ring_backend = (bit<32>)backend_id;
+        md.backend_id = (bit<32>)backend_id; // unless a conntrack entry names another
     }
+    @use_hash_action(1)
     table ring {
         key = {
-            md.service_id: exact @name("service_id");
-            md.active_half: exact @name("half");
-            md.slot: exact @name("slot");
+            md.ring_addr: exact @name("addr");
         }
-        actions = { set_ring_backend; @defaultonly NoAction; }
-        const default_action = NoAction();
+        actions = { set_ring_backend; }
+        const default_action = set_ring_backend(0);
         size = RING_TABLE_SIZE;
     }
 
@@ -281,7 +292,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
 
     // The egress MTU IP-in-IP packets must fit (R-MTU): the margins left for
     // each outer family, negative (bit 31 set) when the packet is too big.
-    action set_mtu(bit<16> mtu) {
+    action set_mtu(bit<16> mtu) { DOMAIN(mtu >= MIN_MTU && mtu <= MAX_MTU);
         md.mtu = mtu;
     }
     table egress_mtu {
@@ -319,113 +330,113 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
 
     // The tuples of the packet's class (R-AFF, R-TRK): the class's columns
     // of the service row pick which of the three hashes (h5, h3, h2) the
-    // ring slot and the conntrack key use. One table with constant entries
+    // ring address and the conntrack key use. One table with constant entries
     // instead of a cascade of conditions (a stage holds 16 logical tables);
     // TUPLE_2 and TUPLE_NONE take h2 (NONE tracks nothing).
     action use_tcp_a5_t5() {
-        md.slot = md.h5 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s5;
         md.h_trk = md.h5;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a5_t3() {
-        md.slot = md.h5 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s5;
         md.h_trk = md.h3;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a5_t2() {
-        md.slot = md.h5 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s5;
         md.h_trk = md.h2;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a3_t5() {
-        md.slot = md.h3 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s3;
         md.h_trk = md.h5;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a3_t3() {
-        md.slot = md.h3 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s3;
         md.h_trk = md.h3;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a3_t2() {
-        md.slot = md.h3 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s3;
         md.h_trk = md.h2;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a2_t5() {
-        md.slot = md.h2 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s2;
         md.h_trk = md.h5;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a2_t3() {
-        md.slot = md.h2 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s2;
         md.h_trk = md.h3;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a2_t2() {
-        md.slot = md.h2 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s2;
         md.h_trk = md.h2;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_udp_a5_t5() {
-        md.slot = md.h5 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s5;
         md.h_trk = md.h5;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a5_t3() {
-        md.slot = md.h5 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s5;
         md.h_trk = md.h3;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a5_t2() {
-        md.slot = md.h5 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s5;
         md.h_trk = md.h2;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a3_t5() {
-        md.slot = md.h3 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s3;
         md.h_trk = md.h5;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a3_t3() {
-        md.slot = md.h3 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s3;
         md.h_trk = md.h3;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a3_t2() {
-        md.slot = md.h3 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s3;
         md.h_trk = md.h2;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a2_t5() {
-        md.slot = md.h2 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s2;
         md.h_trk = md.h5;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a2_t3() {
-        md.slot = md.h2 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s2;
         md.h_trk = md.h3;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a2_t2() {
-        md.slot = md.h2 & md.ring_mask;
+        md.ring_addr = md.ring_base + md.s2;
         md.h_trk = md.h2;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
@@ -590,6 +601,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         md.be_foreign = 0;
         md.be_due = 0;
         md.be_has_deadline = 0;
+        md.be_unkept = 0;
         tunnel_source.apply();
         fallback.apply();
 
@@ -619,14 +631,25 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                 md.fwd_addr = 128w0xffff00000000 | (bit<128>)hdr.ipv4.dst;
                 md.inner_len = hdr.ipv4.total_len;
                 md.inner_proto = PROTO_IPIP;
-                md.need4 = hdr.ipv4.total_len + 20;
-                md.need6 = hdr.ipv4.total_len + 40;
             } else if (hdr.ipv6.isValid()) {
                 md.fwd_addr = hdr.ipv6.dst;
                 md.inner_len = hdr.ipv6.payload_len + 40;
                 md.inner_proto = PROTO_IPV6;
+            }
+            // The margins are 16 bits: a length field of 2^15 or more
+            // (which may claim more than the frame holds) is too big for
+            // every MTU lbc writes (MIN_MTU..MAX_MTU), and needs NEED_HUGE,
+            // whose margin is negative for all of them, instead of a sum
+            // that would wrap.
+            if (hdr.ipv4.isValid() && hdr.ipv4.total_len[15:15] == 0) {
+                md.need4 = hdr.ipv4.total_len + 20;
+                md.need6 = hdr.ipv4.total_len + 40;
+            } else if (hdr.ipv6.isValid() && hdr.ipv6.payload_len[15:15] == 0) {
                 md.need4 = hdr.ipv6.payload_len + 60;
                 md.need6 = hdr.ipv6.payload_len + 80;
+            } else {
+                md.need4 = NEED_HUGE;
+                md.need6 = NEED_HUGE;
             }
             egress_mtu.apply();
             md.mtu_slack4 = md.mtu - md.need4;
@@ -677,8 +700,9 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
             // R-HASH: the packet's three layouts were hashed at the start
             // (h5, h3, h2); the class's columns of the service row pick the
             // affinity and the tracking tuple directly, in the stage after
-            // the service. R-MAGLEV-1: slot = hash mod ringSize = its low
-            // bits, ringSize being a power of two on this target.
+            // the service: the ring address is the base plus the affinity
+            // hash's slot (R-MAGLEV-1: hash mod ringSize = its low bits,
+            // ringSize being a power of two on this target).
             tuples.apply();
         }
 
@@ -739,8 +763,6 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                     if (md.ct_way == 1) { CT_RUN(ct_backend_claim, 1) }
                     if (md.ct_way == 2) { CT_RUN(ct_backend_claim, 2) }
                     if (md.ct_way == 3) { CT_RUN(ct_backend_claim, 3) }
-                    service_new_conns.count(md.service_id[SERVICE_COUNTER_BITS-1:0]);
-                    backend_new_conns.count(md.ring_backend[BACKEND_COUNTER_BITS-1:0]);
                 }
             } else if (md.ct_on == 1) {
                 // Pass 1: the 4 ways side by side, in three steps. The
@@ -778,6 +800,11 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                         CT_SET(md.backend_id, ct_backend_read, 3)
                     }
                 }
+            }
+            // Backend 0 is an address no ring holds (direct-indexed: every
+            // address reads an entry).
+            if (md.ring_backend != 0) {
+                md.ring_hit = 1;
             }
             if (md.icmp_error == 1 && md.ct_on == 1 && md.ct_candidate == 0 && md.ring_hit == 1) {
                 service_icmp_error_misses.count(md.service_id[SERVICE_COUNTER_BITS-1:0]);
@@ -821,21 +848,30 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                     md.no_ring = 1; DOMAIN(false); // a ring slot names a backend row lbc wrote first (compiler.Diff orders them)
                 }
             } else {
-                // Each condition reads one 32-bit value (a Tofino gateway
-                // reads at most 4 bytes and 12 bits), so the three are
-                // taken apart here and joined in the verdict below.
+                // Whether a recorded backend may keep its flow, for a
+                // conntrack hit only (so that nothing an untracked packet
+                // reads depends on the clock). Each condition reads one
+                // 32-bit value (a Tofino gateway reads at most 4 bytes and
+                // 12 bits), so they are taken apart here and joined in the
+                // verdict below.
                 be_family.apply();
-                if (md.be_svc_diff != 0) {
-                    md.be_foreign = 1;
-                }
-                // R-DRAIN, R-PERSIST-CAP: the deadline D has come when
-                // (now - D) mod 2^32 < 2^31 (internal/tick), that is when
-                // bit 31 of be_until = D + ~now = ~(now - D) is set.
-                if (md.be_until[31:31] == 1) {
-                    md.be_due = 1;
-                }
-                if (md.be_deadline != 0) {
-                    md.be_has_deadline = 1;
+                if (md.ct_candidate == 1) {
+                    if (md.be_svc_diff != 0) {
+                        md.be_foreign = 1;
+                    }
+                    // R-DRAIN, R-PERSIST-CAP: the deadline D has come when
+                    // (now - D) mod 2^32 < 2^31 (internal/tick), that is
+                    // when bit 31 of be_until = D + ~now = ~(now - D) is set.
+                    if (md.be_until[31:31] == 1) {
+                        md.be_due = 1;
+                    }
+                    if (md.be_deadline != 0) {
+                        md.be_has_deadline = 1;
+                    }
+                    // R-PERSIST, R-PERSIST-LR
+                    if (md.be_healthy == 0 && md.persist == 0 && md.all_unhealthy == 0) {
+                        md.be_unkept = 1;
+                    }
                 }
             }
         }
@@ -846,8 +882,7 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         // The verdict, in one stage: every condition reads what the stages
         // above decided, so none waits for another.
         if (md.cpu == 0 && md.dropped == 0 && md.reselect == 0) {
-            if (md.ct_candidate == 1 && (md.be_foreign == 1 || (md.be_has_deadline == 1 && md.be_due == 1) ||
-                    (md.be_healthy == 0 && md.persist == 0 && md.all_unhealthy == 0))) {
+            if (md.be_foreign == 1 || (md.be_has_deadline == 1 && md.be_due == 1) || md.be_unkept == 1) {
                 // R-DRAIN and R-PERSIST-CAP (the backend's deadline),
                 // R-PERSIST, R-PERSIST-LR: the recorded backend may not keep
                 // the flow; select afresh, and pass 2 rewrites the flow's way
@@ -953,6 +988,12 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
         }
         if (md.dropped == 1) {
             drops.count(md.drop_reason);
+        }
+        // A new connection's entry was written (pass 2): counted here, at
+        // the end, where the stage has hash units to address the counters.
+        if (md.ct_on == 1 && md.ct_bypass == 1 && md.ct_claim == 1) {
+            service_new_conns.count(md.service_id[SERVICE_COUNTER_BITS-1:0]);
+            backend_new_conns.count(md.ring_backend[BACKEND_COUNTER_BITS-1:0]);
         }
         // Refused (R-CT-CAP): no free way, forwarded by the ring (not an
         // ICMP error, which never takes an entry, nor a ring miss).
