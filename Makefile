@@ -192,11 +192,13 @@ TESTGEN_SEED ?= 1000
 # 1,000 paths make it steady from run to run (P4Testgen is not
 # deterministic); on Tofino 1 greedy reaches the most statements; on
 # Tofino 2 greedy stops after its first test (an unimplemented tainted
-# header validity), so random backtracking. P4Testgen is not deterministic,
+# header validity), so random backtracking. On Tofino 1, 1,000 paths (2
+# minutes) give 957 tests, 38 of them forwarding to a backend, and 84 % of
+# the statements; 300 gave 277, 3 and 78 %. P4Testgen is not deterministic,
 # and on p4/lb.p4 how many tests forward a tracked flow (a new conntrack
 # entry) varies from run to run: with the ring pool, 3 and 17 at seed 1, 4
 # at seed 1000, 5 at seed 7; the committed set is the one of 17.
-TESTGEN_RUNS ?= bmv2=GREEDY_STATEMENT_SEARCH/1000/1 tofino=GREEDY_STATEMENT_SEARCH/300 tofino2=RANDOM_BACKTRACK/300
+TESTGEN_RUNS ?= bmv2=GREEDY_STATEMENT_SEARCH/1000/1 tofino=GREEDY_STATEMENT_SEARCH/1000 tofino2=RANDOM_BACKTRACK/300
 # -DLBC_TESTGEN turns the programs' DOMAIN(...) lines into P4Testgen
 # assumptions (p4/include/define.p4): entries only as lbc's compiler
 # writes them.
