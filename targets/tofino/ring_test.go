@@ -23,19 +23,17 @@ func TestDenseRingRowsHoldMasks(t *testing.T) {
 		s := v.Schema()
 		type region struct{ base, mask uint64 }
 		byID := map[uint64]region{}
-		masks := map[uint64]uint64{}
 		for _, e := range v.Entries("service") {
 			d, err := s.Decode(e)
 			if err != nil {
 				t.Fatal(err)
 			}
 			byID[d.Uint("service_id")] = region{d.Uint("ring_base"), d.Uint("ring_mask")}
-			masks[d.Uint("service_id")] = d.Uint("ring_mask")
 		}
 		ir := compile(t, cfg, nil, nil, 0)
 		for name, m := range want {
 			svc := ir.ServiceByName(name)
-			if got := masks[uint64(svc.ID)]; got != m {
+			if got := byID[uint64(svc.ID)].mask; got != m {
 				t.Errorf("service %q: ring_mask %d, want %d (ringSize %d - 1)", name, got, m, svc.RingSize)
 			}
 		}
