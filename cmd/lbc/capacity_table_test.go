@@ -83,7 +83,7 @@ func TestCapacityTable(t *testing.T) {
 		auto, oldDef int // services that fit
 		oldRing      int
 	}{
-		{tf, 255, 3, 65536},
+		{tf, 1023, 15, 65536},
 		{bm, 1023, 14, compiler.OldDefaultRingSize},
 		{bm4, 4096, 63, compiler.OldDefaultRingSize},
 		{xd, 16384, 1023, compiler.OldDefaultRingSize},

@@ -69,7 +69,7 @@ too small is named with its size and how to raise it. Rings that do not fit
 the ring table are one problem: by how much, the largest rings, and the finest
 ringPrecision at which the services with ringSize auto (the default) fit:
 
-   lb.yaml:3: --target tofino: the rings need 308224 entries (...), 46080 more than its LbIngress.ring holds (262144); the largest rings: ...; the finest precision that fits is ringPrecision: 0.016 on the 300 services with ringSize auto (...)
+   lb.yaml:3: --target tofino: the rings need 1230848 entries (...), 182272 more than its LbIngress.ring holds (1048576); the largest rings: ...; the finest precision that fits is ringPrecision: 0.016 on the 600 services with ringSize auto (...)
 
 On tofino an explicit ringSize must be a power of two; one that is not is
 reported at its line with the size to set.

@@ -32,6 +32,12 @@
 // never within the microseconds a packet that read the old row may still
 // be reading it. When no window can be emptied in one round, slide moves
 // regions toward the start of the map and plan tries again.
+//
+// A pool may be banked (NewBanked): the array is several tables of one
+// size (Tofino's ring is four direct-indexed tables, docs/tofino.md "The
+// dense ring"), and a region never crosses from one to the next. The free
+// space is kept cut at the banks' edges, so that first fit, compaction and
+// slide, which only ever place a region inside one free run, respect them.
 package ringpool
 
 import (
@@ -61,6 +67,7 @@ func (s Span) Overlaps(o Span) bool { return s.Base < o.End() && o.Base < s.End(
 // datapath's writer owns it.
 type Pool struct {
 	size uint32
+	bank uint32 // a region lies inside [k·bank, (k+1)·bank); = size unbanked
 	// halves are the live regions: every half the loader holds.
 	halves map[Key]Span
 	// free is the space neither live nor quarantined, sorted by base,
@@ -71,14 +78,43 @@ type Pool struct {
 }
 
 // New returns an empty pool of size entries: all of them free.
-func New(size uint32) *Pool {
-	p := &Pool{size: size, halves: map[Key]Span{}}
+func New(size uint32) *Pool { return NewBanked(size, size) }
+
+// NewBanked returns an empty pool of size entries in banks of bank entries
+// each (the last may be shorter): no region crosses from one bank to the
+// next. A bank of 0 or of size or more is one bank.
+func NewBanked(size, bank uint32) *Pool {
+	if bank == 0 || bank > size {
+		bank = size
+	}
+	p := &Pool{size: size, bank: bank, halves: map[Key]Span{}}
 	p.Rebuild()
 	return p
 }
 
 // Size is the entries of the array the pool allocates from.
 func (p *Pool) Size() uint32 { return p.size }
+
+// Bank is the entries of one bank: no region crosses a multiple of it.
+func (p *Pool) Bank() uint32 { return p.bank }
+
+// crossesBank reports whether s holds entries of two banks.
+func (p *Pool) crossesBank(s Span) bool {
+	return p.bank > 0 && s.N > 0 && s.Base/p.bank != (s.End()-1)/p.bank
+}
+
+// cut appends s to runs, cut at the banks' edges.
+func (p *Pool) cut(runs []Span, s Span) []Span {
+	for s.N > 0 {
+		n := s.N
+		if p.bank > 0 {
+			n = min(n, p.bank-s.Base%p.bank)
+		}
+		runs = append(runs, Span{s.Base, n})
+		s = Span{s.Base + n, s.N - n}
+	}
+	return runs
+}
 
 // Rebuild makes the free space the complement of the live and quarantined
 // regions: after Place and Quarantine have rebuilt a pool from what a
@@ -94,12 +130,12 @@ func (p *Pool) Rebuild() {
 	at := uint32(0)
 	for _, u := range used {
 		if u.Base > at {
-			p.free = append(p.free, Span{at, u.Base - at})
+			p.free = p.cut(p.free, Span{at, u.Base - at})
 		}
 		at = max(at, u.End())
 	}
 	if at < p.size {
-		p.free = append(p.free, Span{at, p.size - at})
+		p.free = p.cut(p.free, Span{at, p.size - at})
 	}
 }
 
@@ -115,6 +151,9 @@ func (p *Pool) Place(k Key, s Span) error {
 	}
 	if s.End() > p.size || s.End() < s.Base {
 		return fmt.Errorf("rings pool: region %d+%d of service %d half %d is out of the %d entries", s.Base, s.N, k.Svc, k.Half, p.size)
+	}
+	if p.crossesBank(s) {
+		return fmt.Errorf("rings pool: region %d+%d of service %d half %d crosses from one ring table to the next (%d entries each)", s.Base, s.N, k.Svc, k.Half, p.bank)
 	}
 	if o, ok := p.halves[k]; ok {
 		return fmt.Errorf("rings pool: service %d half %d holds %d+%d already", k.Svc, k.Half, o.Base, o.N)
@@ -202,7 +241,7 @@ func (p *Pool) Unquarantine() {
 	sort.Slice(all, func(i, j int) bool { return all[i].Base < all[j].Base })
 	merged := all[:0]
 	for _, s := range all {
-		if k := len(merged); k > 0 && merged[k-1].End() == s.Base {
+		if k := len(merged); k > 0 && merged[k-1].End() == s.Base && !p.crossesBank(Span{merged[k-1].Base, merged[k-1].N + s.N}) {
 			merged[k-1].N += s.N
 			continue
 		}
@@ -380,6 +419,8 @@ type liveSpan struct {
 // Regions cannot be split (a ring is contiguous), so free space in pieces
 // each smaller than the regions that would have to make way for it cannot
 // be joined: then plan fails, and the map is full for this ring.
+//
+// In a banked pool (NewBanked) a window lies inside one bank.
 func (p *Pool) plan(n uint32, pinned Key) ([]move, bool) {
 	if n > p.size {
 		return nil, false
@@ -400,6 +441,9 @@ func (p *Pool) plan(n uint32, pinned Key) ([]move, bool) {
 	for _, l := range live {
 		edge(l.s)
 	}
+	for b := p.bank; b < p.size; b += p.bank {
+		edge(Span{b - p.bank, p.bank})
+	}
 	type window struct {
 		at    uint32
 		cost  uint32
@@ -408,10 +452,10 @@ func (p *Pool) plan(n uint32, pinned Key) ([]move, bool) {
 	}
 	var ws []window
 	for at := range starts {
-		if at > p.size-n {
+		w := Span{at, n}
+		if at > p.size-n || p.crossesBank(w) {
 			continue
 		}
-		w := Span{at, n}
 		i := sort.Search(len(live), func(i int) bool { return live[i].s.End() > at })
 		win := window{at: at, first: i}
 		inside := uint32(0) // live entries inside the window

@@ -34,8 +34,10 @@ type readers struct {
 	failMov error
 }
 
-func newReaders(t *testing.T, size uint32) *readers {
-	return &readers{t: t, p: ringpool.New(size), mem: make([]string, size), live: map[ringpool.Key]ringpool.Span{}}
+func newReaders(t *testing.T, size uint32) *readers { return newBankedReaders(t, size, size) }
+
+func newBankedReaders(t *testing.T, size, bank uint32) *readers {
+	return &readers{t: t, p: ringpool.NewBanked(size, bank), mem: make([]string, size), live: map[ringpool.Key]ringpool.Span{}}
 }
 
 // writable fails the test if s overlaps what a packet may read.
@@ -162,6 +164,9 @@ func (r *readers) check() {
 	for k, s := range r.live {
 		if held[k] != s {
 			r.t.Fatalf("pool has %v at %v, readers at %v", k, held[k], s)
+		}
+		if b := r.p.Bank(); s.Base/b != (s.End()-1)/b {
+			r.t.Fatalf("%v at %v crosses from one bank of %d entries to the next", k, s, b)
 		}
 		name := fmt.Sprint(k)
 		for i := s.Base; i < s.End(); i++ {
@@ -401,13 +406,22 @@ func TestPoolPlace(t *testing.T) {
 // than 2,048 between them: none of them can move, so no run of 2,048 can
 // be made), and the refusal says so (TestPoolCompaction's "pieces").
 func TestPoolChurn(t *testing.T) {
-	sizes := []uint32{64, 128, 256, 509, 1024, 2048}
-	const size, load = 40000, 36000
+	testPoolChurn(t, []uint32{64, 128, 256, 509, 1024, 2048}, 40000, 40000, 36000)
+}
+
+// TestPoolChurnBanked: the same on a pool of four banks (Tofino's ring
+// tables) with the power-of-two rings Tofino takes: no region ever crosses
+// a bank, and every push that fits the total fits the banks.
+func TestPoolChurnBanked(t *testing.T) {
+	testPoolChurn(t, []uint32{64, 128, 256, 512, 1024, 2048}, 32768, 8192, 29000)
+}
+
+func testPoolChurn(t *testing.T, sizes []uint32, size, bank, load uint32) {
 	compactions := 0
 	for seed := int64(1); seed <= 12; seed++ {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
-			r := newReaders(t, size)
+			r := newBankedReaders(t, size, bank)
 			active := map[uint32]uint8{} // service → active half
 			ring := map[uint32]uint32{}
 			next := uint32(1)

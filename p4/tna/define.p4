@@ -10,7 +10,8 @@
  * (sim.TNATofino1, sim.TNATofino2). The 4 ways are fixed by the code; way
  * w's slot is the low CT_WAY_BITS bits of CRC-32 with CT_POLY_w (normal
  * form; reflected, init and final XOR 0xFFFFFFFF) over (service_id,
- * h_trk), h_trk being the R-HASH CRC32 of the tracking tuple. */
+ * h5), h5 being the R-HASH CRC32 of the 5-tuple, the only tuple the
+ * switch's conntrack holds (2- and 3-tuple sessions go to the fallback). */
 #define CT_WAYS 4
 #ifndef CT_WAY_BITS
 #if __TARGET_TOFINO__ == 2
@@ -64,18 +65,38 @@ typedef bit<16> ct_backend_t;
 #ifndef SERVICE_TABLE_SIZE
 #define SERVICE_TABLE_SIZE 1024
 #endif
-/* The ring pool (docs/tofino.md, "The dense ring"): one table of
- * RING_TABLE_SIZE = 2^RING_ADDR_BITS backend IDs, indexed by the address
- * (no key stored: @use_hash_action), which holds every service's ring once
- * and room for the rings being changed. 2^18 is the most one Tofino stage
- * places (p4c-barefoot 9.13.4: "could not fit in stage N" at 2^19, on both
- * targets), and the stage it shares with the conntrack's signature
- * registers is the only one between the tuples and the conntrack's backend
- * registers with the hash units to address it. */
+/* The ring pool (docs/tofino.md, "The dense ring"): RING_TABLE_SIZE =
+ * 2^RING_ADDR_BITS backend IDs in four direct-indexed tables (ring0 ..
+ * ring3, no key stored: @use_hash_action) of 2^RING_BANK_BITS each, which
+ * hold every service's ring once and room for the rings being changed; a
+ * region lies inside one table. 2^18 is the most one table places in a
+ * Tofino stage (p4c-barefoot 9.13.4: "could not fit in stage N" at 2^19),
+ * and the four fill the three stages between the tuples and the
+ * conntrack's backend registers (two in the first, one beside each of the
+ * signature and expiry registers). */
+#if __TARGET_TOFINO__ == 2
+/* Tofino 2: four tables of 2^16 (2^18 in all, as its one table held
+ * before); four of 2^18 took 23 to 25 of its 20 stages (its conntrack
+ * takes two stages a step; docs/tofino.md, "The dense ring"). */
 #ifndef RING_ADDR_BITS
 #define RING_ADDR_BITS 18
 #endif
+#ifndef RING_BANK_BITS
+#define RING_BANK_BITS 16
+#endif
+#else
+#ifndef RING_ADDR_BITS
+#define RING_ADDR_BITS 20
+#endif
+#ifndef RING_BANK_BITS
+#define RING_BANK_BITS 18
+#endif
+#endif
+#if RING_ADDR_BITS - RING_BANK_BITS != 2
+#error "the ring is four tables (ring0 .. ring3): RING_ADDR_BITS must be RING_BANK_BITS + 2"
+#endif
 #define RING_TABLE_SIZE (1 << RING_ADDR_BITS)
+#define RING_BANK_SIZE (1 << RING_BANK_BITS)
 #ifndef BACKEND_TABLE_SIZE
 #define BACKEND_TABLE_SIZE 16384
 #endif

@@ -51,10 +51,11 @@ struct meta_t {
 
     // service row
     bit<32>  service_id;
-    bit<RING_ADDR_BITS> ring_base;  // the ring's region in the ring table
-    bit<RING_ADDR_BITS> s5;  // the 5-tuple hash's slot in the ring
-    bit<RING_ADDR_BITS> s3;
-    bit<RING_ADDR_BITS> s2;
+    bit<RING_ADDR_BITS-RING_BANK_BITS> ring_bank;  // which ring table holds the region
+    bit<RING_BANK_BITS> ring_base;  // the ring's region in the ring table
+    bit<RING_BANK_BITS> s5;  // the 5-tuple hash's slot in the ring
+    bit<RING_BANK_BITS> s3;
+    bit<RING_BANK_BITS> s2;
     bit<32>  epoch;
     bit<32>  idle_timeout_sec;
     bit<32>  idle_ticks;
@@ -76,7 +77,7 @@ struct meta_t {
     bit<32>  h5;         // R-HASH of the 5-tuple layout
     bit<32>  h3;         // of the 3-tuple layout
     bit<32>  h2;         // of the 2-tuple layout
-    bit<RING_ADDR_BITS> ring_addr;  // ring_base + slot
+    bit<RING_BANK_BITS> ring_addr;  // ring_base + slot
     bit<1>   ring_hit;
     bit<32>  ring_backend;
     bit<32>  backend_id;
@@ -114,7 +115,6 @@ struct meta_t {
     bit<32>  be_deadline;  // tick; 0 = none
 
     // conntrack
-    bit<32>  h_trk;
     ct_index_t ct_idx0;    // the flow's slot in each way
     ct_index_t ct_idx1;
     ct_index_t ct_idx2;

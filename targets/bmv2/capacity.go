@@ -99,6 +99,16 @@ func P4Capacity(target string, info *p4configv1.P4Info, raise string) (compiler.
 	for _, r := range info.GetRegisters() {
 		add(r.GetPreamble().GetName(), int(r.GetSize()))
 	}
+	if _, ok := sizes["LbIngress.ring"]; !ok {
+		// p4/tna/lb.p4's ring: banks ring0, ring1, … (one pool).
+		for i := 0; ; i++ {
+			n, ok := sizes[fmt.Sprintf("LbIngress.ring%d", i)]
+			if !ok {
+				break
+			}
+			sizes["LbIngress.ring"] += n
+		}
+	}
 	c := compiler.Capacity{Target: target}
 	for _, t := range []struct {
 		name, holds, macro string

@@ -59,7 +59,7 @@ type ringCtx struct {
 
 func (t *Target) pool() *ringpool.Pool {
 	if t.rings == nil {
-		t.rings = ringpool.New(t.poolSize())
+		t.rings = ringpool.NewBanked(t.poolSize(), t.tr.RingBank())
 	}
 	return t.rings
 }
@@ -79,7 +79,7 @@ func (t *Target) poolSize() uint32 {
 // process gave halves that no row points at, where they still fit.
 func (t *Target) adopt(lay *Layout, withRings bool) error {
 	old := t.rings
-	p := ringpool.New(t.poolSize())
+	p := ringpool.NewBanked(t.poolSize(), t.tr.RingBank())
 	for _, k := range sortedKeys(lay.Regions) {
 		sp := lay.Regions[k]
 		if err := p.Place(k, sp); err != nil {
@@ -175,18 +175,21 @@ func (rc *ringCtx) fill() error {
 	if rc.cache != nil {
 		return nil
 	}
-	es, err := rc.t.c.ReadTable(rc.ctx, rc.t.tr.TableID(tRing))
-	if err != nil {
-		return fmt.Errorf("read table %s: %w", tRing, err)
-	}
-	rc.cache = make(map[uint32]uint32, len(es))
-	for _, e := range es {
-		d, err := rc.t.tr.Schema().Decode(e)
+	cache := map[uint32]uint32{}
+	for _, name := range rc.t.tr.RingTables() {
+		es, err := rc.t.c.ReadTable(rc.ctx, rc.t.tr.TableID(name))
 		if err != nil {
-			return err
+			return fmt.Errorf("read table %s: %w", name, err)
 		}
-		rc.cache[uint32(d.Uint("addr"))] = uint32(d.Uint("backend_id"))
+		for _, e := range es {
+			d, err := rc.t.tr.Schema().Decode(e)
+			if err != nil {
+				return err
+			}
+			cache[rc.t.tr.ringAddrOf(name, d)] = uint32(d.Uint("backend_id"))
+		}
 	}
+	rc.cache = cache
 	return nil
 }
 

@@ -337,11 +337,15 @@ func (t *Target) Translator() *Translator { return t.tr }
 // (its P4Info size; 0 when unknown): the room compiler.DiffWithin takes
 // the changing rings in.
 func (t *Target) RingEntries() int {
-	tb, err := t.tr.Schema().Table(tRing)
-	if err != nil {
-		return 0
+	n := 0
+	for _, name := range t.tr.RingTables() {
+		tb, err := t.tr.Schema().Table(name)
+		if err != nil {
+			return 0
+		}
+		n += int(tb.GetSize())
 	}
-	return int(tb.GetSize())
+	return n
 }
 
 // Capacity is the size of the tables of the program the switch runs, from
@@ -383,11 +387,15 @@ func (t *Target) ReadRows(ctx context.Context) (*compiler.IR, map[uint32]string,
 
 // ReadRings reads the ring table into ir, an IR from ReadRows.
 func (t *Target) ReadRings(ctx context.Context, ir *compiler.IR) error {
-	es, err := t.c.ReadTable(ctx, t.tr.TableID(tRing))
-	if err != nil {
-		return fmt.Errorf("read table %s: %w", tRing, err)
+	tabs := Tables{}
+	for _, name := range t.tr.RingTables() {
+		es, err := t.c.ReadTable(ctx, t.tr.TableID(name))
+		if err != nil {
+			return fmt.Errorf("read table %s: %w", name, err)
+		}
+		tabs[name] = es
 	}
-	rir, lay, err := t.tr.ReadBack(ctx, Tables{tRing: es}, nil, t.layout)
+	rir, lay, err := t.tr.ReadBack(ctx, tabs, nil, t.layout)
 	if err != nil {
 		return err
 	}
@@ -402,7 +410,7 @@ func (t *Target) read(ctx context.Context, rings bool) (*compiler.IR, map[uint32
 	tabs := Tables{}
 	names := []string{tVIPPort, tVIPProto, tVIPAddr, tService, tBackend}
 	if rings {
-		names = append(names, tRing)
+		names = append(names, t.tr.RingTables()...)
 	}
 	for _, name := range names {
 		es, err := t.c.ReadTable(ctx, t.tr.TableID(name))

@@ -47,17 +47,37 @@ const (
 // (ring_mask, size - 1), which the TNA program applies to the packet's
 // hashes in the service row's own action, so that the ring address costs
 // no stage of its own (docs/tofino.md, "The dense ring").
+//
+// p4/lb.p4's ring is one table ("ring"); p4/tna/lb.p4's is four banks
+// ("ring0" .. "ring3") of 2^bankBits entries each, which a region never
+// crosses: address a is entry a mod 2^bankBits of bank a / 2^bankBits.
 type Translator struct {
 	s        *runtime.Schema
 	ids      map[string]uint32 // table alias → ID
 	ringMask bool              // set_service takes ring_mask, not ring_size
+	rings    []string          // the ring tables, by address
+	bankBits uint              // address bits of one ring table; 0: one table
 }
 
 // NewTranslator checks that the P4Info has every table and action this
 // translation writes, so a wrong P4Info fails before any write.
 func NewTranslator(s *runtime.Schema) (*Translator, error) {
 	tr := &Translator{s: s, ids: map[string]uint32{}}
-	for _, name := range []string{tVIPPort, tVIPProto, tVIPAddr, tService, tRing, tBackend, tTunnelSource, tFallback, tEgressMTU} {
+	tr.rings = []string{tRing}
+	if _, err := s.Table(tRing); err != nil {
+		tr.rings = nil
+		for i := 0; ; i++ {
+			name := fmt.Sprintf("%s%d", tRing, i)
+			if _, err := s.Table(name); err != nil {
+				break
+			}
+			tr.rings = append(tr.rings, name)
+		}
+		if len(tr.rings) == 0 {
+			return nil, fmt.Errorf("%w (is this the P4Info of p4/lb.p4?)", err)
+		}
+	}
+	for _, name := range append([]string{tVIPPort, tVIPProto, tVIPAddr, tService, tBackend, tTunnelSource, tFallback, tEgressMTU}, tr.rings...) {
 		t, err := s.Table(name)
 		if err != nil {
 			return nil, fmt.Errorf("%w (is this the P4Info of p4/lb.p4?)", err)
@@ -73,9 +93,17 @@ func NewTranslator(s *runtime.Schema) (*Translator, error) {
 	if _, err := runtime.Param(a, pDeadline); err != nil {
 		return nil, fmt.Errorf("%w: the program predates datapath deadlines (R-DRAIN, R-PERSIST-CAP); rebuild it (make p4)", err)
 	}
-	rt, _ := s.Table(tRing)
-	if _, err := runtime.MatchField(rt, "addr"); err != nil {
-		return nil, fmt.Errorf("%w: its ring table predates the ring pool (issue 35); rebuild the program (make p4, make p4-tna)", err)
+	for _, name := range tr.rings {
+		rt, _ := s.Table(name)
+		f, err := runtime.MatchField(rt, "addr")
+		if err != nil {
+			return nil, fmt.Errorf("%w: its ring table predates the ring pool (issue 35); rebuild the program (make p4, make p4-tna)", err)
+		}
+		if len(tr.rings) > 1 {
+			if tr.bankBits = uint(f.GetBitwidth()); tr.bankBits == 0 || tr.bankBits > 24 || rt.GetSize() != 1<<tr.bankBits {
+				return nil, fmt.Errorf("ring table %s: %d entries of a %d-bit address; a bank of the ring must hold every address of its key (rebuild the program: make p4-tna)", name, rt.GetSize(), f.GetBitwidth())
+			}
+		}
 	}
 	a, _ = s.Action(aSetService)
 	if _, err := runtime.Param(a, "ring_mask"); err == nil {
@@ -273,14 +301,67 @@ func (tr *Translator) ServiceEntry(s *compiler.ServiceRow, base uint32, next [2]
 	return e, err
 }
 
-// RingEntry is the entry of the ring table at addr: a slot of the region
-// of one ring half (backend 0 with withAction false: the key alone).
-func (tr *Translator) RingEntry(addr, backendID uint32, withAction bool) (*p4v1.TableEntry, error) {
-	key := []runtime.Value{runtime.U("addr", uint64(addr))}
-	if !withAction {
-		return tr.s.Entry(tRing, key, "", nil)
+// RingTables are the ring's tables (aliases), by address.
+func (tr *Translator) RingTables() []string { return tr.rings }
+
+// RingBank is the entries of one ring table, which no region crosses (0:
+// the ring is one table).
+func (tr *Translator) RingBank() uint32 {
+	if tr.bankBits == 0 {
+		return 0
 	}
-	return tr.s.Entry(tRing, key, aSetRingBackend, []runtime.Value{runtime.U("backend_id", uint64(backendID))})
+	return 1 << tr.bankBits
+}
+
+// ringSlot is the table and key of ring address addr.
+func (tr *Translator) ringSlot(addr uint32) (string, uint32, error) {
+	if tr.bankBits == 0 {
+		return tr.rings[0], addr, nil
+	}
+	b := int(addr >> tr.bankBits)
+	if b >= len(tr.rings) {
+		return "", 0, fmt.Errorf("ring address %d is past the ring's %d tables of %d entries", addr, len(tr.rings), 1<<tr.bankBits)
+	}
+	return tr.rings[b], addr & (1<<tr.bankBits - 1), nil
+}
+
+// ringAddrOf is the ring address of entry d of ring table name.
+func (tr *Translator) ringAddrOf(name string, d *runtime.Decoded) uint32 {
+	a := uint32(d.Uint("addr"))
+	if tr.bankBits > 0 {
+		a |= uint32(slices.Index(tr.rings, name)) << tr.bankBits
+	}
+	return a
+}
+
+type ringTableEntry struct {
+	table string
+	e     *p4v1.TableEntry
+}
+
+// ringEntries are the entries of tabs' ring tables, table by table.
+func (tr *Translator) ringEntries(tabs Tables) []ringTableEntry {
+	var out []ringTableEntry
+	for _, name := range tr.rings {
+		for _, e := range tabs[name] {
+			out = append(out, ringTableEntry{name, e})
+		}
+	}
+	return out
+}
+
+// RingEntry is the entry of the ring at addr: a slot of the region of one
+// ring half (backend 0 with withAction false: the key alone).
+func (tr *Translator) RingEntry(addr, backendID uint32, withAction bool) (*p4v1.TableEntry, error) {
+	name, a, err := tr.ringSlot(addr)
+	if err != nil {
+		return nil, err
+	}
+	key := []runtime.Value{runtime.U("addr", uint64(a))}
+	if !withAction {
+		return tr.s.Entry(name, key, "", nil)
+	}
+	return tr.s.Entry(name, key, aSetRingBackend, []runtime.Value{runtime.U("backend_id", uint64(backendID))})
 }
 
 // BackendEntry is the entry of a backend row; deadline is b.Deadline on
@@ -528,15 +609,15 @@ func (tr *Translator) ReadBack(ctx context.Context, tabs Tables, tunnel *p4v1.Ta
 	type slotEntry struct{ addr, backend uint32 }
 	var entries []slotEntry
 	var described []region // regions the slot-0 entries describe (ringMeta)
-	for i, e := range tabs[tRing] {
+	for i, re := range tr.ringEntries(tabs) {
 		if i%4096 == 0 && ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("read back: %w", ctx.Err())
 		}
-		d, err := tr.s.Decode(e)
+		d, err := tr.s.Decode(re.e)
 		if err != nil {
 			return nil, nil, err
 		}
-		addr := uint32(d.Uint("addr"))
+		addr := tr.ringAddrOf(re.table, d)
 		entries = append(entries, slotEntry{addr, uint32(d.Uint("backend_id"))})
 		var m ringMeta
 		if len(d.Metadata) == 0 || json.Unmarshal(d.Metadata, &m) != nil || m.N == 0 || m.N > compiler.MaxRingSize || m.Half > 1 || addr+m.N < addr {

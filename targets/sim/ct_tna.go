@@ -91,21 +91,19 @@ func (t *TNA) place(k Key) tnaPlace {
 	return p
 }
 
-// TNASig is key k's signature: the low 31 bits of CRC-32 over be32(h) |
-// be32(service) | be32(epoch). The service's epoch is folded in (R-EPOCH):
-// after a flush the old entries simply do not match, so no epoch is
-// stored. Bit 31 is left clear so that TNAEmpty matches nothing. Two
-// different flows whose slots coincide share a signature with
+// TNASig is key k's signature: the low 31 bits of h XOR epoch, h being
+// the R-HASH hash of the 5-tuple (the only tuple the switch tracks). The
+// service's epoch is folded in (R-EPOCH): after a flush the old entries
+// simply do not match, so no epoch is stored. Bit 31 is left clear so that
+// TNAEmpty matches nothing. It takes no hash unit on the switch (the ring
+// has them: docs/tofino.md, "The dense ring"), and tells flows apart as a
+// CRC of (h, service, epoch) did: a slot's index is a function of (service, h)
+// already, so two flows of one service whose slots coincide are told apart
+// by h alone either way, and those of two services share a signature with
 // probability 2^-31, which the model reproduces (a false hit).
 func TNASig(k Key) uint32 { return tnaSig(k.ServiceID, k.Hash(), k.Epoch) }
 
-func tnaSig(svc, h, epoch uint32) uint32 {
-	var b [12]byte
-	binary.BigEndian.PutUint32(b[:4], h)
-	binary.BigEndian.PutUint32(b[4:8], svc)
-	binary.BigEndian.PutUint32(b[8:], epoch)
-	return compiler.HashBytes(b[:]) &^ TNAEmpty
-}
+func tnaSig(_, h, epoch uint32) uint32 { return (h ^ epoch) &^ TNAEmpty }
 
 // TNA is the conntrack of p4/tna/lb.p4 (Tofino), bit for bit: Ways ways of
 // 2^WayBits slots, each slot a signature (TNASig), an expiry tick and a

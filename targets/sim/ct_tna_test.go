@@ -334,8 +334,8 @@ func TestRMAGLEV1_TNASlotIsHashBits(t *testing.T) {
 	}
 }
 
-// R-CT, R-EPOCH on Tofino: the signature is the low 31 bits of a CRC-32
-// over the tracking hash, the service and its epoch, so an empty slot
+// R-CT, R-EPOCH on Tofino: the signature is the low 31 bits of the
+// tracking hash XOR the service's epoch, so an empty slot
 // (TNAEmpty, the register's initial value) matches no key, and a new epoch
 // gives every flow a new signature. Way 0's index is the v1model
 // program's bucket; the ways' CRCs are the catalogue ones.

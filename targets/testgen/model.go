@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,9 +112,9 @@ func NewModel(prog Program, t *stf.Test) (*Model, error) {
 			m.routes = append(m.routes, r)
 			continue
 		}
-		if d.Table == "ring" && d.Uint("backend_id") == 0 {
+		if slices.Contains(tr.RingTables(), d.Table) && d.Uint("backend_id") == 0 {
 			// The read-back cannot tell it from an unset slot.
-			ring0 = append(ring0, fmt.Sprintf("ring entry %d holds backend 0 (IDs start at 1; 0 is the IR's unset slot)", d.Uint("addr")))
+			ring0 = append(ring0, fmt.Sprintf("%s entry %d holds backend 0 (IDs start at 1; 0 is the IR's unset slot)", d.Table, d.Uint("addr")))
 		}
 		tabs[d.Table] = append(tabs[d.Table], e)
 	}

@@ -33,11 +33,12 @@ func flowsHeld(g sim.TNAGeometry) (sim.HeldFigures, error) {
 	return f, nil
 }
 
-// MaxRingEntries is the largest ring table the TNA program places: 2^18
-// 16-bit entries of a direct-indexed table in one stage (p4c-barefoot
-// 9.13.4 places no 2^19 in any stage of either target; docs/tofino.md,
-// "The dense ring").
-const MaxRingEntries = 1 << 18
+// MaxRingEntries is the largest ring the TNA program places: four
+// direct-indexed tables of 2^18 16-bit entries (p4c-barefoot 9.13.4 places
+// no table of 2^19 in any stage, and the four fill the stages between the
+// tuples and the conntrack's backend registers; docs/tofino.md, "The dense
+// ring").
+const MaxRingEntries = 1 << 20
 
 // Capacity is the size of the TNA program's tables, read from its P4Info
 // (p4/tna/build/lb.p4info.txtpb), and of its conntrack on Tofino 1: the
@@ -70,9 +71,9 @@ func Capacity() (compiler.Capacity, error) {
 	tables := c.Tables[:0]
 	for _, t := range c.Tables {
 		if t.Holds == compiler.HoldsRingEntries && t.Size >= MaxRingEntries {
-			t.Raise = fmt.Sprintf("fewer or smaller rings: %s cannot grow past %d entries, the most a Tofino stage places (docs/tofino.md, \"The dense ring\")", t.Table, MaxRingEntries)
+			t.Raise = fmt.Sprintf("fewer or smaller rings: %s (ring0 .. ring3) cannot grow past %d entries, the most this program places (docs/tofino.md, \"The dense ring\")", t.Table, MaxRingEntries)
 		} else if t.Holds == compiler.HoldsRingEntries {
-			t.Raise = fmt.Sprintf("recompile p4/tna/lb.p4 with -DRING_ADDR_BITS=N (2^N entries, at most %d; docs/tofino.md)", MaxRingEntries)
+			t.Raise = fmt.Sprintf("recompile p4/tna/lb.p4 with -DRING_BANK_BITS=N -DRING_ADDR_BITS=N+2 (4 tables of 2^N entries, at most %d in all; docs/tofino.md)", MaxRingEntries)
 		}
 		if t.Holds != compiler.HoldsConnections { // the P4Info's register size is slots, not flows held
 			tables = append(tables, t)

@@ -84,9 +84,9 @@ func TestTNAReviewRingMissDefinedBackend(t *testing.T) {
 		ing = ing[:end+1]
 	}
 	apply := ing[strings.LastIndex(ing, "    apply {"):]
-	init, ring := strings.Index(apply, "md.ring_backend = 0;"), strings.Index(apply, "ring.apply();")
+	init, ring := strings.Index(apply, "md.ring_backend = 0;"), strings.Index(apply, "ring0.apply();") // the first of the ring's tables
 	if init < 0 || ring < 0 || init > ring {
-		t.Errorf("ring_backend is not set to 0 before ring.apply() (at %d, ring at %d)", init, ring)
+		t.Errorf("ring_backend is not set to 0 before ring0.apply() (at %d, ring at %d)", init, ring)
 	}
 	claims := regexp.MustCompile(`md\.resub\.ct_claim = ([^;]*);`).FindAllStringSubmatch(apply, -1)
 	if len(claims) == 0 {

@@ -30,17 +30,16 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v6_5;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v6_3;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) hash_v6_2;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, crc32) ct_sig_hash;
 
     /* Conntrack (docs/tofino.md, "Conntrack geometry"; targets/sim TNA models
      * it bit for bit). CT_WAYS (4) ways of CT_WAY_SLOTS slots; a flow may
      * live in one slot of each way, way w's slot being the low CT_WAY_BITS
-     * bits of a CRC-32 with way w's own polynomial over (service, h_trk)
+     * bits of a CRC-32 with way w's own polynomial over (service, h5)
      * ("skewed" ways: two flows that share a slot in one way rarely share
      * one in another). A slot is three registers (CT_BANKS arrays each:
      * two on Tofino 2, define.p4):
-     *   - the signature: the low 31 bits of CRC-32(h_trk, service, epoch),
-     *     so an entry of an older epoch simply does not match (R-EPOCH);
+     *   - the signature: the low 31 bits of h5 XOR epoch, so an entry of
+     *     an older epoch simply does not match (R-EPOCH);
      *     CT_EMPTY (bit 31) in a slot never written;
      *   - the expiry: the tick (global_tstamp[47:16]) at which the entry
      *     expires, its last packet's tick plus idle_ticks (R-AGE: never
@@ -197,17 +196,18 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                        bit<3> tcp_affinity, bit<3> tcp_track, bit<1> tcp_persist,
                        bit<3> udp_affinity, bit<3> udp_track, bit<1> udp_persist,
                        bit<3> tunnel_affinity, bit<3> tunnel_track, bit<1> tunnel_persist,
-                       bit<3> other_affinity, bit<3> other_track, bit<1> other_persist) { DOMAIN(ring_mask >= MIN_RING_SIZE - 1 && ring_mask < MAX_RING_SIZE && (ring_mask & (ring_mask + 1)) == 0 && ring_base < RING_TABLE_SIZE && ring_mask < RING_TABLE_SIZE - ring_base); DOMAIN(AFFINITY_KIND(tcp_affinity) && TRACK_KIND(tcp_track) && AFFINITY_KIND(udp_affinity) && TRACK_KIND(udp_track)); DOMAIN(AFFINITY_KIND(tunnel_affinity) && TRACK_KIND(tunnel_track) && AFFINITY_KIND(other_affinity) && TRACK_KIND(other_track));
+                       bit<3> other_affinity, bit<3> other_track, bit<1> other_persist) { DOMAIN(ring_mask >= MIN_RING_SIZE - 1 && ring_mask < MAX_RING_SIZE && (ring_mask & (ring_mask + 1)) == 0 && ring_base < RING_TABLE_SIZE && ring_mask < RING_BANK_SIZE - (ring_base & (RING_BANK_SIZE - 1))); DOMAIN(AFFINITY_KIND(tcp_affinity) && TRACK_KIND(tcp_track) && AFFINITY_KIND(udp_affinity) && TRACK_KIND(udp_track)); DOMAIN(AFFINITY_KIND(tunnel_affinity) && TRACK_KIND(tunnel_track) && AFFINITY_KIND(other_affinity) && TRACK_KIND(other_track));
         // ESP/GRE and other protocols leave through the fallback port; their
         // columns are held so that a read-back re-compiles to no writes.
         // R-MAGLEV-1: each layout's slot (hash mod ringSize, its low bits),
         // masked here, where the hashes are known already, so that the
         // tuples stage only adds the base: the ring address costs no stage
         // of its own (a mask, not the size, is the parameter: one ALU step).
-        md.s5 = md.h5[RING_ADDR_BITS-1:0] & ring_mask[RING_ADDR_BITS-1:0];
-        md.s3 = md.h3[RING_ADDR_BITS-1:0] & ring_mask[RING_ADDR_BITS-1:0];
-        md.s2 = md.h2[RING_ADDR_BITS-1:0] & ring_mask[RING_ADDR_BITS-1:0];
-        md.ring_base = ring_base[RING_ADDR_BITS-1:0];
+        md.s5 = md.h5[RING_BANK_BITS-1:0] & ring_mask[RING_BANK_BITS-1:0];
+        md.s3 = md.h3[RING_BANK_BITS-1:0] & ring_mask[RING_BANK_BITS-1:0];
+        md.s2 = md.h2[RING_BANK_BITS-1:0] & ring_mask[RING_BANK_BITS-1:0];
+        md.ring_base = ring_base[RING_BANK_BITS-1:0];
+        md.ring_bank = ring_base[RING_ADDR_BITS-1:RING_BANK_BITS];
         md.epoch = epoch;
         md.idle_timeout_sec = idle_timeout_sec;
         md.syn_new = syn_new;
@@ -241,24 +241,46 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
     }
 
     // The weighted Maglev rings, one pool: entry ring_base + slot of a
-    // service's region (docs/semantics.md, "The ring pool").
-    // Direct-indexed (a "hash action" table whose hash is the identity):
-    // the address is the entry's index, no key is stored, an entry is its
-    // 16-bit backend ID, and an address never written reads backend 0, a
-    // miss (docs/tofino.md, "The dense ring").
+    // service's region (docs/semantics.md, "The ring pool"), held in
+    // four direct-indexed tables ("hash action" tables whose hash is
+    // the identity) of 2^RING_BANK_BITS entries each: ring0 holds
+    // addresses 0 .. 2^RING_BANK_BITS - 1, ring1 the next, and so on; a
+    // region never crosses from one to the next (the controller places
+    // them so), so the row's base names the bank (ring_bank) and the
+    // address within it. No key is stored, an entry is its 16-bit backend
+    // ID, and an address never written reads backend 0, a miss
+    // (docs/tofino.md, "The dense ring"). One table cannot span stages,
+    // and one places at most 2^18 entries in a stage: the banks are
+    // pinned to the stages whose SRAM and hash units are free on Tofino
+    // 1, two of them beside the conntrack's first two register steps
+    // (RING_BESIDE_CT). Tofino 2's conntrack takes two stages a step (two
+    // arrays a way), so there all four come before it, where the compiler
+    // places them.
+#if __TARGET_TOFINO__ == 2
+#define RING_STAGE(ST)
+#define RING_BESIDE_CT 0
+#else
+#define RING_STAGE(ST) @stage(ST)
+#define RING_BESIDE_CT 1
+#endif
     action set_ring_backend(bit<16> backend_id) {
         md.ring_backend = (bit<32>)backend_id;
         md.backend_id = (bit<32>)backend_id; // unless a conntrack entry names another
     }
-    @use_hash_action(1)
-    table ring {
-        key = {
-            md.ring_addr: exact @name("addr");
-        }
-        actions = { set_ring_backend; }
-        const default_action = set_ring_backend(0);
-        size = RING_TABLE_SIZE;
+#define RING_BANK(N, ST) \
+    @use_hash_action(1) RING_STAGE(ST) \
+    table ring##N { \
+        key = { md.ring_addr: exact @name("addr"); } \
+        actions = { set_ring_backend; } \
+        const default_action = set_ring_backend(0); \
+        size = RING_BANK_SIZE; \
     }
+    RING_BANK(0, 4)
+    RING_BANK(1, 4)
+    RING_BANK(2, 5)
+    RING_BANK(3, 6)
+#undef RING_BANK
+#undef RING_STAGE
 
     // deadline: when entries recorded on this backend stop being valid, as
     // a tick of this switch's clock (0 = never), mapped by the controller
@@ -330,114 +352,97 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
 
     // The tuples of the packet's class (R-AFF, R-TRK): the class's columns
     // of the service row pick which of the three hashes (h5, h3, h2) the
-    // ring address and the conntrack key use. One table with constant entries
-    // instead of a cascade of conditions (a stage holds 16 logical tables);
-    // TUPLE_2 and TUPLE_NONE take h2 (NONE tracks nothing).
+    // ring address uses, and the tracking tuple (the switch's conntrack
+    // holds 5-tuples; 2- and 3-tuple sessions go to the fallback, NONE
+    // tracks nothing). One table with constant entries instead of a
+    // cascade of conditions (a stage holds 16 logical tables).
     action use_tcp_a5_t5() {
         md.ring_addr = md.ring_base + md.s5;
-        md.h_trk = md.h5;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a5_t3() {
         md.ring_addr = md.ring_base + md.s5;
-        md.h_trk = md.h3;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a5_t2() {
         md.ring_addr = md.ring_base + md.s5;
-        md.h_trk = md.h2;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a3_t5() {
         md.ring_addr = md.ring_base + md.s3;
-        md.h_trk = md.h5;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a3_t3() {
         md.ring_addr = md.ring_base + md.s3;
-        md.h_trk = md.h3;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a3_t2() {
         md.ring_addr = md.ring_base + md.s3;
-        md.h_trk = md.h2;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a2_t5() {
         md.ring_addr = md.ring_base + md.s2;
-        md.h_trk = md.h5;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a2_t3() {
         md.ring_addr = md.ring_base + md.s2;
-        md.h_trk = md.h3;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_tcp_a2_t2() {
         md.ring_addr = md.ring_base + md.s2;
-        md.h_trk = md.h2;
         md.track = md.tcp_track;
         md.persist = md.tcp_persist;
     }
     action use_udp_a5_t5() {
         md.ring_addr = md.ring_base + md.s5;
-        md.h_trk = md.h5;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a5_t3() {
         md.ring_addr = md.ring_base + md.s5;
-        md.h_trk = md.h3;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a5_t2() {
         md.ring_addr = md.ring_base + md.s5;
-        md.h_trk = md.h2;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a3_t5() {
         md.ring_addr = md.ring_base + md.s3;
-        md.h_trk = md.h5;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a3_t3() {
         md.ring_addr = md.ring_base + md.s3;
-        md.h_trk = md.h3;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a3_t2() {
         md.ring_addr = md.ring_base + md.s3;
-        md.h_trk = md.h2;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a2_t5() {
         md.ring_addr = md.ring_base + md.s2;
-        md.h_trk = md.h5;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a2_t3() {
         md.ring_addr = md.ring_base + md.s2;
-        md.h_trk = md.h3;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
     action use_udp_a2_t2() {
         md.ring_addr = md.ring_base + md.s2;
-        md.h_trk = md.h2;
         md.track = md.udp_track;
         md.persist = md.udp_persist;
     }
@@ -699,11 +704,29 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
             idle_ticks.apply();
             // R-HASH: the packet's three layouts were hashed at the start
             // (h5, h3, h2); the class's columns of the service row pick the
-            // affinity and the tracking tuple directly, in the stage after
+            // affinity hash and the tracking tuple directly, in the stage after
             // the service: the ring address is the base plus the affinity
             // hash's slot (R-MAGLEV-1: hash mod ringSize = its low bits,
             // ringSize being a power of two on this target).
             tuples.apply();
+            // The conntrack's key: the switch tracks 5-tuples alone (2-
+            // and 3-tuple sessions go to the fallback, below), so each
+            // way's slot is hashed from the 5-tuple's hash, known before
+            // the class is: the indices cost no stage after tuples, and
+            // the ring can take the hash units there. The signature folds
+            // the epoch into it (31 bits: the registers start at CT_EMPTY,
+            // which none equals). One statement each: a hash is 32 bits
+            // of a table's immediate data. (Tofino 2 takes them after the
+            // class, below: there the stages are placed better so.)
+#define CT_HASHES(C) \
+            if (C) { md.ct_idx0 = ct_index_hash0.get({ md.service_id, md.h5 }); } \
+            if (C) { md.ct_idx1 = ct_index_hash1.get({ md.service_id, md.h5 }); } \
+            if (C) { md.ct_idx2 = ct_index_hash2.get({ md.service_id, md.h5 }); } \
+            if (C) { md.ct_idx3 = ct_index_hash3.get({ md.service_id, md.h5 }); } \
+            if (C) { md.ct_sig[30:0] = md.h5[30:0] ^ md.epoch[30:0]; }
+#if __TARGET_TOFINO__ != 2
+            CT_HASHES(md.dropped == 0)
+#endif
         }
 
         // A session tracked without ports (2- or 3-tuple: the R-FRAG-CFG
@@ -727,55 +750,41 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                     md.ct_fresh = 1;
                 }
             }
-            // Each way's slot, and the signature with the epoch folded in
-            // (31 bits: the registers start at CT_EMPTY, which none equals).
-            if (md.track != TUPLE_NONE) {
-                md.ct_idx0 = ct_index_hash0.get({ md.service_id, md.h_trk });
-            }
-            if (md.track != TUPLE_NONE) {
-                md.ct_idx1 = ct_index_hash1.get({ md.service_id, md.h_trk });
-            }
-            if (md.track != TUPLE_NONE) {
-                md.ct_idx2 = ct_index_hash2.get({ md.service_id, md.h_trk });
-            }
-            if (md.track != TUPLE_NONE) {
-                md.ct_idx3 = ct_index_hash3.get({ md.service_id, md.h_trk });
-            }
-            if (md.track != TUPLE_NONE) {
-                md.ct_sig[30:0] = ct_sig_hash.get({ md.h_trk, md.service_id, md.epoch })[30:0];
-            }
+#if __TARGET_TOFINO__ == 2
+            CT_HASHES(md.track != TUPLE_NONE)
+#endif
+#undef CT_HASHES
+            // The ring is four direct-indexed banks (docs/tofino.md, "The
+            // dense ring"): two in the stage after tuples, one beside each
+            // of the conntrack's first two register steps. Each step below
+            // is its own statement so that the banks can share the stages:
+            // a table after an if-else is placed no earlier than the
+            // if-else's own tables.
             if (md.no_backends == 0) {
-                ring.apply();
+                if (md.ring_bank == 0) { ring0.apply(); }
+                else if (md.ring_bank == 1) { ring1.apply(); }
+#if !RING_BESIDE_CT
+                else if (md.ring_bank == 2) { ring2.apply(); }
+                else if (md.ring_bank == 3) { ring3.apply(); }
+#endif
             }
-
-            if (md.ct_on == 1 && md.ct_bypass == 1) {
-                // Pass 2: the way pass 1 chose takes the flow's entry.
-                if (md.ct_claim == 1) {
-                    if (md.ct_way == 0) { CT_RUN(ct_sig_claim, 0) }
-                    if (md.ct_way == 1) { CT_RUN(ct_sig_claim, 1) }
-                    if (md.ct_way == 2) { CT_RUN(ct_sig_claim, 2) }
-                    if (md.ct_way == 3) { CT_RUN(ct_sig_claim, 3) }
-                    if (md.ct_way == 0) { CT_RUN(ct_exp_claim, 0) }
-                    if (md.ct_way == 1) { CT_RUN(ct_exp_claim, 1) }
-                    if (md.ct_way == 2) { CT_RUN(ct_exp_claim, 2) }
-                    if (md.ct_way == 3) { CT_RUN(ct_exp_claim, 3) }
-                    if (md.ct_way == 0) { CT_RUN(ct_backend_claim, 0) }
-                    if (md.ct_way == 1) { CT_RUN(ct_backend_claim, 1) }
-                    if (md.ct_way == 2) { CT_RUN(ct_backend_claim, 2) }
-                    if (md.ct_way == 3) { CT_RUN(ct_backend_claim, 3) }
-                }
-            } else if (md.ct_on == 1) {
-                // Pass 1: the 4 ways side by side, in three steps. The
-                // signatures; then each expiry: the flow's own slot is
-                // refreshed while alive by a packet of a tracked flow,
-                // unless it starts the flow afresh or is an ICMP error
-                // (R-CT-3: an error never creates or refreshes its flow's
-                // entry), another flow's is only read, an empty one not at
-                // all; then the first live match's backend, beside
-                // ct_decide.
-                CT_SET(md.ct_m0, ct_match, 0)
-                CT_SET(md.ct_m1, ct_match, 1)
-                CT_SET(md.ct_m2, ct_match, 2)
+            // The conntrack, in three steps. Pass 2 (a resubmit): the way
+            // pass 1 chose takes the flow's entry. Pass 1: the 4 ways side
+            // by side: the signatures; then each expiry: the flow's own
+            // slot is refreshed while alive by a packet of a tracked flow,
+            // unless it starts the flow afresh or is an ICMP error (R-CT-3:
+            // an error never creates or refreshes its flow's entry),
+            // another flow's is only read, an empty one not at all; then
+            // the first live match's backend, beside ct_decide.
+#define CT_CLAIMS(RA) \
+                    if (md.ct_way == 0) { CT_RUN(RA, 0) } \
+                    if (md.ct_way == 1) { CT_RUN(RA, 1) } \
+                    if (md.ct_way == 2) { CT_RUN(RA, 2) } \
+                    if (md.ct_way == 3) { CT_RUN(RA, 3) }
+#define CT_SIGNATURES \
+                CT_SET(md.ct_m0, ct_match, 0) \
+                CT_SET(md.ct_m1, ct_match, 1) \
+                CT_SET(md.ct_m2, ct_match, 2) \
                 CT_SET(md.ct_m3, ct_match, 3)
 #define CT_EXPIRY(W) \
                 if (md.ct_m##W == CT_M_MATCH && md.ct_fresh == 0 && md.icmp_error == 0) { \
@@ -783,24 +792,61 @@ control LbIngress(inout headers_t hdr, inout meta_t md,
                 } else if (md.ct_m##W != CT_M_EMPTY) { \
                     CT_SET(md.ct_a##W, ct_alive, W) \
                 }
-                CT_EXPIRY(0)
-                CT_EXPIRY(1)
-                CT_EXPIRY(2)
-                CT_EXPIRY(3)
-#undef CT_EXPIRY
-                ct_decide.apply();
-                if (md.ct_fresh == 0) {
-                    if (md.ct_m0 == CT_M_MATCH && md.ct_a0 == CT_A_LIVE) {
-                        CT_SET(md.backend_id, ct_backend_read, 0)
-                    } else if (md.ct_m1 == CT_M_MATCH && md.ct_a1 == CT_A_LIVE) {
-                        CT_SET(md.backend_id, ct_backend_read, 1)
-                    } else if (md.ct_m2 == CT_M_MATCH && md.ct_a2 == CT_A_LIVE) {
-                        CT_SET(md.backend_id, ct_backend_read, 2)
-                    } else if (md.ct_m3 == CT_M_MATCH && md.ct_a3 == CT_A_LIVE) {
-                        CT_SET(md.backend_id, ct_backend_read, 3)
-                    }
+#define CT_EXPIRIES CT_EXPIRY(0) CT_EXPIRY(1) CT_EXPIRY(2) CT_EXPIRY(3)
+#define CT_BACKEND \
+                ct_decide.apply(); \
+                if (md.ct_fresh == 0) { \
+                    if (md.ct_m0 == CT_M_MATCH && md.ct_a0 == CT_A_LIVE) { \
+                        CT_SET(md.backend_id, ct_backend_read, 0) \
+                    } else if (md.ct_m1 == CT_M_MATCH && md.ct_a1 == CT_A_LIVE) { \
+                        CT_SET(md.backend_id, ct_backend_read, 1) \
+                    } else if (md.ct_m2 == CT_M_MATCH && md.ct_a2 == CT_A_LIVE) { \
+                        CT_SET(md.backend_id, ct_backend_read, 2) \
+                    } else if (md.ct_m3 == CT_M_MATCH && md.ct_a3 == CT_A_LIVE) { \
+                        CT_SET(md.backend_id, ct_backend_read, 3) \
+                    } \
                 }
+#if RING_BESIDE_CT
+            // Each step its own if-else, ring2 and ring3 between them.
+            if (md.ct_on == 1 && md.ct_bypass == 1) {
+                if (md.ct_claim == 1) { CT_CLAIMS(ct_sig_claim) }
+            } else if (md.ct_on == 1) {
+                CT_SIGNATURES
             }
+            if (md.no_backends == 0 && md.ring_bank == 2) {
+                ring2.apply();
+            }
+            if (md.ct_on == 1 && md.ct_bypass == 1) {
+                if (md.ct_claim == 1) { CT_CLAIMS(ct_exp_claim) }
+            } else if (md.ct_on == 1) {
+                CT_EXPIRIES
+            }
+            if (md.no_backends == 0 && md.ring_bank == 3) {
+                ring3.apply();
+            }
+            if (md.ct_on == 1 && md.ct_bypass == 1) {
+                if (md.ct_claim == 1) { CT_CLAIMS(ct_backend_claim) }
+            } else if (md.ct_on == 1) {
+                CT_BACKEND
+            }
+#else
+            if (md.ct_on == 1 && md.ct_bypass == 1) {
+                if (md.ct_claim == 1) {
+                    CT_CLAIMS(ct_sig_claim)
+                    CT_CLAIMS(ct_exp_claim)
+                    CT_CLAIMS(ct_backend_claim)
+                }
+            } else if (md.ct_on == 1) {
+                CT_SIGNATURES
+                CT_EXPIRIES
+                CT_BACKEND
+            }
+#endif
+#undef CT_CLAIMS
+#undef CT_SIGNATURES
+#undef CT_EXPIRY
+#undef CT_EXPIRIES
+#undef CT_BACKEND
             // Backend 0 is an address no ring holds (direct-indexed: every
             // address reads an entry).
             if (md.ring_backend != 0) {

@@ -10,7 +10,7 @@ import (
 	"github.com/lbc-dev/lbc/testbench/p4rt"
 )
 
-// IR is what v holds in lb.p4's tables (without the tunnel source and MTU
+// IR is what v holds in lb.p4's (or p4/tna/lb.p4's) tables (without the tunnel source and MTU
 // defaults).
 func IR(v p4rt.View) (*compiler.IR, error) {
 	tr, err := bmv2.NewTranslator(v.Schema())
@@ -18,7 +18,7 @@ func IR(v p4rt.View) (*compiler.IR, error) {
 		return nil, err
 	}
 	tabs := bmv2.Tables{}
-	for _, n := range []string{"vip_port", "vip_proto", "vip_addr", "service", "ring", "backend"} {
+	for _, n := range append([]string{"vip_port", "vip_proto", "vip_addr", "service", "backend"}, tr.RingTables()...) {
 		tabs[n] = v.Entries(n)
 	}
 	return tr.IR(tabs, nil)
