@@ -175,19 +175,17 @@ func (rc *ringCtx) fill() error {
 	if rc.cache != nil {
 		return nil
 	}
+	tabs, err := rc.t.readRingTables(rc.ctx)
+	if err != nil {
+		return err
+	}
 	cache := map[uint32]uint32{}
-	for _, name := range rc.t.tr.RingTables() {
-		es, err := rc.t.c.ReadTable(rc.ctx, rc.t.tr.TableID(name))
+	for _, re := range rc.t.tr.ringEntries(tabs) {
+		d, err := rc.t.tr.Schema().Decode(re.e)
 		if err != nil {
-			return fmt.Errorf("read table %s: %w", name, err)
+			return err
 		}
-		for _, e := range es {
-			d, err := rc.t.tr.Schema().Decode(e)
-			if err != nil {
-				return err
-			}
-			cache[rc.t.tr.ringAddrOf(name, d)] = uint32(d.Uint("backend_id"))
-		}
+		cache[rc.t.tr.ringAddrOf(re.table, d)] = uint32(d.Uint("backend_id"))
 	}
 	rc.cache = cache
 	return nil

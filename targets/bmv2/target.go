@@ -387,13 +387,9 @@ func (t *Target) ReadRows(ctx context.Context) (*compiler.IR, map[uint32]string,
 
 // ReadRings reads the ring table into ir, an IR from ReadRows.
 func (t *Target) ReadRings(ctx context.Context, ir *compiler.IR) error {
-	tabs := Tables{}
-	for _, name := range t.tr.RingTables() {
-		es, err := t.c.ReadTable(ctx, t.tr.TableID(name))
-		if err != nil {
-			return fmt.Errorf("read table %s: %w", name, err)
-		}
-		tabs[name] = es
+	tabs, err := t.readRingTables(ctx)
+	if err != nil {
+		return err
 	}
 	rir, lay, err := t.tr.ReadBack(ctx, tabs, nil, t.layout)
 	if err != nil {
@@ -404,6 +400,20 @@ func (t *Target) ReadRings(ctx context.Context, ir *compiler.IR) error {
 		return fmt.Errorf("%s: %w", t.name, err)
 	}
 	return nil
+}
+
+// readRingTables reads every table of the ring (one on p4/lb.p4, the
+// banks on p4/tna/lb.p4).
+func (t *Target) readRingTables(ctx context.Context) (Tables, error) {
+	tabs := Tables{}
+	for _, name := range t.tr.RingTables() {
+		es, err := t.c.ReadTable(ctx, t.tr.TableID(name))
+		if err != nil {
+			return nil, fmt.Errorf("read table %s: %w", name, err)
+		}
+		tabs[name] = es
+	}
+	return tabs, nil
 }
 
 func (t *Target) read(ctx context.Context, rings bool) (*compiler.IR, map[uint32]string, error) {

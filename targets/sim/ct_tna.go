@@ -84,7 +84,7 @@ type tnaPlace struct {
 
 func (t *TNA) place(k Key) tnaPlace {
 	h := k.Hash()
-	p := tnaPlace{sig: tnaSig(k.ServiceID, h, k.Epoch)}
+	p := tnaPlace{sig: tnaSig(h, k.Epoch)}
 	for w := range t.ways {
 		p.idx[w] = tnaIndex(k.ServiceID, h, w, t.WayBits)
 	}
@@ -101,9 +101,9 @@ func (t *TNA) place(k Key) tnaPlace {
 // already, so two flows of one service whose slots coincide are told apart
 // by h alone either way, and those of two services share a signature with
 // probability 2^-31, which the model reproduces (a false hit).
-func TNASig(k Key) uint32 { return tnaSig(k.ServiceID, k.Hash(), k.Epoch) }
+func TNASig(k Key) uint32 { return tnaSig(k.Hash(), k.Epoch) }
 
-func tnaSig(_, h, epoch uint32) uint32 { return (h ^ epoch) &^ TNAEmpty }
+func tnaSig(h, epoch uint32) uint32 { return (h ^ epoch) &^ TNAEmpty }
 
 // TNA is the conntrack of p4/tna/lb.p4 (Tofino), bit for bit: Ways ways of
 // 2^WayBits slots, each slot a signature (TNASig), an expiry tick and a
