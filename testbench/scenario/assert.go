@@ -3,7 +3,6 @@ package scenario
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -18,7 +17,9 @@ type Row struct {
 	Counted     int     `json:"counted"` // trials after the ring settled
 	Share       float64 `json:"share"`
 	Expect      float64 `json:"expect"`
-	Bound       float64 `json:"bound"` // ± share
+	Judged      bool    `json:"judged"` // the step had a share check
+	Low         int     `json:"low"`    // the counts a correct datapath gives
+	High        int     `json:"high"`   // (the exact binomial bounds)
 	RingBefore  float64 `json:"ringBefore"`
 	RingAfter   float64 `json:"ringAfter"`
 	KeptAlive   int     `json:"keptAlive"`
@@ -410,7 +411,8 @@ func flowKey(f Flow) string {
 func countsAsNew(f Flow) bool { return f.Kind == "tcp" || f.Kind == "udp" }
 
 // checkShare: the share of new flows (or clients) per backend after the
-// ring settled is within ±z·σ of the ring's (or the scenario's) shares.
+// ring settled is within the exact binomial bounds of the ring's (or the
+// scenario's) shares (binomial.go).
 func checkShare(v *stepView) {
 	sh := v.st.Expect.Share
 	if sh == nil {
@@ -470,8 +472,21 @@ func checkShare(v *stepView) {
 			k++
 		}
 	}
-	z := zBound(1-sh.Confidence, max(k, 1))
+	a := tailAlpha(sh.Confidence, k)
 	ok := true
+	// Power: each backend that should get some must be told apart from one
+	// that gets none, or a missing backend would pass unseen. The bounds
+	// are still checked, so that a clear miss is named too.
+	for _, b := range names {
+		if p := expect[b]; p > 0 && p < 1 {
+			if lo, _ := shareInterval(n, p, a); lo == 0 {
+				ok = false
+				fail("share", "", "only %d new %s after the ring settled at %.2fs: too few to tell backend %s (%.1f %%) from one that gets none at confidence %g (lengthen the step or raise the rate)",
+					n, sh.Unit, settle.Seconds(), b, 100*p, sh.Confidence)
+				break
+			}
+		}
+	}
 	var parts []string
 	for _, b := range names {
 		p := expect[b]
@@ -480,30 +495,29 @@ func checkShare(v *stepView) {
 		row.Counted = obs
 		row.Share = float64(obs) / float64(n)
 		row.Expect = p
-		sd := math.Sqrt(float64(n) * p * (1 - p))
-		bound := z*sd + 0.5 // continuity correction
-		row.Bound = bound / float64(n)
-		dev := math.Abs(float64(obs) - float64(n)*p)
-		if dev > bound {
+		row.Judged = true
+		switch {
+		case p <= 0:
+			row.Low, row.High = 0, 0
+		case p >= 1:
+			row.Low, row.High = n, n
+		default:
+			row.Low, row.High = shareInterval(n, p, a)
+		}
+		if obs < row.Low || obs > row.High {
 			ok = false
 			if p == 0 {
 				fail("share", b, "%d of %d new %s (%.1f %%) after the ring settled at %.2fs, expected none (share 0 in %s)", obs, n, sh.Unit, 100*row.Share, settle.Seconds(), src)
 			} else {
-				fail("share", b, "%d of %d new %s (%.1f %%), expected %.1f %% ± %.1f %% (n·p = %.1f, bound ±%.1f at confidence %g, from %s)",
-					obs, n, sh.Unit, 100*row.Share, 100*p, 100*row.Bound, float64(n)*p, bound, sh.Confidence, src)
+				fail("share", b, "%d of %d new %s (%.1f %%), expected %.1f %%: n·p = %.1f, %d..%d at confidence %g (exact binomial, from %s)",
+					obs, n, sh.Unit, 100*row.Share, 100*p, float64(n)*p, row.Low, row.High, sh.Confidence, src)
 			}
 		}
 		parts = append(parts, fmt.Sprintf("%s %d (%.0f%% vs %.0f%%)", b, obs, 100*row.Share, 100*p))
 	}
 	if ok && failed == 0 {
-		pass("share", "%d new %s after %.2fs within ±z·σ (z=%.2f, confidence %g, from %s): %s", n, sh.Unit, settle.Seconds(), z, sh.Confidence, src, strings.Join(parts, ", "))
+		pass("share", "%d new %s after %.2fs within the exact binomial bounds (confidence %g, from %s): %s", n, sh.Unit, settle.Seconds(), sh.Confidence, src, strings.Join(parts, ", "))
 	}
-}
-
-// zBound is the two-sided normal quantile for a family of k tests at
-// total error alpha (Bonferroni): Φ⁻¹(1 − alpha/(2k)).
-func zBound(alpha float64, k int) float64 {
-	return math.Sqrt2 * math.Erfinv(1-alpha/float64(k))
 }
 
 // ringAt is the last ring state at or before t.

@@ -84,7 +84,7 @@ func TestEvaluateAssertions(t *testing.T) {
 				o.flows[i].Backend = "b"
 				o.flows[i].Client = netip.MustParseAddr("10.0.0.9")
 			}
-		}, []string{"share: backend a: 13 of 20 new connections (65.0 %), expected 100.0 % ± 2.5 %", "share: backend b: 7 of 20 new connections (35.0 %) after the ring settled at 1.50s, expected none"}},
+		}, []string{"share: backend a: 13 of 20 new connections (65.0 %), expected 100.0 %: n·p = 20.0, 20..20", "share: backend b: 7 of 20 new connections (35.0 %) after the ring settled at 1.50s, expected none"}},
 		{"too few", func(o *evalObs) { o.flows = o.flows[:5] }, []string{"only 4 new connections after the ring settled at 1.50s", "fragments: no fragmented datagram was sent"}},
 		{"eligible", func(o *evalObs) { o.rings[1].Eligible = []string{"a", "b"} }, []string{"eligible: the controller's eligible set is {a, b} (primary R-ELIG-3a), want {a}"}},
 		{"failover never shown", func(o *evalObs) { o.rings = o.rings[:1] }, []string{"eligible: the controller's eligible set is {a, b}", "failover: backend b: fail b at 1.00s: the controller never showed it before the step ended at 10.00s"}},

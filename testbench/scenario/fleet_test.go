@@ -40,7 +40,7 @@ func TestFleetScenarios(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			out := t.TempDir()
+			out := reportDir(t, name+"-fleet")
 			if d := os.Getenv("LBC_FLEET_OUT"); d != "" {
 				out = filepath.Join(d, name)
 			}

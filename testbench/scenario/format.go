@@ -232,8 +232,8 @@ type ShareExpect struct {
 	// counts once, by the backend of its first flow: the 3-tuple of
 	// CLIENT_IP_PROTO affinity).
 	Unit string `yaml:"unit"`
-	// Confidence of the bound (default 0.999): a correct datapath fails a
-	// step's share check with probability ≤ 1−Confidence.
+	// Confidence of the bound (default DefaultShareConfidence): a correct
+	// datapath fails a step's share check with probability ≤ 1−Confidence.
 	Confidence float64 `yaml:"confidence"`
 }
 
@@ -540,7 +540,7 @@ func (sc *Scenario) validate() error {
 				bad("%s: expect.share.unit %q: want connections or clients", where, ex.Share.Unit)
 			}
 			if ex.Share.Confidence == 0 {
-				ex.Share.Confidence = 0.999
+				ex.Share.Confidence = DefaultShareConfidence
 			}
 			if ex.Share.Confidence <= 0.5 || ex.Share.Confidence >= 1 {
 				bad("%s: expect.share.confidence %g: want a value in (0.5, 1)", where, ex.Share.Confidence)

@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"math"
 	"net/netip"
 	"strings"
 	"testing"
@@ -79,19 +78,6 @@ service:
 	}
 }
 
-// The bound's z: Φ⁻¹(1 − α/2k).
-func TestZBound(t *testing.T) {
-	for _, tc := range []struct {
-		alpha float64
-		k     int
-		want  float64
-	}{{0.05, 1, 1.960}, {0.001, 1, 3.291}, {0.001, 4, 3.662}} {
-		if got := zBound(tc.alpha, tc.k); math.Abs(got-tc.want) > 0.002 {
-			t.Errorf("zBound(%g, %d) = %.4f, want %.3f", tc.alpha, tc.k, got, tc.want)
-		}
-	}
-}
-
 // A share check that fails names the step, the backend and the numbers;
 // one that holds passes. Synthetic flows, no network: the same code runs
 // on the testbench.
@@ -137,4 +123,10 @@ steps:
 		}
 	}
 	t.Logf("failure message: %s", msg)
+	// 15 trials cannot tell a backend of share ½ from one that gets none
+	// at the default confidence ((½)^15 ≈ 3·10⁻⁵): the check says so.
+	res = run(8, 7)
+	if len(res.Failures) != 1 || !strings.Contains(res.Failures[0].Msg, "only 15 new connections after the ring settled at 0.00s: too few to tell backend a (50.0 %) from one that gets none") {
+		t.Errorf("8:7 of 15: failures %v, want one saying 15 trials are too few", res.Failures)
+	}
 }

@@ -37,6 +37,26 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	}
 }
 
+// reportDir is a scenario run's report directory. It is removed when the
+// test passes and kept when it fails, so that the failing run's report
+// (report.md, report.json, the controller's log, the plots) can be read
+// after the test: t.TempDir would delete it with the rest.
+func reportDir(t *testing.T, name string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lbc-scenario-"+name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the failing run's report is kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
+}
+
 func needNetns(t *testing.T) {
 	t.Helper()
 	if err := netns.Available(); err != nil {
@@ -66,7 +86,7 @@ func TestScenariosNetns(t *testing.T) {
 			if sc.Fleet != nil {
 				t.Skip("a fleet scenario: TestFleetScenarios runs it")
 			}
-			out := t.TempDir()
+			out := reportDir(t, name+"-netns")
 			res, err := Run(t.Context(), sc, Options{Topology: "netns", OutDir: out, Progress: &logWriter{t: t},
 				Prefix: fmt.Sprintf("lbcsc%d%c", os.Getpid(), 'a'+i), LBC: lbc})
 			if err != nil {
@@ -109,7 +129,7 @@ service:
 weights: {w1: 100, w2: 100, w3: 100}
 steps:
   - name: claims 80 percent on w1
-    traffic: {rate: 40, duration: 2s}
+    traffic: {rate: 40, duration: 4s}
     expect:
       share: {expect: {w1: 0.8, w2: 0.1, w3: 0.1}}
       eligible: [w1]
@@ -176,7 +196,7 @@ func TestScenariosMininet(t *testing.T) {
 			if sc.Fleet != nil {
 				t.Skip("a fleet scenario runs on namespaces only: TestFleetScenarios")
 			}
-			out := t.TempDir()
+			out := reportDir(t, name+"-mininet")
 			res, err := Run(t.Context(), sc, Options{Topology: "mininet", OutDir: out, Progress: &logWriter{t: t},
 				Prefix: fmt.Sprintf("lbcmn%d%c", os.Getpid(), 'a'+i), LBC: lbc})
 			if err != nil {

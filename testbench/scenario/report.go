@@ -146,16 +146,16 @@ func writeStepTable(w io.Writer, sr *StepResult, plain bool) {
 	if plain {
 		indent = ""
 	}
-	fmt.Fprintf(tw, "%sbackend\tnew tcp\tudp\tfrag\tcounted\tshare\texpected\tring before\tring after\tkept alive\tbroken\trestart-closed\tdatapath new\t\n", indent)
+	fmt.Fprintf(tw, "%sbackend\tnew tcp\tudp\tfrag\tcounted\tshare\texpected (bounds)\tring before\tring after\tkept alive\tbroken\trestart-closed\tdatapath new\t\n", indent)
 	for _, row := range sr.Rows {
 		exp := "-"
-		if row.Expect == 0 && row.Bound > 0 {
+		if row.Expect == 0 && row.Judged {
 			exp = "0"
-		} else if row.Expect > 0 || row.Counted > 0 || row.Bound > 0 {
-			exp = fmt.Sprintf("%.1f±%.1f%%", 100*row.Expect, 100*row.Bound)
+		} else if row.Expect > 0 || row.Judged {
+			exp = fmt.Sprintf("%.1f%% %d–%d", 100*row.Expect, row.Low, row.High)
 		}
 		share := "-"
-		if row.Bound > 0 || row.Counted > 0 {
+		if row.Judged || row.Counted > 0 {
 			share = fmt.Sprintf("%.1f%%", 100*row.Share)
 		}
 		dpNew := "-" // counters unreadable in this step
