@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/fallback"
+	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/targets/tofino"
 	"github.com/lbc-dev/lbc/targets/xdp"
@@ -74,6 +76,20 @@ func TestCapacityTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Tofino 2's program has its own P4Info (four ring tables of 2^16):
+	// lbc push --target tofino reads it from the switch.
+	t2, err := os.ReadFile("../../p4/tna/build/tofino2/lb.p4info.txtpb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2info, err := runtime.ParseP4Info(t2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf2, err := bmv2.P4Capacity("tofino2", t2info, "recompile p4/tna/lb.p4 with -D%s=N (docs/tofino.md)")
+	if err != nil {
+		t.Fatal(err)
+	}
 	xd, err := xdp.Capacity(fallback.DefaultSizes(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +100,7 @@ func TestCapacityTable(t *testing.T) {
 		oldRing      int
 	}{
 		{tf, 1023, 15, 65536},
+		{tf2, 255, 3, 65536},
 		{bm, 1023, 14, compiler.OldDefaultRingSize},
 		{bm4, 4096, 63, compiler.OldDefaultRingSize},
 		{xd, 16384, 1023, compiler.OldDefaultRingSize},
