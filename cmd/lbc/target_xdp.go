@@ -38,7 +38,7 @@ var (
 	backendEntriesFlag = &cli.Uint64Flag{Name: "backend-entries", Value: fallback.DefaultBackendEntries,
 		Usage: "xdp: `N` rows of the backends map (and of backend_stats) when push or run creates it: one per endpoint of every service, and per removed endpoint while it drains (" + mapCost("backends") + ")"}
 	ringEntriesFlag = &cli.Uint64Flag{Name: "ring-entries", Value: fallback.DefaultRingEntries,
-		Usage: "xdp: `N` entries of the rings map when push or run creates it: both halves of every service's ring, 2 × ringSize per service (8 bytes each; the default holds 512 services at ringSize 65537 and takes 512 MiB). lbc validate -c lb.yaml --target xdp --ring-entries N tells whether a configuration fits N. Maps that exist keep the sizes they were created with (docs/xdp.md#map-sizes)"}
+		Usage: "xdp: `N` entries of the rings map when push or run creates it: every service's ring once (ringSize entries) and, while a push changes rings, their new copies beside the old (8 bytes each; the default takes 512 MiB and holds 1,023 services at ringSize 65537, or 512 that all change in one push: Katran's default scale). lbc validate -c lb.yaml --target xdp --ring-entries N tells whether a configuration fits N. Maps that exist keep the sizes they were created with (docs/xdp.md#map-sizes)"}
 	conntrackEntriesFlag = &cli.Uint64Flag{Name: "conntrack-entries", Value: fallback.DefaultConntrackEntries,
 		Usage: "xdp: `N` connections the LRU conntrack map holds when push or run creates it, before it evicts the least recently used (" + mapCost("conntrack") + "); without the flag, limits.maxConnections of the configuration when it is larger than the default"}
 )
