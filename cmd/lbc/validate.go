@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/internal/spelling"
+	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/targets/sim"
 	"github.com/lbc-dev/lbc/targets/tofino"
@@ -23,7 +25,21 @@ var capacities = map[string]func(c *cli.Context, cfg *compiler.Config) (compiler
 		}
 		return cp, err
 	},
-	"tofino": func(*cli.Context, *compiler.Config) (compiler.Capacity, error) { return tofino.Capacity() },
+	"tofino": func(c *cli.Context, _ *compiler.Config) (compiler.Capacity, error) {
+		f := c.String(validateP4InfoFlag.Name)
+		if f == "" {
+			return tofino.Capacity()
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return compiler.Capacity{}, fmt.Errorf("--p4info: %w", err)
+		}
+		cp, err := tofino.CapacityOf(b, f)
+		if err != nil {
+			return cp, fmt.Errorf("--p4info: %w", err)
+		}
+		return cp, nil
+	},
 	// The sizes lbc push and lbc run create the maps with, from the same
 	// flags and defaults.
 	"xdp": func(c *cli.Context, cfg *compiler.Config) (compiler.Capacity, error) {
@@ -44,12 +60,16 @@ func capacityNames() string {
 	return strings.Join(names, ", ")
 }
 
+// validateP4InfoFlag checks --target tofino against another build of the
+// TNA program than the embedded Tofino 1 one.
+var validateP4InfoFlag = &cli.StringFlag{Name: "p4info", Usage: "tofino: check against the tables of the build whose P4Info is `FILE` (the P4Info the switch runs; Tofino 2's is p4/tna/build/tofino2/lb.p4info.txtpb), not lbc's embedded Tofino 1 build"}
+
 var validateTargetFlag = &cli.StringFlag{Name: "target", Usage: "also check that the configuration fits the tables of datapath `KIND`: " + capacityNames()}
 
 var validateCommand = &cli.Command{
 	Name:      "validate",
 	Usage:     "check a configuration and report every problem at once",
-	UsageText: "lbc validate [-c] lb.yaml [--health health.yaml] [--target bmv2|tofino|xdp [--ring-table-size N | --ring-entries N ...]]\n   lbc validate [--kind bgp|fleet|gslb] FILE",
+	UsageText: "lbc validate [-c] lb.yaml [--health health.yaml] [--target bmv2|tofino|xdp [--ring-table-size N | --p4info FILE | --ring-entries N ...]]\n   lbc validate [--kind bgp|fleet|gslb] FILE",
 	Description: `Decodes lb.yaml strictly (an unknown field or a value of the wrong type is
 an error with its line and field path) and checks every value against the
 allowed ranges and the rules of the semantics (ALWAYS_PERSIST with
@@ -72,7 +92,12 @@ ringPrecision at which the services with ringSize auto (the default) fit:
    lb.yaml:3: --target tofino: the rings need 1230848 entries (...), 182272 more than its LbIngress.ring holds (1048576); the largest rings: ...; the finest precision that fits is ringPrecision: 0.016 on the 600 services with ringSize auto (...)
 
 On tofino an explicit ringSize must be a power of two; one that is not is
-reported at its line with the size to set.
+reported at its line with the size to set. The tables are those of lbc's
+embedded build for Tofino 1 (p4/tna/build); --p4info FILE checks against
+another build's, such as Tofino 2's (p4/tna/build/tofino2/lb.p4info.txtpb,
+whose ring holds 255 services at ringSize auto where Tofino 1's holds 1,023):
+
+   lbc validate -c lb.yaml --target tofino --p4info p4/tna/build/tofino2/lb.p4info.txtpb
 
 For bmv2 the ring table is the size lbc push and lbc run give the pipeline
 they push: 1,048,576 entries, or --ring-table-size N given here as it will
@@ -91,7 +116,7 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 
    lbc validate bgp.yaml
    lbc validate --kind fleet /etc/lbc/fleet.yaml`,
-	Flags: append([]cli.Flag{configFlag, healthFlag, validateTargetFlag, validateKindFlag, p4RingFlag}, xdpSizeFlags...),
+	Flags: append([]cli.Flag{configFlag, healthFlag, validateTargetFlag, validateKindFlag, p4RingFlag, validateP4InfoFlag}, xdpSizeFlags...),
 	Action: func(c *cli.Context) error {
 		kind, err := fileKind(c)
 		if err != nil {
@@ -128,6 +153,9 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 		if c.IsSet(p4RingFlag.Name) && name != "bmv2" {
 			return fmt.Errorf("--ring-table-size sizes the ring table of --target bmv2: give --target bmv2 to check the configuration against it")
 		}
+		if c.IsSet(validateP4InfoFlag.Name) && name != "tofino" {
+			return fmt.Errorf("--p4info names the build of --target tofino to check against: give --target tofino with it (bmv2's ring table size is --ring-table-size)")
+		}
 		if set := sizeSetFlags(c); len(set) > 0 && name != "xdp" {
 			return fmt.Errorf("%s size the maps of --target xdp: give --target xdp to check the configuration against them", strings.Join(set, ", "))
 		}
@@ -155,13 +183,28 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 			if t.Holds == compiler.HoldsConnections {
 				line = fmt.Sprintf("  %-22s %d %s", t.Table, t.Size, t.Holds)
 				if want := u[t.Holds]; want > 0 {
-					line += fmt.Sprintf(" (limits.maxConnections %d)%s", want, connLoss(name, t.Size, want))
+					line += fmt.Sprintf(" (limits.maxConnections %d)%s", want, connLoss(name, tnaGeometry(c), t.Size, want))
 				}
 			}
 			fmt.Fprintln(c.App.Writer, line)
 		}
 		return nil
 	},
+}
+
+// tnaGeometry is the conntrack geometry of the TNA build validate checks
+// against: --p4info's, or the embedded Tofino 1 build's.
+func tnaGeometry(c *cli.Context) sim.TNAGeometry {
+	if f := c.String(validateP4InfoFlag.Name); f != "" {
+		if b, err := os.ReadFile(f); err == nil {
+			if info, err := runtime.ParseP4Info(b); err == nil {
+				if g, err := tofino.ConntrackGeometry(info); err == nil {
+					return g
+				}
+			}
+		}
+	}
+	return sim.TNATofino1
 }
 
 // connLoss is what the conntrack loses at limits.maxConnections live
@@ -171,7 +214,7 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 // 4-way buckets; on tofino the new flows refused an entry by the TNA
 // program's ways. Size is the flows held at 1 % on both. An LRU map loses
 // none before it is full.
-func connLoss(target string, size, conns int) string {
+func connLoss(target string, g sim.TNAGeometry, size, conns int) string {
 	var loss float64
 	var err error
 	var what string
@@ -184,10 +227,10 @@ func connLoss(target string, size, conns int) string {
 		loss, err = sim.RegisterSteadyLoss(buckets, sim.P4Ways, conns, 1)
 		what = "evict a live flow's entry"
 	case "tofino":
-		if conns > sim.TNATofino1.Slots() {
+		if conns > g.Slots() {
 			return ""
 		}
-		loss, err = sim.TNASteadyLoss(sim.TNATofino1, conns, 1)
+		loss, err = sim.TNASteadyLoss(g, conns, 1)
 		what = "are refused an entry"
 	default:
 		return ""

@@ -273,3 +273,63 @@ func TestValidateTofinoExamples(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateTofino2P4Info: --p4info checks --target tofino against
+// another build of the TNA program. 300 services of 8 endpoints (1,024
+// slots each under auto) fit Tofino 1's 2^20 ring entries but not Tofino
+// 2's 2^18, and the problem says the ceiling is Tofino 2's; the conntrack
+// line is the Tofino 2 geometry's. --p4info with another target, a file
+// that is not there and a P4Info of another program are refused, each
+// naming what to fix.
+func TestValidateTofino2P4Info(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("tunnel: {sourceIPv4: 192.0.2.1}\nservices:\n")
+	for i := range 300 {
+		fmt.Fprintf(&b, "  - name: s%d\n    vip: 10.%d.%d.1\n    protocol: TCP\n    ports: [80]\n    backends:\n      - name: g\n        endpoints:\n", i, i/250, i%250)
+		for e := range 8 {
+			fmt.Fprintf(&b, "          - {name: s%de%d, ip: 10.200.%d.%d}\n", i, e, i%250, e+1)
+		}
+	}
+	cfg := filepath.Join(t.TempDir(), "many.yaml")
+	if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const t2 = "../../p4/tna/build/tofino2/lb.p4info.txtpb"
+	out, _, err := runLBC(t, "validate", "-c", cfg, "--target", "tofino")
+	if err != nil || !strings.Contains(out, "of 1048576 ring entries") {
+		t.Fatalf("Tofino 1: %v\n%s", err, out)
+	}
+	_, _, err = runLBC(t, "validate", "-c", cfg, "--target", "tofino", "--p4info", t2)
+	for _, want := range []string{"--target tofino: the rings need 308224 entries", "46080 more than its LbIngress.ring holds (262144)", "cannot grow past 262144 entries, the most this program places on Tofino 2"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Tofino 2: error %v, want it to contain %q", err, want)
+		}
+	}
+	out, _, err = runLBC(t, "validate", "--target", "tofino", "--p4info", t2)
+	if err != nil || !strings.Contains(out, "of 262144 ring entries") || !strings.Contains(out, "4 ways × 131072 slots") {
+		t.Errorf("Tofino 2, the embedded example: %v\n%s", err, out)
+	}
+	// limits.maxConnections beyond Tofino 1's 131,072 slots: the steady-state
+	// loss at that occupancy is the Tofino 2 geometry's.
+	lim := filepath.Join(t.TempDir(), "lim.yaml")
+	if err := os.WriteFile(lim, []byte("limits: {maxConnections: 150000}\ntunnel: {sourceIPv4: 192.0.2.1}\nservices:\n  - name: web\n    vip: 203.0.113.10\n    protocol: TCP\n    ports: [80]\n    backends:\n      - name: g\n        endpoints: [{name: a, ip: 10.0.0.1}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runLBC(t, "validate", "-c", lim, "--target", "tofino", "--p4info", t2)
+	if err != nil || !strings.Contains(out, "(limits.maxConnections 150000); at that occupancy ") || !strings.Contains(out, "of new flows are refused an entry") {
+		t.Errorf("Tofino 2 at 150,000 connections: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--target", "xdp", "--p4info", t2}, "--p4info names the build of --target tofino"},
+		{[]string{"--target", "tofino", "--p4info", filepath.Join(t.TempDir(), "none.txtpb")}, "--p4info: open "},
+		{[]string{"--target", "tofino", "--p4info", "../../p4/build/lb.p4info.txtpb"}, "not a build of p4/tna/lb.p4"},
+	} {
+		_, _, err := runLBC(t, append([]string{"validate"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("validate %v: error %v, want it to contain %q", tc.args, err, tc.want)
+		}
+	}
+}
