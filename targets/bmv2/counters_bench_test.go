@@ -17,26 +17,9 @@ import (
 //
 //	go test -run - -bench LiveBMv2CounterRead -benchtime 10x ./targets/bmv2/
 func BenchmarkLiveBMv2CounterRead(b *testing.B) {
-	_, opts := liveSwitch(b)
 	ctx := context.Background()
-	tg, err := Open(ctx, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tg.Close()
-	ir := compile(b, benchConfig(b), nil, nil, 0)
-	if _, err := tg.Apply(ctx, compiler.DiffIR(nil, ir)); err != nil {
-		b.Fatal(err)
-	}
-	cells := 0
-	r := tg.CounterRead(ir).(*counterRead)
-	for _, name := range r.names {
-		c, err := tg.tr.Schema().Counter(name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cells += int(c.Size)
-	}
+	tg, ir := benchTarget(b)
+	cells := counterCells(b, tg, ir)
 	var total, longest time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -63,4 +46,35 @@ func BenchmarkLiveBMv2CounterRead(b *testing.B) {
 	b.ReportMetric(float64(longest.Microseconds())/1e3, "max-ms/step")
 	b.ReportMetric(float64(cells), "cells")
 	b.ReportMetric(0, "ns/op")
+}
+
+// benchTarget is a live simple_switch_grpc (closed when b ends) opened as
+// a Target and holding benchConfig, and the IR it holds.
+func benchTarget(b *testing.B) (*Target, *compiler.IR) {
+	b.Helper()
+	_, opts := liveSwitch(b)
+	tg, err := Open(context.Background(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tg.Close() })
+	ir := compile(b, benchConfig(b), nil, nil, 0)
+	if _, err := tg.Apply(context.Background(), compiler.DiffIR(nil, ir)); err != nil {
+		b.Fatal(err)
+	}
+	return tg, ir
+}
+
+// counterCells is how many cells one read of ir's counters reads.
+func counterCells(b *testing.B, tg *Target, ir *compiler.IR) int {
+	b.Helper()
+	cells := 0
+	for _, name := range tg.CounterRead(ir).(*counterRead).names {
+		c, err := tg.tr.Schema().Counter(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cells += int(c.Size)
+	}
+	return cells
 }

@@ -8,7 +8,6 @@ import (
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 
-	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/runtime"
 )
 
@@ -27,24 +26,15 @@ import (
 //
 //	go test -run - -bench LiveBMv2PacketIO -benchtime 3x ./targets/bmv2/
 func BenchmarkLiveBMv2PacketIO(b *testing.B) {
-	_, opts := liveSwitch(b)
 	ctx := context.Background()
-	tg, err := Open(ctx, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tg.Close()
-	ir := compile(b, benchConfig(b), nil, nil, 0)
-	if _, err := tg.Apply(ctx, compiler.DiffIR(nil, ir)); err != nil {
-		b.Fatal(err)
-	}
+	tg, ir := benchTarget(b)
+	cells := counterCells(b, tg, ir)
 	buckets, err := ConntrackBuckets()
 	if err != nil {
 		b.Fatal(err)
 	}
 	const seq, piped, window = 50, 2000, 32
 	var rtTotal, pipeTotal, counterTotal time.Duration
-	cells := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
@@ -78,15 +68,6 @@ func BenchmarkLiveBMv2PacketIO(b *testing.B) {
 			}
 		}
 		counterTotal += time.Since(start)
-		if i == 0 {
-			for _, name := range r.(*counterRead).names {
-				c, err := tg.tr.Schema().Counter(name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				cells += int(c.Size)
-			}
-		}
 	}
 	rate := float64(piped*b.N) / pipeTotal.Seconds()
 	cellRate := float64(cells*b.N) / counterTotal.Seconds()
