@@ -185,7 +185,7 @@ func (rc *ringCtx) fill() error {
 		if err != nil {
 			return err
 		}
-		cache[rc.t.tr.ringAddrOf(re.table, d)] = uint32(d.Uint("backend_id"))
+		cache[rc.t.tr.ringAddrOf(re.bank, d)] = uint32(d.Uint("backend_id"))
 	}
 	rc.cache = cache
 	return nil

@@ -325,26 +325,22 @@ func (tr *Translator) ringSlot(addr uint32) (string, uint32, error) {
 	return tr.rings[b], addr & (1<<tr.bankBits - 1), nil
 }
 
-// ringAddrOf is the ring address of entry d of ring table name.
-func (tr *Translator) ringAddrOf(name string, d *runtime.Decoded) uint32 {
-	a := uint32(d.Uint("addr"))
-	if tr.bankBits > 0 {
-		a |= uint32(slices.Index(tr.rings, name)) << tr.bankBits
-	}
-	return a
+// ringAddrOf is the ring address of entry d of the ring's table bank.
+func (tr *Translator) ringAddrOf(bank int, d *runtime.Decoded) uint32 {
+	return uint32(d.Uint("addr")) | uint32(bank)<<tr.bankBits
 }
 
 type ringTableEntry struct {
-	table string
-	e     *p4v1.TableEntry
+	bank int // index in RingTables
+	e    *p4v1.TableEntry
 }
 
 // ringEntries are the entries of tabs' ring tables, table by table.
 func (tr *Translator) ringEntries(tabs Tables) []ringTableEntry {
 	var out []ringTableEntry
-	for _, name := range tr.rings {
+	for bank, name := range tr.rings {
 		for _, e := range tabs[name] {
-			out = append(out, ringTableEntry{name, e})
+			out = append(out, ringTableEntry{bank, e})
 		}
 	}
 	return out
@@ -617,7 +613,7 @@ func (tr *Translator) ReadBack(ctx context.Context, tabs Tables, tunnel *p4v1.Ta
 		if err != nil {
 			return nil, nil, err
 		}
-		addr := tr.ringAddrOf(re.table, d)
+		addr := tr.ringAddrOf(re.bank, d)
 		entries = append(entries, slotEntry{addr, uint32(d.Uint("backend_id"))})
 		var m ringMeta
 		if len(d.Metadata) == 0 || json.Unmarshal(d.Metadata, &m) != nil || m.N == 0 || m.N > compiler.MaxRingSize || m.Half > 1 || addr+m.N < addr {
