@@ -473,29 +473,10 @@ func checkShare(v *stepView) {
 		}
 	}
 	a := tailAlpha(sh.Confidence, k)
-	ok := true
-	// Power: each backend that should get some must be told apart from one
-	// that gets none, or a missing backend would pass unseen. The bounds
-	// are still checked, so that a clear miss is named too.
+	// Each backend's count and the counts a correct datapath gives.
 	for _, b := range names {
-		if p := expect[b]; p > 0 && p < 1 {
-			if lo, _ := shareInterval(n, p, a); lo == 0 {
-				ok = false
-				fail("share", "", "only %d new %s after the ring settled at %.2fs: too few to tell backend %s (%.1f %%) from one that gets none at confidence %g (lengthen the step or raise the rate)",
-					n, sh.Unit, settle.Seconds(), b, 100*p, sh.Confidence)
-				break
-			}
-		}
-	}
-	var parts []string
-	for _, b := range names {
-		p := expect[b]
-		obs := counts[b]
-		row := rows[b]
-		row.Counted = obs
-		row.Share = float64(obs) / float64(n)
-		row.Expect = p
-		row.Judged = true
+		p, row := expect[b], rows[b]
+		row.Counted, row.Share, row.Expect, row.Judged = counts[b], float64(counts[b])/float64(n), p, true
 		switch {
 		case p <= 0:
 			row.Low, row.High = 0, 0
@@ -504,6 +485,22 @@ func checkShare(v *stepView) {
 		default:
 			row.Low, row.High = shareInterval(n, p, a)
 		}
+	}
+	ok := true
+	// Power: each backend that should get some must be told apart from one
+	// that gets none, or a missing backend would pass unseen. The bounds
+	// are still checked, so that a clear miss is named too.
+	for _, b := range names {
+		if p := expect[b]; p > 0 && p < 1 && rows[b].Low == 0 {
+			ok = false
+			fail("share", "", "only %d new %s after the ring settled at %.2fs: too few to tell backend %s (%.1f %%) from one that gets none at confidence %g (lengthen the step or raise the rate)",
+				n, sh.Unit, settle.Seconds(), b, 100*p, sh.Confidence)
+			break
+		}
+	}
+	var parts []string
+	for _, b := range names {
+		p, row, obs := expect[b], rows[b], counts[b]
 		if obs < row.Low || obs > row.High {
 			ok = false
 			if p == 0 {
