@@ -9,7 +9,6 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/fallback"
-	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/targets/tofino"
 	"github.com/lbc-dev/lbc/targets/xdp"
@@ -78,18 +77,16 @@ func TestCapacityTable(t *testing.T) {
 	}
 	// Tofino 2's program has its own P4Info (four ring tables of 2^16):
 	// lbc push --target tofino reads it from the switch.
-	t2, err := os.ReadFile("../../p4/tna/build/tofino2/lb.p4info.txtpb")
+	const t2file = "../../p4/tna/build/tofino2/lb.p4info.txtpb"
+	t2, err := os.ReadFile(t2file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t2info, err := runtime.ParseP4Info(t2)
+	tf2, err := tofino.CapacityOf(t2, t2file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tf2, err := bmv2.P4Capacity("tofino2", t2info, "recompile p4/tna/lb.p4 with -D%s=N (docs/tofino.md)")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tf2.Target = "tofino2" // its row's name in the log and the messages
 	xd, err := xdp.Capacity(fallback.DefaultSizes(), nil)
 	if err != nil {
 		t.Fatal(err)

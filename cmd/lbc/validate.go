@@ -8,6 +8,7 @@ import (
 
 	"github.com/lbc-dev/lbc/compiler"
 	"github.com/lbc-dev/lbc/internal/spelling"
+	"github.com/lbc-dev/lbc/p4"
 	"github.com/lbc-dev/lbc/runtime"
 	"github.com/lbc-dev/lbc/targets/bmv2"
 	"github.com/lbc-dev/lbc/targets/sim"
@@ -26,19 +27,15 @@ var capacities = map[string]func(c *cli.Context, cfg *compiler.Config) (compiler
 		return cp, err
 	},
 	"tofino": func(c *cli.Context, _ *compiler.Config) (compiler.Capacity, error) {
-		f := c.String(validateP4InfoFlag.Name)
-		if f == "" {
-			return tofino.Capacity()
-		}
-		b, err := os.ReadFile(f)
+		b, file, err := tnaP4Info(c)
 		if err != nil {
-			return compiler.Capacity{}, fmt.Errorf("--p4info: %w", err)
+			return compiler.Capacity{}, err
 		}
-		cp, err := tofino.CapacityOf(b, f)
-		if err != nil {
+		cp, err := tofino.CapacityOf(b, file)
+		if err != nil && c.IsSet(validateP4InfoFlag.Name) {
 			return cp, fmt.Errorf("--p4info: %w", err)
 		}
-		return cp, nil
+		return cp, err
 	},
 	// The sizes lbc push and lbc run create the maps with, from the same
 	// flags and defaults.
@@ -183,7 +180,7 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 			if t.Holds == compiler.HoldsConnections {
 				line = fmt.Sprintf("  %-22s %d %s", t.Table, t.Size, t.Holds)
 				if want := u[t.Holds]; want > 0 {
-					line += fmt.Sprintf(" (limits.maxConnections %d)%s", want, connLoss(name, tnaGeometry(c), t.Size, want))
+					line += fmt.Sprintf(" (limits.maxConnections %d)%s", want, connLoss(c, name, t.Size, want))
 				}
 			}
 			fmt.Fprintln(c.App.Writer, line)
@@ -192,19 +189,33 @@ certificate is the CA's for its node) and gslb.yaml (lbc gslb serve):
 	},
 }
 
-// tnaGeometry is the conntrack geometry of the TNA build validate checks
-// against: --p4info's, or the embedded Tofino 1 build's.
-func tnaGeometry(c *cli.Context) sim.TNAGeometry {
-	if f := c.String(validateP4InfoFlag.Name); f != "" {
-		if b, err := os.ReadFile(f); err == nil {
-			if info, err := runtime.ParseP4Info(b); err == nil {
-				if g, err := tofino.ConntrackGeometry(info); err == nil {
-					return g
-				}
-			}
-		}
+// tnaP4Info is the P4Info (text) of the TNA build validate checks
+// against, and where it is from: --p4info's file, or the embedded Tofino 1
+// build.
+func tnaP4Info(c *cli.Context) ([]byte, string, error) {
+	f := c.String(validateP4InfoFlag.Name)
+	if f == "" {
+		return p4.TNAP4Info, "p4/tna/build/lb.p4info.txtpb", nil
 	}
-	return sim.TNATofino1
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return nil, "", fmt.Errorf("--p4info: %w", err)
+	}
+	return b, f, nil
+}
+
+// tnaGeometry is the conntrack geometry of the TNA build validate checks
+// against (tnaP4Info's).
+func tnaGeometry(c *cli.Context) (sim.TNAGeometry, error) {
+	b, file, err := tnaP4Info(c)
+	if err != nil {
+		return sim.TNAGeometry{}, err
+	}
+	info, err := runtime.ParseP4Info(b)
+	if err != nil {
+		return sim.TNAGeometry{}, fmt.Errorf("%s: %w", file, err)
+	}
+	return tofino.ConntrackGeometry(info)
 }
 
 // connLoss is what the conntrack loses at limits.maxConnections live
@@ -214,7 +225,7 @@ func tnaGeometry(c *cli.Context) sim.TNAGeometry {
 // 4-way buckets; on tofino the new flows refused an entry by the TNA
 // program's ways. Size is the flows held at 1 % on both. An LRU map loses
 // none before it is full.
-func connLoss(target string, g sim.TNAGeometry, size, conns int) string {
+func connLoss(c *cli.Context, target string, size, conns int) string {
 	var loss float64
 	var err error
 	var what string
@@ -227,7 +238,8 @@ func connLoss(target string, g sim.TNAGeometry, size, conns int) string {
 		loss, err = sim.RegisterSteadyLoss(buckets, sim.P4Ways, conns, 1)
 		what = "evict a live flow's entry"
 	case "tofino":
-		if conns > g.Slots() {
+		g, gerr := tnaGeometry(c)
+		if gerr != nil || conns > g.Slots() {
 			return ""
 		}
 		loss, err = sim.TNASteadyLoss(g, conns, 1)
