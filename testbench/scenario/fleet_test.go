@@ -40,9 +40,11 @@ func TestFleetScenarios(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			out := reportDir(t, name+"-fleet")
+			var out string
 			if d := os.Getenv("LBC_FLEET_OUT"); d != "" {
 				out = filepath.Join(d, name)
+			} else {
+				out = reportDir(t, name+"-fleet")
 			}
 			res, err := Run(t.Context(), sc, Options{OutDir: out, Progress: &logWriter{t: t}, LBC: lbc,
 				Prefix: fmt.Sprintf("lbcfl%d%c", os.Getpid(), 'a'+i)})
