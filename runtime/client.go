@@ -790,17 +790,49 @@ type Counter struct {
 
 // ReadCounter reads every cell of an indexed counter.
 func (c *Client) ReadCounter(ctx context.Context, counterID uint32) ([]Counter, error) {
-	ents, err := c.Read(ctx, &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{CounterId: counterID}}})
+	return c.readCounter(ctx, &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{CounterId: counterID}}})
+}
+
+// ReadCounterCells reads the cells of an indexed counter at indexes, in one
+// request. A reader that needs a few cells of a large array asks for those:
+// a wildcard read of 65,536 cells every few seconds is most of what a
+// controller allocates (docs/controller.md, "Soak").
+func (c *Client) ReadCounterCells(ctx context.Context, counterID uint32, indexes []int64) ([]Counter, error) {
+	if len(indexes) == 0 {
+		return nil, nil
+	}
+	q := make([]*p4v1.Entity, len(indexes))
+	for i, x := range indexes {
+		q[i] = &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{CounterId: counterID, Index: &p4v1.Index{Index: x}}}}
+	}
+	return c.readCounter(ctx, q...)
+}
+
+// readCounter converts each response's cells as it arrives, so that the
+// read holds one response's messages at a time, not the whole array's.
+func (c *Client) readCounter(ctx context.Context, q ...*p4v1.Entity) ([]Counter, error) {
+	stream, err := c.rt.Read(ctx, &p4v1.ReadRequest{DeviceId: c.opts.DeviceID, Role: c.opts.Role, Entities: q})
 	if err != nil {
 		return nil, err
 	}
 	var out []Counter
-	for _, e := range ents {
-		if ce := e.GetCounterEntry(); ce != nil {
-			out = append(out, Counter{Index: ce.GetIndex().GetIndex(), Packets: ce.GetData().GetPacketCount(), Bytes: ce.GetData().GetByteCount()})
+	for {
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = make([]Counter, 0, len(resp.Entities))
+		}
+		for _, e := range resp.Entities {
+			if ce := e.GetCounterEntry(); ce != nil {
+				out = append(out, Counter{Index: ce.GetIndex().GetIndex(), Packets: ce.GetData().GetPacketCount(), Bytes: ce.GetData().GetByteCount()})
+			}
 		}
 	}
-	return out, nil
 }
 
 // Pipeline is a forwarding-pipeline configuration.

@@ -37,8 +37,8 @@ func (t Tolerance) Limit(base float64) float64 {
 //   - RSS: +16 MiB or +25 %, whichever is more. The Go heap swings between
 //     collections (GOGC=100 lets it reach twice the live heap before one),
 //     and the runtime returns freed pages lazily: a flat lbc run's RSS
-//     wanders by tens of MiB from one second to the next under the soak's
-//     scrapes.
+//     wanders by ≈ 10 MiB from one second to the next under the soak's
+//     churn (≈ 50 MiB while the counter reader read whole arrays).
 //   - Goroutines: +5. The count at rest is a fixed set (loop, probers,
 //     P4Runtime stream and heartbeat, HTTP server).
 //   - Open files: +5: sockets of probes and scrapes in flight come and go
