@@ -14,6 +14,11 @@ type Sample struct {
 	RSS        float64       // bytes (/proc/PID/status VmRSS)
 	Goroutines float64       // go_goroutines from its /metrics
 	FDs        float64       // entries of /proc/PID/fd
+	// HeapGoal is the Go collector's goal for the next collection
+	// (go_memstats_next_gc_bytes): twice the heap live after the last
+	// one (GOGC=100). Not judged: it tells a leak, which raises it for
+	// good, from the collector's swings, which RSS shows too.
+	HeapGoal float64
 }
 
 // Tolerance bounds the growth of one series from the second quarter of a

@@ -27,9 +27,9 @@ const (
 // writeReport writes the summary, the samples and the three plots.
 func writeReport(res *Result) error {
 	var csv strings.Builder
-	csv.WriteString("seconds,rss_bytes,goroutines,open_files\n")
+	csv.WriteString("seconds,rss_bytes,goroutines,open_files,heap_goal_bytes\n")
 	for _, s := range res.Samples {
-		fmt.Fprintf(&csv, "%.3f,%.0f,%.0f,%.0f\n", s.T.Seconds(), s.RSS, s.Goroutines, s.FDs)
+		fmt.Fprintf(&csv, "%.3f,%.0f,%.0f,%.0f,%.0f\n", s.T.Seconds(), s.RSS, s.Goroutines, s.FDs, s.HeapGoal)
 	}
 	if err := os.WriteFile(filepath.Join(res.Out, SamplesCSV), []byte(csv.String()), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
@@ -78,6 +78,11 @@ func Summary(res *Result) string {
 		Format(RSSTolerance.Abs, "MiB"), 100*RSSTolerance.Rel, GoroutinesTolerance.Abs, FDsTolerance.Abs)
 	for _, v := range res.Verdicts {
 		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	if h := res.HeapGoal; h.Samples > 0 {
+		// What RSS's swings are made of; a leak raises the goal for good.
+		fmt.Fprintf(&b, "  not judged: Go heap goal (go_memstats_next_gc_bytes, twice the live heap) median %s → %s, range %s..%s\n",
+			Format(h.Base, h.Unit), Format(h.Last, h.Unit), Format(h.Min, h.Unit), Format(h.Max, h.Unit))
 	}
 	fmt.Fprintf(&b, "\nlog: %d lines (%s); expected lines: %s; unexpected: %d\n", res.Log.Lines, counts(res.Log.ByLevel), counts(res.Log.Expected), len(res.Log.Unexpected))
 	for _, r := range ExpectedLog(flapping) {

@@ -70,10 +70,13 @@ const backendIPBase = 11 // 127.0.0.11 …
 // Result of a soak.
 type Result struct {
 	Options
-	Target      string // what lbc run ran against
-	Samples     []Sample
-	Took        time.Duration // of lbc run, start to stop
-	Verdicts    []Verdict
+	Target   string // what lbc run ran against
+	Samples  []Sample
+	Took     time.Duration // of lbc run, start to stop
+	Verdicts []Verdict
+	// HeapGoal is the Go heap goal's series, summarised as a verdict but
+	// not judged (Sample.HeapGoal).
+	HeapGoal    Verdict
 	Log         LogReport
 	Flaps       int
 	Reloads     int // files written
@@ -217,6 +220,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 				var text string
 				if text, err = get(client, base+"/metrics"); err == nil {
 					s.Goroutines, err = metric(text, "go_goroutines", nil)
+					if err == nil {
+						s.HeapGoal, err = metric(text, "go_memstats_next_gc_bytes", nil)
+					}
 				}
 			}
 		}
@@ -356,6 +362,11 @@ func analyse(res *Result, logPath string, sampleErr *atomic.Value) error {
 		Flat("goroutines", "", ts, gV, total, GoroutinesTolerance),
 		Flat("open files", "", ts, fdV, total, FDsTolerance),
 	}
+	var hgV []float64
+	for _, s := range res.Samples {
+		hgV = append(hgV, s.HeapGoal)
+	}
+	res.HeapGoal = Flat("heap goal", "MiB", ts, hgV, total, RSSTolerance)
 	for _, v := range res.Verdicts {
 		if !v.OK {
 			res.Failures = append(res.Failures, fmt.Sprintf("%s: %s", v.Name, v.Why))
