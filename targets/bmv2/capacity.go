@@ -99,14 +99,10 @@ func P4Capacity(target string, info *p4configv1.P4Info, raise string) (compiler.
 	for _, r := range info.GetRegisters() {
 		add(r.GetPreamble().GetName(), int(r.GetSize()))
 	}
-	if _, ok := sizes["LbIngress.ring"]; !ok {
-		// p4/tna/lb.p4's ring: banks ring0, ring1, … (one pool).
-		for i := 0; ; i++ {
-			n, ok := sizes[fmt.Sprintf("LbIngress.ring%d", i)]
-			if !ok {
-				break
-			}
-			sizes["LbIngress.ring"] += n
+	// p4/tna/lb.p4's ring is banks ring0, ring1, … of one pool.
+	if banks := ringTables(func(alias string) bool { _, ok := sizes["LbIngress."+alias]; return ok }); len(banks) > 0 && banks[0] != tRing {
+		for _, b := range banks {
+			sizes["LbIngress."+tRing] += sizes["LbIngress."+b]
 		}
 	}
 	c := compiler.Capacity{Target: target}

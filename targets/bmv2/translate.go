@@ -63,19 +63,13 @@ type Translator struct {
 // translation writes, so a wrong P4Info fails before any write.
 func NewTranslator(s *runtime.Schema) (*Translator, error) {
 	tr := &Translator{s: s, ids: map[string]uint32{}}
-	tr.rings = []string{tRing}
-	if _, err := s.Table(tRing); err != nil {
-		tr.rings = nil
-		for i := 0; ; i++ {
-			name := fmt.Sprintf("%s%d", tRing, i)
-			if _, err := s.Table(name); err != nil {
-				break
-			}
-			tr.rings = append(tr.rings, name)
-		}
-		if len(tr.rings) == 0 {
-			return nil, fmt.Errorf("%w (is this the P4Info of p4/lb.p4?)", err)
-		}
+	tr.rings = ringTables(func(name string) bool {
+		_, err := s.Table(name)
+		return err == nil
+	})
+	if len(tr.rings) == 0 {
+		_, err := s.Table(tRing)
+		return nil, fmt.Errorf("%w (is this the P4Info of p4/lb.p4?)", err)
 	}
 	for _, name := range append([]string{tVIPPort, tVIPProto, tVIPAddr, tService, tBackend, tTunnelSource, tFallback, tEgressMTU}, tr.rings...) {
 		t, err := s.Table(name)
@@ -112,6 +106,20 @@ func NewTranslator(s *runtime.Schema) (*Translator, error) {
 		return nil, fmt.Errorf("%w (set_service needs ring_size or ring_mask)", err)
 	}
 	return tr, nil
+}
+
+// ringTables names the ring's tables, by address, among the tables has
+// knows (by alias): p4/lb.p4's one "ring", or p4/tna/lb.p4's banks "ring0",
+// "ring1", …; none when there is neither.
+func ringTables(has func(alias string) bool) []string {
+	if has(tRing) {
+		return []string{tRing}
+	}
+	var banks []string
+	for i := 0; has(fmt.Sprintf("%s%d", tRing, i)); i++ {
+		banks = append(banks, fmt.Sprintf("%s%d", tRing, i))
+	}
+	return banks
 }
 
 // ringSizeParam is a service row's ring size column.
