@@ -225,3 +225,66 @@ func BenchmarkSessionsFullTable(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadStats times Datapath.ReadStats, what `lbc run --target xdp`
+// reads every --counter-interval, with 4,096 services of 8 backends each
+// (1,024-slot rings), as it reads them (the per-CPU counter arrays whole,
+// in batches, at this many rows) beside a lookup per row, alternating in
+// the same run: ms/read and µs/row are ReadStats's, x-rows the lookups per
+// row's time over it.
+//
+// Run: go test ./fallback -run '^$' -bench ReadStats -benchtime 10x
+func BenchmarkReadStats(b *testing.B) {
+	dp, err := fallback.Load(fallback.LoadOptions{Test: true, RingEntries: 1 << 23})
+	if err != nil {
+		b.Fatalf("load (needs root): %v", err)
+	}
+	defer dp.Close()
+	const services, per = 4096, 8
+	ir := &compiler.IR{}
+	for id := uint32(1); id <= services; id++ {
+		vip := netip.AddrFrom4([4]byte{10, 1, byte(id >> 8), byte(id)})
+		ir.VIPs = append(ir.VIPs, compiler.VIPRow{Key: compiler.VIPKey{VIP: vip, Proto: compiler.IPProtoTCP, Port: 80, Kind: compiler.MatchPort}, ServiceID: id})
+		s := compiler.ServiceRow{ID: id, Name: fmt.Sprint("s", id), RingSize: 1024, IdleTimeoutSec: 60, SynNew: true}
+		for c := range s.Classes {
+			s.Classes[c] = compiler.PolicyFor(compiler.Class(c), compiler.AffinityNone, compiler.TrackPerConnection, compiler.PersistDefault)
+		}
+		ir.Services = append(ir.Services, s)
+		base := id * per
+		ring := make([]uint32, 1024)
+		for i := range ring {
+			ring[i] = base + uint32(i%per)
+		}
+		ir.Rings = append(ir.Rings, compiler.RingRows{ServiceID: id, Halves: [2][]uint32{ring, nil}})
+		for k := uint32(0); k < per; k++ {
+			ip := netip.AddrFrom4([4]byte{10, 2, byte(base >> 8), byte(base + k)})
+			ir.Backends = append(ir.Backends, compiler.BackendRow{ID: base + k, ServiceID: id, Name: fmt.Sprint("b", base+k), IP: ip, Healthy: true})
+		}
+	}
+	if _, err := dp.Apply(compiler.DiffIR(nil, ir).Changes, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var took, rows time.Duration
+	read := func() time.Duration {
+		start := time.Now()
+		s, err := dp.ReadStats()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(s.Services) != services || len(s.Backends) != services*per {
+			b.Fatalf("read %d services and %d backends, want %d and %d", len(s.Services), len(s.Backends), services, services*per)
+		}
+		return time.Since(start)
+	}
+	for i := 0; i < b.N; i++ {
+		took += read()
+		restore := fallback.ReadCountersBy("rows")
+		rows += read()
+		restore()
+	}
+	b.ReportMetric(float64(took.Microseconds())/1e3/float64(b.N), "ms/read")
+	b.ReportMetric(float64(took.Nanoseconds())/1e3/float64(b.N*services*(per+1)), "µs/row")
+	b.ReportMetric(rows.Seconds()/took.Seconds(), "x-rows")
+	b.ReportMetric(0, "ns/op")
+}

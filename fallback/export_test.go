@@ -10,6 +10,17 @@ import (
 // VIPFilterBit exposes vipFilterBit to the external tests.
 var VIPFilterBit = vipFilterBit
 
+// ReadCountersBy makes ReadStats read the per-CPU counter arrays row by
+// row ("rows") or whole, in batches ("batch"), until restore is called.
+func ReadCountersBy(how string) (restore func()) {
+	old := perBatchRow
+	perBatchRow = 0 // rows × 0 < size: row by row
+	if how == "batch" {
+		perBatchRow = 1 << 32
+	}
+	return func() { perBatchRow = old }
+}
+
 // ReserveRings gives services ids a region of cap entries of `rings` each
 // (their half 0), without rows or ring slots (as if they held rings at
 // rest), so that a test reaches the end of a large map without writing
