@@ -736,20 +736,30 @@ func (c *Client) Write(ctx context.Context, updates []*p4v1.Update) error {
 // Read runs one Read RPC (entities may be wildcards) and gathers the
 // streamed responses.
 func (c *Client) Read(ctx context.Context, entities ...*p4v1.Entity) ([]*p4v1.Entity, error) {
-	stream, err := c.rt.Read(ctx, &p4v1.ReadRequest{DeviceId: c.opts.DeviceID, Role: c.opts.Role, Entities: entities})
+	var out []*p4v1.Entity
+	err := c.readEach(ctx, func(ents []*p4v1.Entity) { out = append(out, ents...) }, entities...)
 	if err != nil {
 		return nil, err
 	}
-	var out []*p4v1.Entity
+	return out, nil
+}
+
+// readEach runs one Read RPC and calls fn with each streamed response's
+// entities as it arrives.
+func (c *Client) readEach(ctx context.Context, fn func([]*p4v1.Entity), entities ...*p4v1.Entity) error {
+	stream, err := c.rt.Read(ctx, &p4v1.ReadRequest{DeviceId: c.opts.DeviceID, Role: c.opts.Role, Entities: entities})
+	if err != nil {
+		return err
+	}
 	for {
 		resp, err := stream.Recv()
 		if err == io.EOF {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, resp.Entities...)
+		fn(resp.Entities)
 	}
 }
 
@@ -811,28 +821,21 @@ func (c *Client) ReadCounterCells(ctx context.Context, counterID uint32, indexes
 // readCounter converts each response's cells as it arrives, so that the
 // read holds one response's messages at a time, not the whole array's.
 func (c *Client) readCounter(ctx context.Context, q ...*p4v1.Entity) ([]Counter, error) {
-	stream, err := c.rt.Read(ctx, &p4v1.ReadRequest{DeviceId: c.opts.DeviceID, Role: c.opts.Role, Entities: q})
-	if err != nil {
-		return nil, err
-	}
 	var out []Counter
-	for {
-		resp, err := stream.Recv()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := c.readEach(ctx, func(ents []*p4v1.Entity) {
 		if out == nil {
-			out = make([]Counter, 0, len(resp.Entities))
+			out = make([]Counter, 0, len(ents))
 		}
-		for _, e := range resp.Entities {
+		for _, e := range ents {
 			if ce := e.GetCounterEntry(); ce != nil {
 				out = append(out, Counter{Index: ce.GetIndex().GetIndex(), Packets: ce.GetData().GetPacketCount(), Bytes: ce.GetData().GetByteCount()})
 			}
 		}
+	}, q...)
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // Pipeline is a forwarding-pipeline configuration.
