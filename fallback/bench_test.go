@@ -160,29 +160,40 @@ func median(d []time.Duration) time.Duration {
 func benchIR() *compiler.IR {
 	ir := &compiler.IR{}
 	add := func(id uint32, vip netip.Addr, proto uint8, kind compiler.MatchKind, port uint16, backendBase uint32, v6 bool) {
-		ir.VIPs = append(ir.VIPs, compiler.VIPRow{Key: compiler.VIPKey{VIP: vip, Proto: compiler.IPProto(proto), Port: port, Kind: kind}, ServiceID: id})
-		s := compiler.ServiceRow{ID: id, Name: fmt.Sprint("s", id), RingSize: 65537, IdleTimeoutSec: 60, SynNew: true}
-		for c := range s.Classes {
-			s.Classes[c] = compiler.PolicyFor(compiler.Class(c), compiler.AffinityNone, compiler.TrackPerConnection, compiler.PersistDefault)
-		}
-		ir.Services = append(ir.Services, s)
-		ring := make([]uint32, 65537)
-		for i := range ring {
-			ring[i] = backendBase + uint32(i%10)
-		}
-		ir.Rings = append(ir.Rings, compiler.RingRows{ServiceID: id, Halves: [2][]uint32{ring, nil}})
+		var ips []netip.Addr
 		for k := uint32(0); k < 10; k++ {
 			ip := netip.AddrFrom4([4]byte{10, 0, byte(id), byte(k + 1)})
 			if v6 {
 				ip = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, byte(id), 14: 0, 15: byte(k + 1)})
 			}
-			ir.Backends = append(ir.Backends, compiler.BackendRow{ID: backendBase + k, ServiceID: id, Name: fmt.Sprint("b", backendBase+k), IP: ip, Healthy: true})
+			ips = append(ips, ip)
 		}
+		benchService(ir, id, compiler.VIPKey{VIP: vip, Proto: compiler.IPProto(proto), Port: port, Kind: kind}, 65537, backendBase, ips)
 	}
 	add(1, netip.MustParseAddr("203.0.113.10"), compiler.IPProtoTCP, compiler.MatchPort, 80, 100, false)
 	add(2, netip.MustParseAddr("2001:db8:100::10"), compiler.IPProtoTCP, compiler.MatchPort, 80, 200, true)
 	add(3, netip.MustParseAddr("203.0.113.10"), compiler.IPProtoUDP, compiler.MatchAllPorts, 0, 300, false)
 	return ir
+}
+
+// benchService adds service id, reached at key, to ir: every class
+// tracked per connection, one healthy backend per address of ips (IDs
+// base, base+1, …), and a ring of ringSize slots taking them in turn.
+func benchService(ir *compiler.IR, id uint32, key compiler.VIPKey, ringSize uint32, base uint32, ips []netip.Addr) {
+	ir.VIPs = append(ir.VIPs, compiler.VIPRow{Key: key, ServiceID: id})
+	s := compiler.ServiceRow{ID: id, Name: fmt.Sprint("s", id), RingSize: ringSize, IdleTimeoutSec: 60, SynNew: true}
+	for c := range s.Classes {
+		s.Classes[c] = compiler.PolicyFor(compiler.Class(c), compiler.AffinityNone, compiler.TrackPerConnection, compiler.PersistDefault)
+	}
+	ir.Services = append(ir.Services, s)
+	ring := make([]uint32, ringSize)
+	for i := range ring {
+		ring[i] = base + uint32(i%len(ips))
+	}
+	ir.Rings = append(ir.Rings, compiler.RingRows{ServiceID: id, Halves: [2][]uint32{ring, nil}})
+	for k, ip := range ips {
+		ir.Backends = append(ir.Backends, compiler.BackendRow{ID: base + uint32(k), ServiceID: id, Name: fmt.Sprint("b", base+uint32(k)), IP: ip, Healthy: true})
+	}
 }
 
 // BenchmarkSessionsFullTable times Datapath.Sessions (the walk `lbc run`
@@ -243,23 +254,12 @@ func BenchmarkReadStats(b *testing.B) {
 	const services, per = 4096, 8
 	ir := &compiler.IR{}
 	for id := uint32(1); id <= services; id++ {
-		vip := netip.AddrFrom4([4]byte{10, 1, byte(id >> 8), byte(id)})
-		ir.VIPs = append(ir.VIPs, compiler.VIPRow{Key: compiler.VIPKey{VIP: vip, Proto: compiler.IPProtoTCP, Port: 80, Kind: compiler.MatchPort}, ServiceID: id})
-		s := compiler.ServiceRow{ID: id, Name: fmt.Sprint("s", id), RingSize: 1024, IdleTimeoutSec: 60, SynNew: true}
-		for c := range s.Classes {
-			s.Classes[c] = compiler.PolicyFor(compiler.Class(c), compiler.AffinityNone, compiler.TrackPerConnection, compiler.PersistDefault)
-		}
-		ir.Services = append(ir.Services, s)
 		base := id * per
-		ring := make([]uint32, 1024)
-		for i := range ring {
-			ring[i] = base + uint32(i%per)
-		}
-		ir.Rings = append(ir.Rings, compiler.RingRows{ServiceID: id, Halves: [2][]uint32{ring, nil}})
+		var ips []netip.Addr
 		for k := uint32(0); k < per; k++ {
-			ip := netip.AddrFrom4([4]byte{10, 2, byte(base >> 8), byte(base + k)})
-			ir.Backends = append(ir.Backends, compiler.BackendRow{ID: base + k, ServiceID: id, Name: fmt.Sprint("b", base+k), IP: ip, Healthy: true})
+			ips = append(ips, netip.AddrFrom4([4]byte{10, 2, byte(base >> 8), byte(base + k)}))
 		}
+		benchService(ir, id, compiler.VIPKey{VIP: netip.AddrFrom4([4]byte{10, 1, byte(id >> 8), byte(id)}), Proto: compiler.IPProtoTCP, Port: 80, Kind: compiler.MatchPort}, 1024, base, ips)
 	}
 	if _, err := dp.Apply(compiler.DiffIR(nil, ir).Changes, nil); err != nil {
 		b.Fatal(err)

@@ -1,6 +1,7 @@
 package fallback_test
 
 import (
+	"encoding/binary"
 	"reflect"
 	"testing"
 
@@ -26,20 +27,13 @@ func TestReadStatsBatchAgreesWithRows(t *testing.T) {
 	// row read at the wrong slot, or a CPU missed, reads another sum.
 	fill := func(m *ebpf.Map, words int) {
 		for slot := uint32(0); slot < m.MaxEntries(); slot++ {
-			vals := make([][]uint64, cpus)
+			vals := make([][]byte, cpus) // Put's form of a per-CPU value
 			for c := range vals {
-				vals[c] = make([]uint64, words)
-				for w := range vals[c] {
-					vals[c][w] = uint64(slot)*1000 + uint64(c)*10 + uint64(w) + 1
+				for w := range words {
+					vals[c] = binary.LittleEndian.AppendUint64(vals[c], uint64(slot)*1000+uint64(c)*10+uint64(w)+1)
 				}
 			}
-			buf := make([]byte, 0, cpus*words*8)
-			for _, v := range vals {
-				for _, x := range v {
-					buf = append(buf, byte(x), byte(x>>8), byte(x>>16), byte(x>>24), byte(x>>32), byte(x>>40), byte(x>>48), byte(x>>56))
-				}
-			}
-			if err := m.Put(slot, splitPerCPU(buf, cpus)); err != nil {
+			if err := m.Put(slot, vals); err != nil {
 				t.Fatalf("%s slot %d: %v", m, slot, err)
 			}
 		}
@@ -66,15 +60,4 @@ func TestReadStatsBatchAgreesWithRows(t *testing.T) {
 	if !reflect.DeepEqual(rows.Services, batch.Services) || !reflect.DeepEqual(rows.Backends, batch.Backends) {
 		t.Errorf("batch read differs from row by row:\nrows  %v %v\nbatch %v %v", rows.Services, rows.Backends, batch.Services, batch.Backends)
 	}
-}
-
-// splitPerCPU cuts buf into one []byte per CPU, the form Put takes for a
-// per-CPU map's value.
-func splitPerCPU(buf []byte, cpus int) [][]byte {
-	n := len(buf) / cpus
-	out := make([][]byte, cpus)
-	for c := range out {
-		out[c] = buf[c*n : (c+1)*n]
-	}
-	return out
 }

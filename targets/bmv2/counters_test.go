@@ -105,17 +105,10 @@ func TestCounterReadAsksForItsCells(t *testing.T) {
 		}
 	})
 	defer b.srv.OnRead(nil)
-	r := tg.CounterRead(ir)
-	for {
-		done, err := r.Step(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if done {
-			break
-		}
+	cnt, err := tg.Counters(ctx) // CounterRead's steps, for the IR it holds
+	if err != nil {
+		t.Fatal(err)
 	}
-	cnt := r.Counters()
 	id := func(name string) uint32 {
 		c, err := tg.tr.Schema().Counter(name)
 		if err != nil {

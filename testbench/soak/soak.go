@@ -351,20 +351,16 @@ var finalMetrics = map[string]struct {
 // counters that show the churn happened.
 func analyse(res *Result, logPath string, sampleErr *atomic.Value) error {
 	var ts []time.Duration
-	var rssV, gV, fdV []float64
+	var rssV, gV, fdV, hgV []float64
 	for _, s := range res.Samples {
 		ts = append(ts, s.T)
-		rssV, gV, fdV = append(rssV, s.RSS), append(gV, s.Goroutines), append(fdV, s.FDs)
+		rssV, gV, fdV, hgV = append(rssV, s.RSS), append(gV, s.Goroutines), append(fdV, s.FDs), append(hgV, s.HeapGoal)
 	}
 	total := res.Took
 	res.Verdicts = []Verdict{
 		Flat("RSS", "MiB", ts, rssV, total, RSSTolerance),
 		Flat("goroutines", "", ts, gV, total, GoroutinesTolerance),
 		Flat("open files", "", ts, fdV, total, FDsTolerance),
-	}
-	var hgV []float64
-	for _, s := range res.Samples {
-		hgV = append(hgV, s.HeapGoal)
 	}
 	res.HeapGoal = Flat("heap goal", "MiB", ts, hgV, total, RSSTolerance)
 	for _, v := range res.Verdicts {
